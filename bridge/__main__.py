@@ -1,0 +1,3 @@
+from bridge.cli import app
+
+app(prog_name="toolbridge")

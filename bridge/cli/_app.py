@@ -1,0 +1,46 @@
+"""The typer application every command module registers on."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+__all__ = ["app", "state"]
+
+app = typer.Typer(
+    name="toolbridge",
+    help="Run a cloud agent's tool calls on local functions.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+state: dict[str, bool] = {"verbose": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"toolbridge {version('toolbridge')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show details of errors and debug logs.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Run a cloud agent's tool calls on local functions."""
+    state["verbose"] = verbose
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )

@@ -1,0 +1,250 @@
+"""Every exception toolbridge raises, in one tree.
+
+    BridgeError                      anything toolbridge raises for a failed run
+    ├── PlatformError                the agent platform failed us (carries request_id, status, code)
+    │   ├── PlatformConnectionError  the request never got an answer (DNS, refused, reset)
+    │   │   └── PlatformTimeoutError connect timeout or too long a gap between stream events
+    │   ├── PlatformStatusError      an HTTP error status
+    │   │   ├── BadRequestError      400, 422
+    │   │   ├── AuthenticationError  401, 403
+    │   │   ├── NotFoundError        404
+    │   │   ├── ConflictError        409
+    │   │   ├── PreconditionError    412, 428
+    │   │   ├── RateLimitError       429
+    │   │   └── ServerError          5xx
+    │   ├── InBandError              HTTP 200 whose body carries an error code/message
+    │   ├── StreamInterruptedError   the connection dropped mid-stream (keeps what arrived)
+    │   └── ProtocolError            the platform sent something we cannot decode
+    └── RunError                     the conversation loop could not finish
+        ├── RunFailedError           the platform reported the run as failed
+        └── MaxRoundsError           the agent kept asking for tools past `max_rounds`
+
+    UsageError(BridgeError, RuntimeError)   a developer mistake: bad manifest, duplicate tool...
+    └── ConfigurationError                  missing or malformed configuration (token, app id)
+
+Messages never contain secrets: anything that could carry a token goes through `redact`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bridge.types import ToolRun
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "BridgeError",
+    "ConfigurationError",
+    "ConflictError",
+    "InBandError",
+    "MaxRoundsError",
+    "NotFoundError",
+    "PlatformConnectionError",
+    "PlatformError",
+    "PlatformStatusError",
+    "PlatformTimeoutError",
+    "PreconditionError",
+    "ProtocolError",
+    "RateLimitError",
+    "RunError",
+    "RunFailedError",
+    "ServerError",
+    "StreamInterruptedError",
+    "UsageError",
+    "redact",
+    "register_secret",
+    "status_error_class",
+]
+
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
+    re.compile(r"bce-v3/[^\s\"',;]+"),
+    re.compile(r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"),
+)
+_extra_secrets: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret so that `redact` masks it wherever it appears."""
+    if value and len(value) >= 4:
+        _extra_secrets.add(value)
+        bare = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else None
+        if bare and len(bare) >= 4:
+            _extra_secrets.add(bare)
+
+
+def redact(text: str) -> str:
+    """Mask tokens, API keys and registered secrets in `text`."""
+    for secret in sorted(_extra_secrets, key=len, reverse=True):
+        text = text.replace(secret, "[secure]")
+    for pattern in _SECRET_PATTERNS:
+        if pattern.groups:
+            text = pattern.sub(lambda m: m.group(1) + "[secure]", text)
+        else:
+            text = pattern.sub("[secure]", text)
+    return text
+
+
+class BridgeError(Exception):
+    """Base class of every error toolbridge raises."""
+
+    def __init__(self, message: str) -> None:
+        message = redact(message)
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(BridgeError, RuntimeError):
+    """A developer mistake: an invalid manifest, a duplicate tool name, a bad option."""
+
+
+class ConfigurationError(UsageError):
+    """Missing or malformed configuration, such as no token or no app id."""
+
+
+class PlatformError(BridgeError):
+    """The agent platform failed; carries whatever ids it gave us."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: str | None = None,
+        status_code: int | None = None,
+        code: str | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.status_code = status_code
+        self.code = code
+        self.body = redact(body) if body is not None else None
+        self.tool_runs: list[ToolRun] = []
+        """Tool runs the loop had finished when this error surfaced, so nothing is lost."""
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"status={self.status_code}")
+        if self.code:
+            parts.append(f"code={self.code}")
+        if self.request_id:
+            parts.append(f"request_id={self.request_id}")
+        return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, request_id={self.request_id!r})"
+
+
+class PlatformConnectionError(PlatformError):
+    """The request did not get an answer: the platform is unreachable."""
+
+
+class PlatformTimeoutError(PlatformConnectionError):
+    """Connecting took too long, or the stream went quiet for longer than the idle timeout."""
+
+
+class PlatformStatusError(PlatformError):
+    """The platform answered with an HTTP error status."""
+
+
+class BadRequestError(PlatformStatusError):
+    """400 or 422: the platform rejected the request as malformed."""
+
+
+class AuthenticationError(PlatformStatusError):
+    """401 or 403: the token is missing, wrong, or lacks the permission."""
+
+
+class NotFoundError(PlatformStatusError):
+    """404: unknown app, conversation or path."""
+
+
+class ConflictError(PlatformStatusError):
+    """409: the resource is in a state that forbids the request."""
+
+
+class PreconditionError(PlatformStatusError):
+    """412 or 428: a precondition failed."""
+
+
+class RateLimitError(PlatformStatusError):
+    """429: too many requests; `retry_after` is the server's advice in seconds, if any."""
+
+    retry_after: float | None = None
+
+
+class ServerError(PlatformStatusError):
+    """5xx: the platform failed."""
+
+
+class InBandError(PlatformError):
+    """HTTP 200 whose body is an error (top-level `code`/`message`, no content)."""
+
+
+class StreamInterruptedError(PlatformError):
+    """The stream stopped before the run ended; `received` holds what did arrive."""
+
+    def __init__(self, message: str, *, received: list[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.received: list[Any] = list(received or [])
+
+
+class ProtocolError(PlatformError):
+    """The platform sent data that is not what its protocol says (undecodable JSON...)."""
+
+
+class RunError(BridgeError):
+    """The conversation loop could not finish; carries what was done so far."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        conversation_id: str | None = None,
+        request_id: str | None = None,
+        code: str | None = None,
+        tool_runs: list[ToolRun] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.conversation_id = conversation_id
+        self.request_id = request_id
+        self.code = code
+        self.tool_runs: list[ToolRun] = list(tool_runs or [])
+
+    def __str__(self) -> str:
+        extra = [f"request_id={self.request_id}"] if self.request_id else []
+        if self.code:
+            extra.insert(0, f"code={self.code}")
+        return f"{self.message} ({', '.join(extra)})" if extra else self.message
+
+
+class RunFailedError(RunError):
+    """The platform reported the run as failed (an error event or an in-band error)."""
+
+
+class MaxRoundsError(RunError):
+    """The agent asked for tools in more rounds than `max_rounds` allows."""
+
+
+_STATUS_CLASSES: dict[int, type[PlatformStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: AuthenticationError,
+    404: NotFoundError,
+    409: ConflictError,
+    412: PreconditionError,
+    422: BadRequestError,
+    428: PreconditionError,
+    429: RateLimitError,
+}
+
+
+def status_error_class(status: int) -> type[PlatformStatusError]:
+    """The exception class for an HTTP error status."""
+    if status >= 500:
+        return ServerError
+    return _STATUS_CLASSES.get(status, PlatformStatusError)

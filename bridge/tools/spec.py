@@ -1,0 +1,62 @@
+"""The frozen description of one registered tool, built once at registration.
+
+Everything the dispatcher needs to run a call (the function, how to validate its arguments,
+where to inject the `ToolContext`) and everything a platform needs to describe it (name,
+description, JSON Schema) lives here, apart from execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ArgumentError", "ToolOptions", "ToolSpec"]
+
+
+class ArgumentError(ValueError):
+    """The agent's arguments do not fit the tool's schema.
+
+    `problems` holds one readable line per problem, e.g. "days: must be <= 7 (got 9)".
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """Per-tool behaviour that is not part of the schema."""
+
+    timeout: float | None = None
+    """Seconds before the call is abandoned; None uses the dispatcher's default."""
+    idempotent: bool = False
+    """Safe to run again after a crash interrupted it."""
+    confirm: bool = False
+    """A person must approve each call (the loop asks its `approve` hook)."""
+    before: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Transforms the raw arguments before validation."""
+    after: Callable[[Any], Any] | None = None
+    """Transforms the result before it is serialised."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, ready to describe and to run."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """Canonical JSON Schema of the arguments object (may hold `$defs`; dialects transform it)."""
+    function: Callable[..., Any]
+    """Called with the validated arguments as keyword arguments (plus the context, if any)."""
+    validate: Callable[[dict[str, Any]], dict[str, Any]]
+    """Validates and coerces raw arguments into keyword arguments; raises `ArgumentError`."""
+    is_async: bool = False
+    context_param: str | None = None
+    """Name of the parameter that receives the `ToolContext`, if the function has one."""
+    options: ToolOptions = field(default_factory=ToolOptions)
+    origin: str = ""
+    """Where the tool came from (``module:qualname``, a file, a source), for error messages."""
+    enabled: bool = True

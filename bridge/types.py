@@ -1,0 +1,179 @@
+"""The neutral vocabulary every layer speaks.
+
+Platforms turn their wire formats into these events; the loop, the dispatcher, the daemon and
+the CLI only ever see these types. This module imports nothing from the rest of `bridge`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ErrorKind",
+    "Event",
+    "HumanInputRequested",
+    "Other",
+    "RunFailed",
+    "RunFinished",
+    "TextDelta",
+    "ToolBatch",
+    "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolCallsRequested",
+    "ToolResult",
+    "ToolRun",
+]
+
+ErrorKind = Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout", "rejected"]
+"""Why a tool run did not produce a normal output (None on `ToolRun.error` means it did)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class ToolCall(_Frozen):
+    """One call the agent asked for.
+
+    `arguments` is what the platform sent: usually a dict, sometimes a JSON string (OpenAI-style
+    platforms, or a sloppy server). `raw_arguments` keeps the original text when there was one.
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    def arguments_dict(self) -> dict[str, Any]:
+        """The arguments as a dict; raises `ValueError` when they are not a JSON object."""
+        if isinstance(self.arguments, dict):
+            return self.arguments
+        text = self.arguments.strip()
+        if not text:
+            return {}
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        return value
+
+
+class ToolBatch(_Frozen):
+    """One pause of the remote run: every call in it must be answered in a single submission."""
+
+    batch_id: str
+    calls: tuple[ToolCall, ...]
+    resume: dict[str, Any] = Field(default_factory=dict)
+    """Platform ids needed to submit the outputs (JSON-serialisable)."""
+
+
+class ToolResult(_Frozen):
+    """The output sent back to the agent for one call."""
+
+    call_id: str
+    output: str
+    is_error: bool = False
+
+
+class ToolRun(_Frozen):
+    """The dispatcher's record of one call: what was asked, what came back, how long it took."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    output: str
+    error: ErrorKind | None = None
+    started_at: datetime
+    duration_ms: float
+
+    def to_result(self) -> ToolResult:
+        """The output to submit for this run."""
+        return ToolResult(call_id=self.call_id, output=self.output, is_error=self.error is not None)
+
+
+# --- events a platform emits ------------------------------------------------------------------
+
+
+class TextDelta(_Frozen):
+    """A piece of the answer as it streams in."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCallsRequested(_Frozen):
+    """The agent paused and wants these tools run."""
+
+    kind: Literal["tool_calls"] = "tool_calls"
+    batch: ToolBatch
+
+
+class HumanInputRequested(_Frozen):
+    """A workflow paused for a person's answer (AppBuilder chatflow interrupt)."""
+
+    kind: Literal["human_input"] = "human_input"
+    interrupt_id: str
+    interrupt_type: str = "chat"
+    prompt: str = ""
+    raw: Any = None
+
+
+class RunFinished(_Frozen):
+    """The run ended normally."""
+
+    kind: Literal["finished"] = "finished"
+    answer: str = ""
+    usage: dict[str, Any] | None = None
+    message_id: str | None = None
+    request_id: str | None = None
+    raw: Any = None
+
+
+class RunFailed(_Frozen):
+    """The run ended with an error reported by the platform (event-level or in-band)."""
+
+    kind: Literal["failed"] = "failed"
+    code: str
+    message: str
+    request_id: str | None = None
+    raw: Any = None
+
+
+class Other(_Frozen):
+    """Anything else the platform said (status events, references, reasoning...)."""
+
+    kind: Literal["other"] = "other"
+    raw: Any = None
+
+
+# --- events the loop adds for its listeners ------------------------------------------------------
+
+
+class ToolCallStarted(_Frozen):
+    """The loop is about to run one tool call."""
+
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    call: ToolCall
+
+
+class ToolCallFinished(_Frozen):
+    """One tool call finished (successfully or not)."""
+
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+    run: ToolRun
+
+
+Event = Union[
+    TextDelta,
+    ToolCallsRequested,
+    HumanInputRequested,
+    RunFinished,
+    RunFailed,
+    Other,
+    ToolCallStarted,
+    ToolCallFinished,
+]
