@@ -1,63 +1,133 @@
-"""toolbridge: the local half of a cloud agent. Run its tool calls on your own functions."""
+"""toolbridge: the local half of a cloud agent. Run its tool calls on your own functions.
+
+Public names are imported lazily (PEP 562) so that `import bridge` and the `toolbridge`
+command start fast; `from bridge import Bridge` works as usual.
+"""
 
 from __future__ import annotations
 
-from bridge.errors import (
-    AuthenticationError,
-    BridgeError,
-    ConfigurationError,
-    InBandError,
-    MaxRoundsError,
-    PlatformConnectionError,
-    PlatformError,
-    PlatformTimeoutError,
-    RateLimitError,
-    RunError,
-    RunFailedError,
-    StreamInterruptedError,
-    UsageError,
-)
-from bridge.types import (
-    HumanInputRequested,
-    Other,
-    RunFailed,
-    RunFinished,
-    TextDelta,
-    ToolBatch,
-    ToolCall,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolCallsRequested,
-    ToolResult,
-    ToolRun,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AuthenticationError",
-    "BridgeError",
-    "ConfigurationError",
-    "HumanInputRequested",
-    "InBandError",
-    "MaxRoundsError",
-    "Other",
-    "PlatformConnectionError",
-    "PlatformError",
-    "PlatformTimeoutError",
-    "RateLimitError",
-    "RunError",
-    "RunFailed",
-    "RunFailedError",
-    "RunFinished",
-    "StreamInterruptedError",
-    "TextDelta",
-    "ToolBatch",
-    "ToolCall",
-    "ToolCallFinished",
-    "ToolCallStarted",
-    "ToolCallsRequested",
-    "ToolResult",
-    "ToolRun",
-    "UsageError",
-]
+# name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "AppBuilderClient": "bridge.platforms.appbuilder",
+    "AppBuilderPlatform": "bridge.platforms.appbuilder",
+    "ArgumentError": "bridge.tools.spec",
+    "AuthenticationError": "bridge.errors",
+    "BadRequestError": "bridge.errors",
+    "Bridge": "bridge.conversation",
+    "BridgeError": "bridge.errors",
+    "ConfigurationError": "bridge.errors",
+    "ConflictError": "bridge.errors",
+    "Conversation": "bridge.conversation",
+    "ConversationScope": "bridge.tools.context",
+    "Dispatcher": "bridge.tools.dispatch",
+    "Emulator": "bridge.emulator",
+    "HumanInputRequested": "bridge.types",
+    "InBandError": "bridge.errors",
+    "Manifest": "bridge.tools.manifest",
+    "MaxRoundsError": "bridge.errors",
+    "NotFoundError": "bridge.errors",
+    "OpenAIChatPlatform": "bridge.platforms.openai_chat",
+    "Other": "bridge.types",
+    "Platform": "bridge.platforms.base",
+    "PlatformConnectionError": "bridge.errors",
+    "PlatformError": "bridge.errors",
+    "PlatformStatusError": "bridge.errors",
+    "PlatformTimeoutError": "bridge.errors",
+    "PreconditionError": "bridge.errors",
+    "ProtocolError": "bridge.errors",
+    "RateLimitError": "bridge.errors",
+    "Result": "bridge.conversation",
+    "RunError": "bridge.errors",
+    "RunFailed": "bridge.types",
+    "RunFailedError": "bridge.errors",
+    "RunFinished": "bridge.types",
+    "ServerError": "bridge.errors",
+    "StreamInterruptedError": "bridge.errors",
+    "TextDelta": "bridge.types",
+    "ToolBatch": "bridge.types",
+    "ToolCall": "bridge.types",
+    "ToolCallFinished": "bridge.types",
+    "ToolCallStarted": "bridge.types",
+    "ToolCallsRequested": "bridge.types",
+    "ToolContext": "bridge.tools.context",
+    "ToolOptions": "bridge.tools.spec",
+    "ToolResult": "bridge.types",
+    "ToolRun": "bridge.types",
+    "ToolSpec": "bridge.tools.spec",
+    "Toolbox": "bridge.tools.toolbox",
+    "UsageError": "bridge.errors",
+    "create_platform": "bridge.platforms",
+    "manifest": "bridge.tools.manifest",
+    "manifest_parameter": "bridge.tools.manifest",
+    "manifest_return": "bridge.tools.manifest",
+    "open_platform": "bridge.platforms",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from bridge.conversation import Bridge, Conversation, Result
+    from bridge.emulator import Emulator
+    from bridge.errors import (
+        AuthenticationError,
+        BadRequestError,
+        BridgeError,
+        ConfigurationError,
+        ConflictError,
+        InBandError,
+        MaxRoundsError,
+        NotFoundError,
+        PlatformConnectionError,
+        PlatformError,
+        PlatformStatusError,
+        PlatformTimeoutError,
+        PreconditionError,
+        ProtocolError,
+        RateLimitError,
+        RunError,
+        RunFailedError,
+        ServerError,
+        StreamInterruptedError,
+        UsageError,
+    )
+    from bridge.platforms import create_platform, open_platform
+    from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
+    from bridge.platforms.base import Platform
+    from bridge.platforms.openai_chat import OpenAIChatPlatform
+    from bridge.tools.context import ConversationScope, ToolContext
+    from bridge.tools.dispatch import Dispatcher
+    from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return
+    from bridge.tools.spec import ArgumentError, ToolOptions, ToolSpec
+    from bridge.tools.toolbox import Toolbox
+    from bridge.types import (
+        HumanInputRequested,
+        Other,
+        RunFailed,
+        RunFinished,
+        TextDelta,
+        ToolBatch,
+        ToolCall,
+        ToolCallFinished,
+        ToolCallsRequested,
+        ToolCallStarted,
+        ToolResult,
+        ToolRun,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -95,6 +95,8 @@ class BridgeError(Exception):
         message = redact(message)
         super().__init__(message)
         self.message = message
+        self.tool_runs: list[ToolRun] = []
+        """Tool runs the loop had finished when this error surfaced, so nothing is lost."""
 
 
 class UsageError(BridgeError, RuntimeError):
@@ -122,8 +124,6 @@ class PlatformError(BridgeError):
         self.status_code = status_code
         self.code = code
         self.body = redact(body) if body is not None else None
-        self.tool_runs: list[ToolRun] = []
-        """Tool runs the loop had finished when this error surfaced, so nothing is lost."""
 
     def __str__(self) -> str:
         parts = [self.message]
@@ -213,7 +213,7 @@ class RunError(BridgeError):
         self.conversation_id = conversation_id
         self.request_id = request_id
         self.code = code
-        self.tool_runs: list[ToolRun] = list(tool_runs or [])
+        self.tool_runs = list(tool_runs or [])
 
     def __str__(self) -> str:
         extra = [f"request_id={self.request_id}"] if self.request_id else []

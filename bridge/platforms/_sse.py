@@ -1,8 +1,11 @@
 """Server-Sent Events framing over a streaming `requests` response, via sseclient-py.
 
 Knows no platform: it yields the `data` of each event as text. Tolerates `data:` without a
-space, CRLF/CR/LF line endings, `:` comments, `event:`/`id:`/`retry:` lines and data-less
-events (skipped). A `[DONE]` sentinel ends the stream, and so does EOF.
+space, CRLF/CR/LF line endings (also split across chunks), a leading UTF-8 BOM, `:` comments,
+`event:`/`id:`/`retry:` lines and data-less events (skipped). A `[DONE]` sentinel ends the
+stream, and so does EOF (an event cut off by EOF without its blank line is still delivered).
+
+Bytes that are not UTF-8 raise `UnicodeDecodeError`; the adapter maps it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sseclient
 __all__ = ["DONE", "iter_sse_data"]
 
 DONE = "[DONE]"
+_BOM = b"\xef\xbb\xbf"
 
 
 def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
@@ -22,7 +26,7 @@ def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
     `chunks` is usually ``response.iter_content(chunk_size=None)``; transport errors raised
     while reading it propagate unchanged so the adapter can map them.
     """
-    client = sseclient.SSEClient(_normalise_newlines(chunks), char_enc="utf-8")
+    client = sseclient.SSEClient(_whole_events(_normalise_newlines(chunks)), char_enc="utf-8")
     for event in client.events():
         data = event.data
         if not data:
@@ -35,9 +39,25 @@ def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
 def _normalise_newlines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     """Turn CRLF and lone CR into LF, even when a CRLF pair straddles two chunks."""
     pending_cr = False
-    for chunk in chunks:
+    first = True
+    stream = iter(chunks)
+    for chunk in stream:
         if not chunk:
             continue
+        if first:
+            # The BOM may itself be split; wait for three bytes before deciding.
+            if len(chunk) < len(_BOM) and _BOM.startswith(chunk):
+                head = bytearray(chunk)
+                for more in stream:
+                    head += more
+                    if len(head) >= len(_BOM) or not _BOM.startswith(bytes(head)):
+                        break
+                chunk = bytes(head)
+            first = False
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM) :]
+            if not chunk:
+                continue
         if pending_cr:
             chunk = b"\r" + chunk
             pending_cr = False
@@ -47,3 +67,22 @@ def _normalise_newlines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     if pending_cr:
         yield b"\n"
+
+
+def _whole_events(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Regroup LF-only bytes so that each piece ends on an event boundary (a blank line).
+
+    sseclient-py stitches fragments with `bytes +=` per line, which is quadratic when a large
+    event arrives in many small network reads; handing it whole events keeps parsing linear.
+    """
+    buffer = bytearray()
+    for chunk in chunks:
+        start = max(len(buffer) - 1, 0)  # a boundary may straddle the old and new bytes
+        buffer += chunk
+        end = buffer.rfind(b"\n\n", start)
+        if end < 0:
+            continue
+        yield bytes(buffer[: end + 2])
+        del buffer[: end + 2]
+    if buffer:
+        yield bytes(buffer)

@@ -1,0 +1,45 @@
+"""The Tools layer: describe local functions as tools (manifests, JSON Schema) and register them.
+
+from bridge.tools import Toolbox, manifest
+
+@manifest
+def get_weather(city: str) -> str:
+    '''Current weather of a city.'''
+
+Toolbox([get_weather]).manifests("appbuilder")
+"""
+
+from __future__ import annotations
+
+from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext
+from bridge.tools.dispatch import Dispatcher
+from bridge.tools.loader import load_tools
+from bridge.tools.manifest import (
+    Manifest,
+    build_spec,
+    manifest,
+    manifest_parameter,
+    manifest_return,
+)
+from bridge.tools.schema import DIALECTS, to_dialect
+from bridge.tools.spec import ArgumentError, ToolOptions, ToolSpec
+from bridge.tools.toolbox import Toolbox
+
+__all__ = [
+    "DIALECTS",
+    "ArgumentError",
+    "ConversationScope",
+    "Dispatcher",
+    "Manifest",
+    "PoolExhaustedError",
+    "ToolContext",
+    "ToolOptions",
+    "ToolSpec",
+    "Toolbox",
+    "build_spec",
+    "load_tools",
+    "manifest",
+    "manifest_parameter",
+    "manifest_return",
+    "to_dialect",
+]

@@ -1,0 +1,122 @@
+"""What every command shares: error reporting, exit codes, platform and toolbox building."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from bridge.cli._app import state
+from bridge.errors import (
+    AuthenticationError,
+    BridgeError,
+    PlatformConnectionError,
+    UsageError,
+    redact,
+)
+
+if TYPE_CHECKING:
+    from bridge.platforms.base import Platform
+    from bridge.tools.toolbox import Toolbox
+
+__all__ = [
+    "EXIT_AUTH",
+    "EXIT_FAILED",
+    "EXIT_NETWORK",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "AppIdOpt",
+    "ApiKeyOpt",
+    "BaseUrlOpt",
+    "ModelOpt",
+    "PlatformOpt",
+    "TokenOpt",
+    "ToolsOpt",
+    "build_platform",
+    "build_toolbox",
+    "exit_code_for",
+    "fail",
+]
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_AUTH = 3
+EXIT_NETWORK = 4
+
+ToolsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--tools",
+        "-t",
+        help="Where tools come from: a .py file or a module name. Repeat for more.",
+    ),
+]
+PlatformOpt = Annotated[
+    str, typer.Option("--platform", help="Agent platform: appbuilder or openai.")
+]
+AppIdOpt = Annotated[
+    str | None, typer.Option("--app-id", help="AppBuilder app id [env: APPBUILDER_APP_ID].")
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option("--token", help="AppBuilder token [env: APPBUILDER_TOKEN].", show_default=False),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="Gateway (appbuilder) [env: GATEWAY_URL_V2] or server /v1 URL (openai) "
+        "[env: OPENAI_BASE_URL].",
+    ),
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name (openai) [env: OPENAI_MODEL].")
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option("--api-key", help="API key (openai) [env: OPENAI_API_KEY].", show_default=False),
+]
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The documented exit code for an error."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    if isinstance(exc, AuthenticationError):
+        return EXIT_AUTH
+    if isinstance(exc, PlatformConnectionError):
+        return EXIT_NETWORK
+    return EXIT_FAILED
+
+
+def fail(exc: BaseException, *, code: int | None = None) -> NoReturn:
+    """Print one clear red line (details with --verbose) and exit with the error's code."""
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    kind = "error" if isinstance(exc, BridgeError) else type(exc).__name__
+    console.print(f"[red]{kind}:[/red] {redact(str(exc))}", markup=True)
+    if state.get("verbose"):
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        console.print(redact(details), markup=False)
+    raise typer.Exit(code if code is not None else exit_code_for(exc)) from None
+
+
+def build_toolbox(specs: Sequence[str]) -> Toolbox:
+    """Load every SPEC into one toolbox (UsageError on a bad spec)."""
+    from bridge.tools.loader import load_tools
+
+    return load_tools(list(specs))
+
+
+def build_platform(name: str, **options: Any) -> Platform:
+    """Build the named platform adapter from CLI options and the environment."""
+    from bridge.platforms import create_platform
+
+    return create_platform(name, **options)

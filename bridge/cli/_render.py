@@ -1,0 +1,140 @@
+"""Terminal rendering of a conversation's events: streamed answer, spinner, tool lines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
+
+from bridge.types import (
+    Event,
+    HumanInputRequested,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolCallsRequested,
+    ToolRun,
+)
+
+__all__ = ["Renderer", "format_arguments", "result_json"]
+
+_MAX_ARGS = 120
+
+
+def format_arguments(arguments: dict[str, Any] | str) -> str:
+    """Arguments as one short line."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return text if len(text) <= _MAX_ARGS else text[: _MAX_ARGS - 1] + "…"
+
+
+class Renderer:
+    """Writes the answer to stdout as it streams; tool lines and the spinner go to stderr."""
+
+    def __init__(
+        self, *, spinner: bool | None = None, one_stream: bool = False, indent: str = ""
+    ) -> None:
+        self.out = Console(highlight=False, soft_wrap=True)
+        # A narration (the demo) reads best in order on one stream.
+        self.err = self.out if one_stream else Console(stderr=True, highlight=False, soft_wrap=True)
+        self.indent = indent
+        self.answer_prefix = ""
+        self.spinner = self.err.is_terminal if spinner is None else spinner
+        self._status: Status | None = None
+        self._mid_line = False
+
+    def waiting(self, label: str = "waiting for the agent…") -> None:
+        """Show a spinner until the next output."""
+        if not self.spinner:
+            return
+        if self._status is None:
+            self._status = self.err.status(label, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(label)
+
+    def _stop_spinner(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self.out.print()
+            self._mid_line = False
+
+    def handle(self, event: Event) -> None:
+        """Render one event."""
+        if isinstance(event, TextDelta):
+            self._stop_spinner()
+            if not self._mid_line and self.answer_prefix:
+                self.out.print(self.answer_prefix, end="")
+            self.out.print(event.text, end="", markup=False)
+            self._mid_line = not event.text.endswith("\n")
+        elif isinstance(event, ToolCallsRequested):
+            self._end_line()
+            names = ", ".join(call.name for call in event.batch.calls)
+            self.waiting(f"running {names}…")
+        elif isinstance(event, ToolCallStarted):
+            pass
+        elif isinstance(event, ToolCallFinished):
+            self._stop_spinner()
+            self.tool_line(event.run)
+            self.waiting()
+        elif isinstance(event, HumanInputRequested):
+            self._stop_spinner()
+            self._end_line()
+            self.err.print(f"[yellow]? the agent asks for input[/yellow] {escape(event.prompt)}")
+        elif isinstance(event, RunFinished | RunFailed):
+            self._stop_spinner()
+            self._end_line()
+
+    def tool_line(self, run: ToolRun) -> None:
+        """One line per finished tool call: name, arguments, duration, error kind."""
+        mark = "[green]✓[/green]" if run.error is None else "[red]✗[/red]"
+        error = f" [red]{run.error}[/red]" if run.error else ""
+        self.err.print(
+            f"{self.indent}{mark} [bold]{escape(run.name)}[/bold]({escape(format_arguments(run.arguments))})"
+            f" [dim]{run.duration_ms:.0f} ms[/dim]{error}"
+        )
+
+    def close(self) -> None:
+        """Stop the spinner and end the answer's line."""
+        self._stop_spinner()
+        self._end_line()
+
+
+def result_json(
+    *,
+    conversation_id: str | None,
+    answer: str,
+    rounds: int,
+    tool_runs: list[ToolRun],
+    request_ids: list[str],
+    error: dict[str, Any] | None = None,
+) -> str:
+    """The `--json` output: one object."""
+    body: dict[str, Any] = {
+        "conversation_id": conversation_id,
+        "answer": answer,
+        "rounds": rounds,
+        "tool_runs": [
+            {
+                "call_id": run.call_id,
+                "name": run.name,
+                "arguments": run.arguments,
+                "output": run.output,
+                "error": run.error,
+                "duration_ms": round(run.duration_ms, 3),
+            }
+            for run in tool_runs
+        ],
+        "request_ids": request_ids,
+    }
+    if error is not None:
+        body["error"] = error
+    return json.dumps(body, ensure_ascii=False)

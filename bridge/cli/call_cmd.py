@@ -1,0 +1,116 @@
+"""`toolbridge call SPEC TOOL [ARGS_JSON]`: run one tool locally, the way the agent would."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+
+from bridge.cli._app import app, state
+from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, fail
+
+__all__ = ["call"]
+
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _parse_arguments(text: str) -> dict[str, Any]:
+    from bridge.errors import UsageError
+
+    if text == "-":
+        text = typer.get_text_stream("stdin").read()
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"ARGS_JSON is not valid JSON ({exc}); expected an object such as "
+            '\'{"city": "Paris"}\''
+        ) from None
+    if not isinstance(value, dict):
+        kind = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise UsageError(
+            f'ARGS_JSON must be a JSON object such as \'{{"city": "Paris"}}\', got a JSON {kind}'
+        )
+    return value
+
+
+@contextlib.contextmanager
+def _quiet_dispatcher() -> Iterator[None]:
+    # The failed call's output already says what went wrong; its traceback (logged by the
+    # dispatcher) is for --verbose only.
+    log = logging.getLogger("bridge.tools.dispatch")
+    level = log.level
+    if not state.get("verbose"):
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+@app.command("call")
+def call(
+    spec: Annotated[
+        str, typer.Argument(help="Where the tool comes from: a .py file or a module name.")
+    ],
+    tool: Annotated[str, typer.Argument(help="The name of the tool to run.")],
+    args_json: Annotated[
+        str,
+        typer.Argument(help="The arguments as a JSON object; '-' reads them from stdin."),
+    ] = "{}",
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds before the call is abandoned, unless the tool sets its own timeout.",
+        ),
+    ] = 60.0,
+) -> None:
+    """Run one tool through the dispatcher and print its output.
+
+    Exit code 0 when the tool ran, 1 when the run has an error kind (unknown tool, invalid
+    arguments, tool error, timeout; the output goes to stderr), 2 for usage errors.
+    """
+    from bridge.errors import UsageError
+    from bridge.tools.dispatch import Dispatcher
+    from bridge.tools.loader import load_tools
+    from bridge.types import ToolCall
+
+    # As `python -m` does (and `toolbridge manifest`): modules next to the cwd are importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        arguments = _parse_arguments(args_json)
+        try:
+            toolbox = load_tools([spec])
+        except UsageError:
+            raise
+        except Exception as exc:  # an import-time error of the user's file, never a traceback
+            raise UsageError(f"cannot load {spec!r}: {type(exc).__name__}: {exc}") from None
+        dispatcher = Dispatcher(toolbox, default_timeout=timeout)
+    except UsageError as exc:
+        fail(exc, code=EXIT_USAGE)
+    with dispatcher, _quiet_dispatcher():
+        [run] = dispatcher.run([ToolCall(call_id="cli", name=tool, arguments=arguments)])
+    if run.error is None:
+        typer.echo(run.output)
+        return
+    typer.echo(run.output, err=True)
+    if run.error == "tool_error" and not state.get("verbose"):
+        typer.echo("(run `toolbridge -v call ...` to see the traceback)", err=True)
+    raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,277 @@
+"""`toolbridge run` (one question) and `toolbridge chat` (an interactive conversation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bridge.cli._app import app
+from bridge.cli._common import (
+    EXIT_OK,
+    ApiKeyOpt,
+    AppIdOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    PlatformOpt,
+    TokenOpt,
+    ToolsOpt,
+    build_platform,
+    build_toolbox,
+    exit_code_for,
+    fail,
+)
+from bridge.errors import AuthenticationError, BridgeError, ConfigurationError, UsageError
+
+if TYPE_CHECKING:
+    from bridge.cli._render import Renderer
+    from bridge.conversation import Bridge
+    from bridge.types import ToolCall
+
+__all__ = ["chat", "run"]
+
+ConversationOpt = Annotated[
+    str | None, typer.Option("--conversation-id", help="Continue this conversation.")
+]
+EndUserOpt = Annotated[str | None, typer.Option("--end-user-id", help="End user id sent along.")]
+ToolChoiceOpt = Annotated[
+    str | None, typer.Option("--tool-choice", help="Force the agent to call this tool.")
+]
+StreamOpt = Annotated[
+    bool, typer.Option("--stream/--no-stream", help="Stream the answer as it is written.")
+]
+YesOpt = Annotated[
+    bool, typer.Option("--yes", "-y", help="Approve every call of a confirm-tool without asking.")
+]
+MaxRoundsOpt = Annotated[
+    int, typer.Option("--max-rounds", min=1, help="Most tool rounds before giving up.")
+]
+
+
+def _make_bridge(
+    *,
+    tools: list[str],
+    platform: str,
+    app_id: str | None,
+    base_url: str | None,
+    token: str | None,
+    model: str | None,
+    api_key: str | None,
+    end_user_id: str | None,
+    tool_choice: str | None,
+    stream: bool,
+    max_rounds: int,
+    renderer: Renderer | None,
+    yes: bool,
+) -> Bridge:
+    from bridge.conversation import Bridge
+
+    toolbox = build_toolbox(tools)
+    if tool_choice is not None and toolbox.get(tool_choice) is None:
+        raise UsageError(
+            f"--tool-choice {tool_choice!r} is not a loaded tool; "
+            f"loaded: {', '.join(toolbox.names()) or '(none)'}"
+        )
+    adapter = build_platform(
+        platform,
+        app_id=app_id,
+        base_url=base_url,
+        token=token,
+        model=model,
+        api_key=api_key,
+    )
+    return Bridge(
+        adapter,
+        toolbox,
+        max_rounds=max_rounds,
+        stream=stream,
+        end_user_id=end_user_id,
+        tool_choice=tool_choice,
+        approve=_approver(renderer, yes),
+        on_event=renderer.handle if renderer is not None else None,
+    )
+
+
+def _approver(renderer: Renderer | None, yes: bool) -> Callable[[ToolCall], bool]:
+    """Ask y/n before a confirm-tool runs; `--yes` approves all; --json mode cannot ask."""
+
+    def approve(call: ToolCall) -> bool:
+        if yes:
+            return True
+        if renderer is None:
+            return False
+        from bridge.cli._render import format_arguments
+
+        renderer.close()
+        try:
+            return typer.confirm(
+                f"Run {call.name}({format_arguments(call.arguments)})?", default=False, err=True
+            )
+        except (typer.Abort, EOFError):
+            return False
+
+    return approve
+
+
+@app.command()
+def run(
+    query: Annotated[str, typer.Argument(help="The question for the agent.")],
+    tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
+    platform: PlatformOpt = "appbuilder",
+    app_id: AppIdOpt = None,
+    base_url: BaseUrlOpt = None,
+    token: TokenOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    conversation_id: ConversationOpt = None,
+    end_user_id: EndUserOpt = None,
+    tool_choice: ToolChoiceOpt = None,
+    stream: StreamOpt = True,
+    max_rounds: MaxRoundsOpt = 10,
+    yes: YesOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ask the agent one question, running the tools it calls, and print the answer.
+
+    Exit codes: 0 finished; 1 run failed; 2 usage or configuration error;
+    3 authentication refused; 4 network unreachable after retries.
+    """
+    from bridge.cli._render import Renderer, result_json
+
+    renderer = None if as_json else Renderer()
+    try:
+        bridge = _make_bridge(
+            tools=tools,
+            platform=platform,
+            app_id=app_id,
+            base_url=base_url,
+            token=token,
+            model=model,
+            api_key=api_key,
+            end_user_id=end_user_id,
+            tool_choice=tool_choice,
+            stream=stream,
+            max_rounds=max_rounds,
+            renderer=renderer,
+            yes=yes,
+        )
+    except BridgeError as exc:
+        fail(exc)
+    conversation = bridge.conversation(conversation_id)
+    try:
+        if renderer is not None:
+            renderer.waiting()
+        result = conversation.ask(query)
+    except BridgeError as exc:
+        if renderer is not None:
+            renderer.close()
+        if as_json:
+            typer.echo(
+                result_json(
+                    conversation_id=conversation._id,
+                    answer="",
+                    rounds=conversation.last_rounds,
+                    tool_runs=exc.tool_runs,
+                    request_ids=[rid for rid in [getattr(exc, "request_id", None)] if rid],
+                    error={
+                        "type": type(exc).__name__,
+                        "message": str(exc),
+                        "exit_code": exit_code_for(exc),
+                    },
+                )
+            )
+            raise typer.Exit(exit_code_for(exc)) from None
+        fail(exc)
+    finally:
+        conversation.close()
+        bridge.close()
+    if renderer is not None:
+        renderer.close()
+        if result.human_input is not None:
+            renderer.err.print(
+                "[yellow]The agent is waiting for input; continue with[/yellow] "
+                f"toolbridge chat --conversation-id {result.conversation_id}"
+            )
+    else:
+        typer.echo(
+            result_json(
+                conversation_id=result.conversation_id,
+                answer=result.answer,
+                rounds=result.rounds,
+                tool_runs=result.tool_runs,
+                request_ids=result.request_ids,
+            )
+        )
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def chat(
+    tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
+    platform: PlatformOpt = "appbuilder",
+    app_id: AppIdOpt = None,
+    base_url: BaseUrlOpt = None,
+    token: TokenOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    conversation_id: ConversationOpt = None,
+    end_user_id: EndUserOpt = None,
+    stream: StreamOpt = True,
+    max_rounds: MaxRoundsOpt = 10,
+    yes: YesOpt = False,
+) -> None:
+    """Talk with the agent in one conversation; type /exit (or Ctrl-D) to leave."""
+    from bridge.cli._render import Renderer
+
+    renderer = Renderer()
+    try:
+        bridge = _make_bridge(
+            tools=tools,
+            platform=platform,
+            app_id=app_id,
+            base_url=base_url,
+            token=token,
+            model=model,
+            api_key=api_key,
+            end_user_id=end_user_id,
+            tool_choice=None,
+            stream=stream,
+            max_rounds=max_rounds,
+            renderer=renderer,
+            yes=yes,
+        )
+    except BridgeError as exc:
+        fail(exc)
+    conversation = bridge.conversation(conversation_id)
+    try:
+        while True:
+            try:
+                line = renderer.err.input("[bold cyan]you>[/bold cyan] ")
+            except (EOFError, KeyboardInterrupt):
+                renderer.err.print()
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in {"/exit", "/quit"}:
+                break
+            try:
+                renderer.waiting()
+                if conversation.pending_input is not None:
+                    result = conversation.resume(text)
+                else:
+                    result = conversation.ask(text)
+                renderer.close()
+                if result.human_input is not None:
+                    renderer.err.print("[yellow](answer the question above)[/yellow]")
+            except (AuthenticationError, ConfigurationError) as exc:
+                renderer.close()
+                fail(exc)
+            except BridgeError as exc:
+                renderer.close()
+                renderer.err.print(f"[red]error:[/red] {exc}", markup=True)
+    finally:
+        conversation.close()
+        bridge.close()
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,434 @@
+"""The conversation loop: the whole life of one conversation, in one place.
+
+    Conversation.stream(query)
+      start(query, manifests) --> events --> TextDelta ...          (yielded as they come)
+                                         --> ToolCallsRequested(batch)
+      dispatch the batch (concurrently, each call id at most once)
+      submit(batch, outputs)  --> events --> ... until RunFinished / RunFailed / max_rounds
+
+Everything platform-specific sits behind `bridge.platforms.base.Platform`; everything about
+running tools sits behind `bridge.tools.Dispatcher`. This module only keeps the rounds going,
+remembers what ran, and reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.errors import BridgeError, MaxRoundsError, RunFailedError, UsageError
+from bridge.platforms.base import Platform
+from bridge.tools.context import ConversationScope
+from bridge.tools.dispatch import Dispatcher
+from bridge.tools.toolbox import Toolbox
+from bridge.types import (
+    Event,
+    HumanInputRequested,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ToolBatch,
+    ToolCall,
+    ToolCallFinished,
+    ToolCallsRequested,
+    ToolCallStarted,
+    ToolRun,
+)
+
+__all__ = ["Bridge", "Conversation", "Result"]
+
+logger = logging.getLogger(__name__)
+
+ApproveHook = Callable[[ToolCall], bool]
+ErrorsMode = Literal["message", "hidden", "raise"]
+
+
+class Result(BaseModel):
+    """What one `ask` (or `resume`) produced."""
+
+    model_config = ConfigDict(frozen=True)
+
+    answer: str
+    conversation_id: str
+    rounds: int
+    """How many tool batches were answered before the run ended."""
+    tool_runs: list[ToolRun] = Field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    message_id: str | None = None
+    human_input: HumanInputRequested | None = None
+    """Set when the run paused for a person's answer; continue with `Conversation.resume`."""
+    events: list[Any] | None = None
+    """Every event of the run, when the bridge was created with `keep_events=True`."""
+
+
+class Bridge:
+    """Connects a platform to a toolbox and keeps conversations going until they finish.
+
+    Args:
+        platform: the agent platform adapter (e.g. `AppBuilderPlatform`).
+        tools: a `Toolbox`, a list of what `Toolbox.add` accepts (functions, modules, paths,
+            toolkits...), or one such object.
+        max_rounds: most tool batches one question may trigger before `MaxRoundsError`.
+        stream: ask the platform for streamed answers.
+        end_user_id: default end user sent with every run.
+        tool_choice: default tool the agent is forced to call (by name).
+        approve: asked before every call of a `confirm=True` tool; False rejects the call.
+        on_event: called with every event of every run.
+        on_tool_call: called with each call before it runs.
+        on_tool_result: called with each finished `ToolRun`.
+        keep_events: record every event in `Result.events`.
+        dispatcher: a ready `Dispatcher`; otherwise one is built from the options below.
+        max_concurrency, default_timeout, errors, max_output_chars: `Dispatcher` options.
+    """
+
+    def __init__(
+        self,
+        platform: Platform,
+        tools: Toolbox | Iterable[Any] | Any = None,
+        *,
+        max_rounds: int = 10,
+        stream: bool = True,
+        end_user_id: str | None = None,
+        tool_choice: str | None = None,
+        approve: ApproveHook | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        on_tool_call: Callable[[ToolCall], None] | None = None,
+        on_tool_result: Callable[[ToolRun], None] | None = None,
+        keep_events: bool = False,
+        dispatcher: Dispatcher | None = None,
+        max_concurrency: int = 8,
+        default_timeout: float = 60.0,
+        errors: ErrorsMode = "message",
+        max_output_chars: int = 20_000,
+    ) -> None:
+        if max_rounds < 1:
+            raise UsageError(f"max_rounds must be at least 1, got {max_rounds}")
+        self.platform = platform
+        if dispatcher is not None:
+            self.toolbox = dispatcher.toolbox
+            self.dispatcher = dispatcher
+        else:
+            self.toolbox = _as_toolbox(tools)
+            self.dispatcher = Dispatcher(
+                self.toolbox,
+                max_concurrency=max_concurrency,
+                default_timeout=default_timeout,
+                errors=errors,
+                max_output_chars=max_output_chars,
+            )
+        self.max_rounds = max_rounds
+        self.stream = stream
+        self.end_user_id = end_user_id
+        self.tool_choice = tool_choice
+        self.approve = approve
+        self.on_event = on_event
+        self.on_tool_call = on_tool_call
+        self.on_tool_result = on_tool_result
+        self.keep_events = keep_events
+
+    def conversation(
+        self, id: str | None = None, *, end_user_id: str | None = None
+    ) -> Conversation:
+        """A conversation to ask several questions in; `id` continues an existing one."""
+        return Conversation(self, id, end_user_id=end_user_id or self.end_user_id)
+
+    def ask(self, query: str, **options: Any) -> Result:
+        """Ask one question in a new conversation and return its finished result."""
+        with self.conversation(end_user_id=options.pop("end_user_id", None)) as conv:
+            return conv.ask(query, **options)
+
+    def close(self) -> None:
+        """Release the platform's connections."""
+        self.platform.close()
+
+    def __enter__(self) -> Bridge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Conversation:
+    """One conversation with the agent: ask any number of questions, one at a time."""
+
+    def __init__(self, bridge: Bridge, id: str | None, *, end_user_id: str | None) -> None:
+        self.bridge = bridge
+        self._id = id
+        self.end_user_id = end_user_id
+        self.ledger: dict[str, ToolRun] = {}
+        """Every call id this conversation has run, with its record: never run twice."""
+        self.pending_input: HumanInputRequested | None = None
+        self.last_rounds = 0
+        """How many tool batches the last question took."""
+        self._scope: ConversationScope | None = None
+
+    @property
+    def id(self) -> str:
+        """The platform's conversation id (created on first use)."""
+        if self._id is None:
+            self._id = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
+        return self._id
+
+    # --- public API ---------------------------------------------------------------------------
+
+    def ask(self, query: str, **options: Any) -> Result:
+        """Send `query`, run every tool the agent asks for, return the final result."""
+        return self._collect(self.stream(query, **options))
+
+    def resume(self, answer: str, **options: Any) -> Result:
+        """Answer the human-input interrupt the last run paused on."""
+        return self._collect(self.stream_resume(answer, **options))
+
+    def stream(
+        self,
+        query: str,
+        *,
+        tool_choice: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        files: Sequence[str | Path] = (),
+        stream: bool | None = None,
+    ) -> Iterator[Event]:
+        """Send `query` and yield every event until the run ends (tools run in between)."""
+        bridge = self.bridge
+        ids = list(file_ids or []) + [bridge.platform.upload_file(self.id, f) for f in files]
+        first = bridge.platform.start(
+            self.id,
+            query,
+            tools=bridge.toolbox.manifests(bridge.platform.dialect),
+            tool_choice=tool_choice or bridge.tool_choice,
+            end_user_id=self.end_user_id,
+            file_ids=ids or None,
+            stream=bridge.stream if stream is None else stream,
+        )
+        return self._rounds(first, stream=bridge.stream if stream is None else stream)
+
+    def stream_resume(self, answer: str, *, stream: bool | None = None) -> Iterator[Event]:
+        """Like `resume`, yielding events."""
+        if self.pending_input is None:
+            raise UsageError("nothing to resume: the last run did not ask for human input")
+        interrupt, self.pending_input = self.pending_input, None
+        use_stream = self.bridge.stream if stream is None else stream
+        first = self.bridge.platform.resume(
+            self.id,
+            interrupt.interrupt_id,
+            answer,
+            tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
+            end_user_id=self.end_user_id,
+            stream=use_stream,
+        )
+        return self._rounds(first, stream=use_stream)
+
+    def close(self) -> None:
+        """Release the conversation's tool resources (pooled connections, sessions)."""
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
+
+    def __enter__(self) -> Conversation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def _rounds(self, events: Iterator[Event], *, stream: bool) -> Iterator[Event]:
+        """Read a run's events; answer each tool batch; stop at the end of the run."""
+        self.last_rounds = 0
+        runs_this_ask: list[ToolRun] = []
+        try:
+            while True:
+                batch = yield from self._read_until_pause(events)
+                if batch is None:
+                    return
+                if self.last_rounds >= self.bridge.max_rounds:
+                    raise MaxRoundsError(
+                        f"the agent asked for tools in more than {self.bridge.max_rounds} "
+                        "rounds; raise max_rounds if this is expected",
+                        conversation_id=self._id,
+                        request_id=batch.resume.get("request_id"),
+                        tool_runs=runs_this_ask,
+                    )
+                self.last_rounds += 1
+                runs = yield from self._run_batch(batch)
+                runs_this_ask.extend(r for r in runs if r not in runs_this_ask)
+                events = self.bridge.platform.submit(
+                    self.id,
+                    batch,
+                    [run.to_result() for run in runs],
+                    end_user_id=self.end_user_id,
+                    stream=stream,
+                )
+        except BridgeError as exc:
+            # Nothing computed is lost: the caller finds the finished runs on the error.
+            if not exc.tool_runs:
+                exc.tool_runs = runs_this_ask
+            raise
+
+    def _read_until_pause(
+        self, events: Iterator[Event]
+    ) -> Generator[Event, None, ToolBatch | None]:
+        """Yield one response's events; return the tool batch it ends on, if any.
+
+        The whole response is read, so a duplicated interrupt event merges into one batch.
+        """
+        batch: ToolBatch | None = None
+        for event in events:
+            self._notify(event)
+            if isinstance(event, ToolCallsRequested):
+                batch = event.batch if batch is None else _merge(batch, event.batch)
+            elif isinstance(event, HumanInputRequested):
+                self.pending_input = event
+            yield event
+        return batch
+
+    def _run_batch(self, batch: ToolBatch) -> Generator[Event, None, list[ToolRun]]:
+        """Run the calls of a batch that never ran; yield their start/finish events."""
+        fresh = [c for c in batch.calls if c.call_id not in self.ledger]
+        for call in batch.calls:
+            if call.call_id in self.ledger:
+                logger.info("call %s already ran; sending its recorded output", call.call_id)
+        allowed, rejected = self._approve(fresh)
+        for run in rejected:
+            self.ledger[run.call_id] = run
+        updates: queue.Queue[Event | None] = queue.Queue()
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                self.bridge.dispatcher.run(
+                    allowed,
+                    scope=self._conversation_scope(),
+                    on_start=lambda call: updates.put(ToolCallStarted(call=call)),
+                    on_finish=lambda run: updates.put(ToolCallFinished(run=run)),
+                )
+            except BaseException as exc:  # errors="raise" surfaces here
+                failure.append(exc)
+            finally:
+                updates.put(None)
+
+        for run in rejected:
+            yield self._emit(ToolCallFinished(run=run))
+        if allowed:
+            worker = threading.Thread(target=work, name="toolbridge-batch", daemon=True)
+            worker.start()
+            while (update := updates.get()) is not None:
+                if isinstance(update, ToolCallFinished):
+                    self.ledger[update.run.call_id] = update.run
+                yield self._emit(update)
+            worker.join()
+            if failure:
+                raise failure[0]
+        return [self.ledger[call.call_id] for call in batch.calls]
+
+    def _approve(self, calls: list[ToolCall]) -> tuple[list[ToolCall], list[ToolRun]]:
+        """Split calls into those allowed to run and rejection records for the rest."""
+        allowed: list[ToolCall] = []
+        rejected: list[ToolRun] = []
+        for call in calls:
+            spec = self.bridge.toolbox.get(call.name)
+            if spec is None or not spec.options.confirm:
+                allowed.append(call)
+            elif self.bridge.approve is not None and self.bridge.approve(call):
+                allowed.append(call)
+            else:
+                reason = (
+                    "rejected by the user"
+                    if self.bridge.approve is not None
+                    else "rejected: this tool needs approval and no approver is configured"
+                )
+                rejected.append(self.bridge.dispatcher.reject(call, reason))
+        return allowed, rejected
+
+    def _conversation_scope(self) -> ConversationScope:
+        if self._scope is None:
+            self._scope = ConversationScope(self.id, end_user_id=self.end_user_id)
+        return self._scope
+
+    def _emit(self, event: Event) -> Event:
+        """Tell the hooks about a loop event before it is yielded."""
+        if isinstance(event, ToolCallStarted) and self.bridge.on_tool_call:
+            self.bridge.on_tool_call(event.call)
+        if isinstance(event, ToolCallFinished) and self.bridge.on_tool_result:
+            self.bridge.on_tool_result(event.run)
+        self._notify(event)
+        return event
+
+    def _notify(self, event: Event) -> None:
+        if self.bridge.on_event is not None:
+            self.bridge.on_event(event)
+
+    def _collect(self, events: Iterator[Event]) -> Result:
+        """Drain a run's events into a `Result`; raise if the run failed."""
+        answer: list[str] = []
+        request_ids: list[str] = []
+        runs: list[ToolRun] = []
+        kept: list[Any] = []
+        finished: RunFinished | None = None
+        for event in events:
+            if self.bridge.keep_events:
+                kept.append(event)
+            if isinstance(event, TextDelta):
+                answer.append(event.text)
+            elif isinstance(event, ToolCallsRequested):
+                _add_id(request_ids, event.batch.resume.get("request_id"))
+            elif isinstance(event, ToolCallFinished):
+                runs.append(event.run)
+            elif isinstance(event, RunFinished):
+                _add_id(request_ids, event.request_id)
+                finished = event
+            elif isinstance(event, RunFailed):
+                _add_id(request_ids, event.request_id)
+                raise RunFailedError(
+                    f"the agent run failed: {event.message}",
+                    conversation_id=self._id,
+                    request_id=event.request_id,
+                    code=event.code,
+                    tool_runs=runs,
+                )
+        text = "".join(answer)
+        if finished is not None and finished.answer and not text:
+            text = finished.answer
+        return Result(
+            answer=text,
+            conversation_id=self.id,
+            rounds=self.last_rounds,
+            tool_runs=runs,
+            usage=finished.usage if finished else None,
+            request_ids=request_ids,
+            message_id=finished.message_id if finished else None,
+            human_input=self.pending_input,
+            events=kept if self.bridge.keep_events else None,
+        )
+
+
+def _as_toolbox(tools: Toolbox | Iterable[Any] | Any) -> Toolbox:
+    """A toolbox from a toolbox, a list of tool objects, or one tool object (e.g. a module)."""
+    if isinstance(tools, Toolbox):
+        return tools
+    if tools is None:
+        return Toolbox()
+    if isinstance(tools, list | tuple | set | frozenset):
+        return Toolbox(tools)
+    return Toolbox([tools])
+
+
+def _merge(first: ToolBatch, second: ToolBatch) -> ToolBatch:
+    """One batch holding every distinct call of two (a duplicated interrupt adds nothing)."""
+    seen = {c.call_id for c in first.calls}
+    extra = tuple(c for c in second.calls if c.call_id not in seen)
+    if not extra:
+        return first
+    return first.model_copy(update={"calls": first.calls + extra})
+
+
+def _add_id(ids: list[str], value: object) -> None:
+    if isinstance(value, str) and value and value not in ids:
+        ids.append(value)

@@ -1,0 +1,593 @@
+"""The emulator's ASGI app: the four AppBuilder conversation endpoints on Starlette.
+
+Every request is checked in the same order: token (401), request body (400), app (404),
+conversation (404), conversation state (400), then injected faults, and only then does the
+conversation change. Every answer carries `X-Appbuilder-Request-Id` and, in its body,
+`request_id`; errors use the platform's body ``{"request_id", "code", "message"}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from bridge.emulator import wire
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
+from bridge.emulator.matching import ToolInfo, tool_info
+from bridge.emulator.planner import CompletedCall, ForcedTool, Planner, RunContext
+from bridge.emulator.render import merge_chunks, render_step
+from bridge.emulator.scenario import Scenario, load_scenario
+from bridge.emulator.state import (
+    ActiveRun,
+    Conversation,
+    EmulatorState,
+    FileRecord,
+    MessageRecord,
+)
+from bridge.emulator.transport import (
+    BlockResponse,
+    RecordingMiddleware,
+    install_drop_log_filter,
+    sse_block,
+)
+
+__all__ = ["EmulatorApp", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/v2/app/conversation"
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _ReplyError(Exception):
+    """Raised inside a handler to answer with an error body at once."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class EmulatorApp:
+    """The ASGI app of one emulator, with its configuration and inspectable `state`."""
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        app_id: str,
+        scenario: Scenario | None,
+        faults: FaultSpec | None,
+    ) -> None:
+        self.token = token.removeprefix("Bearer ").strip()
+        self.app_id = app_id
+        self.scenario = scenario
+        self.faults = faults
+        self.planner = Planner(scenario)
+        self.state = EmulatorState()
+        routes = [
+            Route(PREFIX, self._create, methods=["POST"]),
+            Route(f"{PREFIX}/runs", self._runs, methods=["POST"]),
+            Route(f"{PREFIX}/file/upload", self._upload, methods=["POST"]),
+            Route(f"{PREFIX}/feedback", self._feedback, methods=["POST"]),
+        ]
+        starlette = Starlette(
+            routes=routes,
+            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
+            lifespan=self._lifespan,
+        )
+        self._asgi = RecordingMiddleware(starlette, self.state)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        await self._asgi(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        # After uvicorn configured its loggers, so the filter is not lost.
+        install_drop_log_filter()
+        yield
+
+    # --- endpoints ------------------------------------------------------------------------
+
+    async def _create(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            header_fault = await self._begin(request)
+            req = _validate(wire.CreateConversationRequest, await _json_object(request))
+            self._check_app(req.app_id)
+            fault = self._fault(header_fault, None, "create", None)
+            if fault is not None and fault.rejects:
+                return self._rejection(rid, fault, stream=False)
+            conv = self.state.create_conversation(self.app_id)
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        return _json(rid, {"request_id": rid, "conversation_id": conv.conversation_id}, fault)
+
+    async def _runs(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            header_fault = await self._begin(request)
+            req = _validate(wire.RunRequest, await _json_object(request))
+            self._check_app(req.app_id)
+            _check_tools(req)
+            with self.state.lock:
+                conv = self._conversation(req.conversation_id)
+                _check_files(conv, req.file_ids or [])
+                if req.tool_outputs:
+                    run = _pending_run(conv, req.tool_outputs)
+                    round_index = len(run.context.rounds) + 1
+                    match = run.context.match
+                else:
+                    run = None
+                    context = self._new_context(conv, req)
+                    round_index, match = 0, context.match
+                rule_fault = match.rule.fault_spec if match else None
+                fault = self._fault(header_fault, rule_fault, "runs", round_index)
+                if fault is not None and fault.rejects:
+                    return self._rejection(rid, fault, stream=bool(req.stream))
+                if run is None:
+                    run = ActiveRun(message_id=str(uuid.uuid4()), context=context)
+                    conv.active = run
+                else:
+                    _take_outputs(run, req.tool_outputs or [])
+                rendered = render_step(
+                    self.planner.next_step(run.context),
+                    conv=conv,
+                    run=run.context,
+                    message_id=run.message_id,
+                    request_id=rid,
+                    model=self.planner.settings.model,
+                    chunk_chars=self.planner.settings.chunk_chars,
+                )
+                if rendered.pending:
+                    run.pending = rendered.pending
+                else:
+                    conv.messages.append(
+                        MessageRecord(
+                            message_id=run.message_id,
+                            query=run.context.query,
+                            answer=rendered.answer,
+                            status=rendered.status,
+                            tool_calls=tuple(c for r in run.context.rounds for c in r),
+                        )
+                    )
+                    conv.active = None
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        logger.debug("run %s round %d: %s", conv.conversation_id, round_index, rendered.status)
+        return _run_response(rid, rendered.chunks, bool(req.stream), fault)
+
+    async def _upload(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            header_fault = await self._begin(request, read_body=False)
+            fields = await _form(request)
+            app_id, conversation_id = fields.get("app_id"), fields.get("conversation_id")
+            pairs = (("app_id", app_id), ("conversation_id", conversation_id))
+            missing = [name for name, value in pairs if not value]
+            if missing:
+                raise _ReplyError(400, f"multipart field(s) {', '.join(missing)} missing or empty")
+            self._check_app(str(app_id))
+            upload, url = fields.get("file"), fields.get("file_url")
+            if (upload is None) == (url is None):
+                raise _ReplyError(
+                    400,
+                    "send exactly one of the multipart fields 'file' (a file part) or "
+                    "'file_url' (an http(s) URL)",
+                )
+            with self.state.lock:
+                conv = self._conversation(str(conversation_id))
+            fault = self._fault(header_fault, None, "upload", None)
+            if fault is not None and fault.rejects:
+                return self._rejection(rid, fault, stream=False)
+            record = await _file_record(upload, url)
+            with self.state.lock:
+                conv.files[record.file_id] = record
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        body = {"request_id": rid, "id": record.file_id, "conversation_id": conv.conversation_id}
+        return _json(rid, body, fault)
+
+    async def _feedback(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            header_fault = await self._begin(request)
+            req = _validate(wire.FeedbackRequest, await _json_object(request))
+            self._check_app(req.app_id)
+            with self.state.lock:
+                conv = self._conversation(req.conversation_id)
+                known = [m.message_id for m in conv.messages]
+                if conv.active is not None:
+                    known.append(conv.active.message_id)
+                if req.message_id not in known:
+                    raise _ReplyError(
+                        404,
+                        f"message {req.message_id!r} not found in conversation "
+                        f"{conv.conversation_id!r}; use a message_id returned by a run",
+                    )
+                fault = self._fault(header_fault, None, "feedback", None)
+                if fault is not None and fault.rejects:
+                    return self._rejection(rid, fault, stream=False)
+                conv.feedback.append(req.model_dump(exclude_none=True))
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        return _json(rid, {"request_id": rid}, fault)
+
+    # --- shared checks ----------------------------------------------------------------------
+
+    async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
+        """Read the body (so the log has it), check the token, parse a fault header."""
+        if read_body:
+            await request.body()
+        auth = request.headers.get("authorization")
+        if not auth:
+            raise _ReplyError(
+                401,
+                "没有权限 (permission denied): the Authorization header is missing; "
+                "expected 'Authorization: Bearer <token>'",
+            )
+        scheme, _, value = auth.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            value.strip().encode(), self.token.encode()
+        ):
+            raise _ReplyError(
+                401,
+                "没有权限 (permission denied): the Authorization header does not carry this "
+                "emulator's token; expected 'Authorization: Bearer <token>'",
+            )
+        text = request.headers.get(HEADER)
+        if text is None:
+            return None
+        try:
+            return parse_faults(text)
+        except FaultSpecError as exc:
+            raise _ReplyError(400, f"bad {HEADER} header: {exc.message}") from None
+
+    def _check_app(self, app_id: str) -> None:
+        if app_id != self.app_id:
+            raise _ReplyError(
+                404, f"app {app_id!r} not found; this emulator serves app_id {self.app_id!r}"
+            )
+
+    def _conversation(self, conversation_id: str) -> Conversation:
+        conv = self.state.conversation(conversation_id)
+        if conv is None:
+            raise _ReplyError(
+                404,
+                f"conversation {conversation_id!r} not found; create one with POST {PREFIX}",
+            )
+        return conv
+
+    def _new_context(self, conv: Conversation, req: wire.RunRequest) -> RunContext:
+        if conv.active is not None and conv.active.pending:
+            ids = ", ".join(p.call_id for p in conv.active.pending)
+            raise _ReplyError(
+                400,
+                f"conversation {conv.conversation_id!r} is waiting for tool outputs for "
+                f"tool_call_id(s) {ids}; submit tool_outputs for them before a new query",
+            )
+        tools = tuple(
+            tool_info(t.function.name, t.function.description, t.function.parameters)
+            for t in req.tools or []
+            if t.function is not None
+        )
+        query = req.query or ""
+        forced = _forced_tool(req.tool_choice, tools)
+        match = None if forced else self.planner.match(query, (t.name for t in tools))
+        return RunContext(query=query, tools=tools, forced=forced, match=match)
+
+    def _fault(
+        self,
+        header: FaultSpec | None,
+        rule: FaultSpec | None,
+        endpoint: str,
+        round_index: int | None,
+    ) -> FaultSpec | None:
+        """The fault that applies to this request, if any (header, then rule, then global)."""
+        for spec, source, from_header in (
+            (header, "header", True),
+            (rule, "rule", False),
+            (self.faults, "global", False),
+        ):
+            if spec is None:
+                continue
+            if spec.applies_to(endpoint, round_index, from_header=from_header) and (
+                self.state.faults.take(spec, source)
+            ):
+                return spec
+            return None
+        return None
+
+    def _rejection(self, rid: str, fault: FaultSpec, *, stream: bool) -> Response:
+        """The response of a fault that refuses the request before it is processed."""
+        if fault.status is not None:
+            headers = {}
+            retry_after = fault.retry_after
+            if retry_after is None and fault.status == 429:
+                retry_after = 1
+            if retry_after is not None:
+                headers["Retry-After"] = _seconds(retry_after)
+            message = fault.message or f"emulated fault: HTTP {fault.status}"
+            body = wire.encode_json(wire.error_body(rid, fault.status, message))
+            return BlockResponse(
+                [body],
+                status_code=fault.status,
+                media_type=JSON,
+                headers=headers,
+                delay=fault.delay,
+                drop_after=fault.drop_after,
+            )
+        payload = wire.encode_json(_inband_body(rid, fault))
+        if stream:
+            return BlockResponse([sse_block(payload)], media_type=SSE, length=False)
+        return BlockResponse([payload], media_type=JSON)
+
+    # --- error pages ----------------------------------------------------------------------
+
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        rid = request.state.request_id
+        if exc.status_code == 404:
+            message = (
+                f"no endpoint {request.url.path}; the emulator serves POST {PREFIX}, "
+                f"{PREFIX}/runs, {PREFIX}/file/upload and {PREFIX}/feedback"
+            )
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}; use POST"
+        else:
+            message = str(exc.detail)
+        return _error(rid, exc.status_code, message)
+
+    async def _crash(self, request: Request, exc: Exception) -> Response:
+        rid = request.state.request_id
+        logger.error("emulator bug while serving %s: %r", request.url.path, exc)
+        return _error(rid, 500, f"the emulator failed: {type(exc).__name__}: {exc}")
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _ReplyError(400, f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _ReplyError(400, f"the request body must be a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _validate(model: type[_M], data: dict[str, Any]) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _ReplyError(
+            400, f"invalid request body: {wire.format_validation_error(exc)}"
+        ) from None
+
+
+def _check_tools(req: wire.RunRequest) -> None:
+    problems = []
+    for i, tool in enumerate(req.tools or []):
+        if tool.function is not None:
+            problems += wire.schema_problems(
+                tool.function.parameters, f"tools[{i}].function.parameters"
+            )
+    if problems:
+        raise _ReplyError(400, "invalid tool manifest: " + "; ".join(problems))
+
+
+def _check_files(conv: Conversation, file_ids: list[str]) -> None:
+    unknown = [f for f in file_ids if f not in conv.files]
+    if unknown:
+        raise _ReplyError(
+            400,
+            f"file_ids {unknown} were not uploaded to conversation {conv.conversation_id!r}; "
+            f"upload them with POST {PREFIX}/file/upload first",
+        )
+
+
+def _forced_tool(choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...]) -> ForcedTool | None:
+    if choice is None or choice.type != "function" or choice.function is None:
+        return None
+    name = choice.function.name
+    if name not in {t.name for t in tools}:
+        sent = ", ".join(t.name for t in tools) or "none"
+        raise _ReplyError(
+            400,
+            f"tool_choice names the tool {name!r}, which is not among the tools of this run "
+            f"(tools: {sent})",
+        )
+    return ForcedTool(name=name, input=dict(choice.function.input))
+
+
+def _pending_run(conv: Conversation, outputs: list[wire.ToolOutputItem]) -> ActiveRun:
+    run = conv.active
+    if run is None or not run.pending:
+        raise _ReplyError(
+            400,
+            f"conversation {conv.conversation_id!r} has no pending tool calls, so tool_outputs "
+            "were not expected; send a query instead",
+        )
+    expected = [p.call_id for p in run.pending]
+    given = [o.tool_call_id for o in outputs]
+    repeated = sorted({i for i in given if given.count(i) > 1})
+    unknown = [i for i in given if i not in expected]
+    missing = [i for i in expected if i not in given]
+    problems = []
+    if unknown:
+        problems.append(f"unknown tool_call_id(s) {', '.join(unknown)}")
+    if missing:
+        problems.append(f"missing output(s) for tool_call_id(s) {', '.join(missing)}")
+    if repeated:
+        problems.append(f"repeated tool_call_id(s) {', '.join(repeated)}")
+    if problems:
+        raise _ReplyError(
+            400,
+            "tool_outputs must answer exactly the pending tool calls "
+            f"({', '.join(expected)}): " + "; ".join(problems),
+        )
+    return run
+
+
+def _take_outputs(run: ActiveRun, outputs: list[wire.ToolOutputItem]) -> None:
+    by_id = {o.tool_call_id: o.output for o in outputs}
+    run.context.rounds.append(
+        [
+            CompletedCall(p.call_id, p.name, p.output_name, p.arguments, by_id[p.call_id])
+            for p in run.pending
+        ]
+    )
+    run.pending = []
+
+
+async def _form(request: Request) -> dict[str, Any]:
+    if "multipart/form-data" not in request.headers.get("content-type", ""):
+        raise _ReplyError(
+            400,
+            "the upload must be multipart/form-data with app_id, conversation_id and "
+            "file or file_url",
+        )
+    try:
+        form = await request.form(max_part_size=MAX_UPLOAD_BYTES)
+    except Exception as exc:  # the multipart parser has no public error base class
+        raise _ReplyError(400, f"cannot read the multipart body: {exc}") from None
+    fields: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for key, value in form.multi_items():
+        fields[key] = value
+        if isinstance(value, UploadFile):
+            summary[key] = {"filename": value.filename, "size": value.size}
+        else:
+            summary[key] = value
+    request.state.form = summary
+    return fields
+
+
+async def _file_record(upload: Any, url: Any) -> FileRecord:
+    file_id = str(uuid.uuid4())
+    if isinstance(upload, UploadFile):
+        data = await upload.read()
+        name = Path(upload.filename).name if upload.filename else None
+        return FileRecord(file_id, name, None, len(data), hashlib.sha256(data).hexdigest())
+    if isinstance(upload, str):
+        raise _ReplyError(400, "the multipart field 'file' must be a file part (with a filename)")
+    text = str(url).strip()
+    if not text.startswith(("http://", "https://")):
+        raise _ReplyError(400, f"file_url must be an http(s) URL, got {text[:100]!r}")
+    return FileRecord(file_id, None, text, 0, None)
+
+
+def _inband_body(rid: str, fault: FaultSpec) -> dict[str, Any]:
+    code: Any = fault.inband or "ServiceError"
+    if isinstance(code, str) and code.lstrip("-").isdigit():
+        code = int(code)
+    message = fault.message or "emulated in-band error"
+    return {"request_id": rid, "code": code, "message": message, "content": []}
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _error(rid: str, status: int, message: str) -> Response:
+    body = wire.encode_json(wire.error_body(rid, status, message))
+    return Response(body, status_code=status, media_type=JSON)
+
+
+def _json(rid: str, body: Mapping[str, Any], fault: FaultSpec | None) -> Response:
+    payload = wire.encode_json(body)
+    if fault is None:
+        return Response(payload, media_type=JSON)
+    if fault.malformed is not None:
+        payload = payload[:-1] + b", not JSON"
+    if fault.inband is not None:
+        payload = wire.encode_json(_inband_body(rid, fault))
+    return BlockResponse([payload], media_type=JSON, delay=fault.delay, drop_after=fault.drop_after)
+
+
+def _run_response(
+    rid: str, chunks: list[dict[str, Any]], stream: bool, fault: FaultSpec | None
+) -> Response:
+    if fault is not None and fault.duplicate_interrupt:
+        chunks = _duplicate_interrupts(chunks)
+    if not stream:
+        body = merge_chunks(chunks)
+        if fault is None:
+            return Response(wire.encode_json(body), media_type=JSON)
+        payload = wire.encode_json(body)
+        if fault.inband is not None:
+            payload = wire.encode_json(_inband_body(rid, fault))
+        elif fault.malformed is not None:
+            payload = payload[:-1] + b", not JSON"
+        delay = fault.delay * len(body["content"])
+        return BlockResponse([payload], media_type=JSON, delay=delay, drop_after=fault.drop_after)
+    blocks = [sse_block(wire.encode_json(c)) for c in chunks]
+    if fault is None:
+        return BlockResponse(blocks, media_type=SSE, length=False)
+    if fault.malformed is not None:
+        at = min(fault.malformed, len(blocks))
+        blocks.insert(at, sse_block(b'{"request_id": "' + rid.encode() + b'", this is not JSON'))
+    if fault.inband is not None:
+        blocks = [
+            *blocks[: fault.inband_after],
+            sse_block(wire.encode_json(_inband_body(rid, fault))),
+        ]
+    return BlockResponse(
+        blocks, media_type=SSE, length=False, delay=fault.delay, drop_after=fault.drop_after
+    )
+
+
+def _duplicate_interrupts(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for c in chunks:
+        out.append(c)
+        if any(e.get("event_status") == "interrupt" for e in c["content"]):
+            out.append(c)
+    return out
+
+
+def create_app(
+    *,
+    token: str = "emulator-token",
+    app_id: str = "emulator-app",
+    scenario: str | Path | Mapping[str, Any] | Scenario | None = None,
+    faults: str | FaultSpec | None = None,
+) -> EmulatorApp:
+    """Build the emulator's ASGI app.
+
+    Args:
+        token: the token clients must send as ``Authorization: Bearer <token>``.
+        app_id: the one app id the emulator serves.
+        scenario: a scenario file, mapping or `Scenario`; None for the default planner only.
+        faults: a fault spec applied to every matching request (see `bridge.emulator.faults`).
+
+    Raises:
+        ScenarioError: the scenario cannot be loaded.
+        FaultSpecError: the fault spec cannot be parsed.
+    """
+    loaded = load_scenario(scenario) if scenario is not None else None
+    spec = parse_faults(faults) if isinstance(faults, str) else faults
+    return EmulatorApp(token=token, app_id=app_id, scenario=loaded, faults=spec)

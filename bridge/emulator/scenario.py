@@ -1,0 +1,288 @@
+"""Scenario files: script the emulated agent with rules (YAML or JSON).
+
+A scenario is a list of rules tried in order against each new query. A rule matches when its
+regex is found in the query (``re.search``) and, by default, every tool it calls was sent with
+the run. It then calls tools in steps (all calls of one step form one interrupt, so they run in
+parallel; each further step is another round and can use earlier outputs) and finally answers
+from a template. Example (the shipped ``scenarios/weather.yaml`` is a longer one)::
+
+    settings:
+      model: ERNIE-4.0-8K        # the usage name on text events
+      chunk_chars: 8             # characters per streamed answer delta
+      fallback: default          # no rule matched: default planner, or "plain" answer
+    rules:
+      - name: weather
+        match: "(?P<city>北京|上海|Paris)"
+        steps:
+          - tool: get_weather                    # a step with one call
+            arguments: {city: "{city}", unit: celsius}
+          - calls:                               # a step with parallel calls
+              - {tool: advise, as: advice, arguments: {temp: "{outputs.get_weather.temp}"}}
+        answer: "{city}: {outputs.get_weather.temp} degrees. {outputs.advice}"
+        faults: "delay=0.01"                     # optional, see bridge.emulator.faults
+
+Template syntax: see `bridge.emulator.templates`. Every placeholder is checked when the file is
+loaded, and errors name the file and the key (``weather.yaml: rules[0].steps[1]...``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from bridge.emulator.faults import FaultSpec, FaultSpecError, parse_faults
+from bridge.emulator.templates import Placeholder, TemplateSyntaxError, parse_template
+from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
+from bridge.errors import UsageError
+
+__all__ = [
+    "Call",
+    "Rule",
+    "Scenario",
+    "ScenarioError",
+    "Settings",
+    "Step",
+    "load_scenario",
+]
+
+
+class ScenarioError(UsageError, ValueError):
+    """A scenario that cannot be loaded; the message names the file and the key."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Settings(_Model):
+    """Scenario-wide settings."""
+
+    model: str = "ERNIE-4.0-8K"
+    """The model name reported in `usage` objects."""
+    chunk_chars: int = Field(default=8, ge=1, le=10_000)
+    """How many characters of the answer each streamed text delta carries."""
+    fallback: Literal["default", "plain"] = "default"
+    """What to do when no rule matches: the default planner, or a plain answer."""
+    plain_answer: str | None = None
+    """Template of the plain answer (``{query}`` available); None for the built-in one."""
+
+
+class Call(_Model):
+    """One tool call of a step."""
+
+    tool: str = Field(pattern=TOOL_NAME_PATTERN)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    alias: str | None = Field(default=None, alias="as", pattern=TOOL_NAME_PATTERN)
+    """Name of this call's output in templates (default: the tool name)."""
+
+    @property
+    def output_name(self) -> str:
+        """The name templates use for this call's output."""
+        return self.alias or self.tool
+
+
+class Step(_Model):
+    """One round: its calls are sent together in one interrupt."""
+
+    calls: list[Call] = Field(min_length=1)
+    thought: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_call(cls, data: Any) -> Any:
+        # A step may be written as a bare call: {tool: x, arguments: {...}}.
+        if isinstance(data, dict) and "tool" in data:
+            thought = data.get("thought")
+            call = {k: v for k, v in data.items() if k != "thought"}
+            return {"calls": [call], "thought": thought}
+        return data
+
+
+class Rule(_Model):
+    """Match a query and script the agent's answer to it."""
+
+    name: str | None = None
+    match: str
+    """A regular expression searched in the query; named groups become template values."""
+    ignore_case: bool = True
+    require_tools: bool = True
+    """Match only if every tool the rule calls was sent with the run."""
+    thought: str | None = None
+    steps: list[Step] = Field(default_factory=list)
+    answer: str | None = None
+    """Template of the final answer; None answers with the tool outputs."""
+    faults: str | None = None
+
+    _pattern: re.Pattern[str] = PrivateAttr()
+    _faults: FaultSpec | None = PrivateAttr(default=None)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled `match`."""
+        return self._pattern
+
+    @property
+    def fault_spec(self) -> FaultSpec | None:
+        """The parsed `faults`."""
+        return self._faults
+
+    @property
+    def tools(self) -> set[str]:
+        """Every tool the rule calls."""
+        return {call.tool for step in self.steps for call in step.calls}
+
+    @property
+    def label(self) -> str:
+        """How logs and errors name the rule."""
+        return self.name or self.match
+
+
+class Scenario(_Model):
+    """A whole scenario file."""
+
+    settings: Settings = Field(default_factory=Settings)
+    rules: list[Rule] = Field(default_factory=list)
+    source: str = Field(default="<scenario>", exclude=True)
+
+
+def load_scenario(source: str | Path | Mapping[str, Any] | Scenario) -> Scenario:
+    """Load and check a scenario from a file path, a mapping, or return a `Scenario` as is.
+
+    Raises:
+        ScenarioError: the file is missing or unreadable, is not YAML/JSON, or breaks the
+            format; the message names the file and the key.
+    """
+    if isinstance(source, Scenario):
+        return source
+    if isinstance(source, Mapping):
+        return _build(dict(source), "<scenario>")
+    path = Path(source)
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{label}: scenario file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{label}: cannot read the scenario file: {exc}") from None
+    data = _parse_text(text, label, json_only=path.suffix.lower() == ".json")
+    if data is None:
+        raise ScenarioError(f"{label}: the scenario file is empty; expected a mapping with 'rules'")
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"{label}: the top level is a {type(data).__name__}; expected a mapping with 'rules'"
+        )
+    return _build(data, label)
+
+
+def _parse_text(text: str, label: str, *, json_only: bool) -> Any:
+    if json_only:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(
+                f"{label}: line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}"
+            ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ScenarioError(f"{label}: {where}not valid YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{label}: not valid YAML: {exc}") from None
+
+
+def _build(data: dict[str, Any], label: str) -> Scenario:
+    try:
+        scenario = Scenario.model_validate({**data, "source": label})
+    except ValidationError as exc:
+        raise ScenarioError(f"{label}: {format_validation_error(exc)}") from None
+    _check_settings(scenario, label)
+    for index, rule in enumerate(scenario.rules):
+        _check_rule(rule, f"{label}: rules[{index}]")
+    return scenario
+
+
+def _check_settings(scenario: Scenario, label: str) -> None:
+    if scenario.settings.plain_answer is not None:
+        _check_template(
+            scenario.settings.plain_answer, f"{label}: settings.plain_answer", {"query"}, set()
+        )
+
+
+def _check_rule(rule: Rule, where: str) -> None:
+    flags = re.IGNORECASE if rule.ignore_case else 0
+    try:
+        pattern = re.compile(rule.match, flags)
+    except re.error as exc:
+        raise ScenarioError(f"{where}.match: not a valid regular expression: {exc}") from None
+    rule._pattern = pattern
+    if rule.faults is not None:
+        try:
+            rule._faults = parse_faults(rule.faults)
+        except FaultSpecError as exc:
+            raise ScenarioError(f"{where}.faults: {exc.message}") from None
+    names = {"query", *pattern.groupindex}
+    outputs: set[str] = set()
+    if rule.thought is not None:
+        _check_template(rule.thought, f"{where}.thought", names, outputs)
+    for s, step in enumerate(rule.steps):
+        step_where = f"{where}.steps[{s}]"
+        if step.thought is not None:
+            _check_template(step.thought, f"{step_where}.thought", names, outputs)
+        seen: set[str] = set()
+        for c, call in enumerate(step.calls):
+            call_where = f"{step_where}.calls[{c}]"
+            if call.output_name in seen:
+                raise ScenarioError(
+                    f"{call_where}: two calls of one step are both named {call.output_name!r}; "
+                    "give each its own 'as' so their outputs can be told apart"
+                )
+            seen.add(call.output_name)
+            _check_arguments(call.arguments, f"{call_where}.arguments", names, outputs)
+        outputs |= seen
+    if rule.answer is not None:
+        _check_template(rule.answer, f"{where}.answer", names, outputs)
+
+
+def _check_arguments(value: Any, where: str, names: set[str], outputs: set[str]) -> None:
+    if isinstance(value, str):
+        _check_template(value, where, names, outputs)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_arguments(item, f"{where}.{key}", names, outputs)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_arguments(item, f"{where}[{i}]", names, outputs)
+
+
+def _check_template(template: str, where: str, names: set[str], outputs: set[str]) -> None:
+    try:
+        parts = parse_template(template)
+    except TemplateSyntaxError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+    for part in parts:
+        if not isinstance(part, Placeholder):
+            continue
+        if part.root == "outputs":
+            if part.alias not in outputs:
+                known = ", ".join(sorted(outputs)) or "none: no earlier step calls a tool"
+                raise ScenarioError(
+                    f"{where}: {{{part.text}}} uses the output {part.alias!r}, which no earlier "
+                    f"step produces (available: {known})"
+                )
+        elif part.root not in names:
+            raise ScenarioError(
+                f"{where}: unknown placeholder {{{part.text}}}; known names: "
+                f"{', '.join(sorted(names))}, and outputs.TOOL for earlier outputs"
+            )
+        elif part.path:
+            raise ScenarioError(
+                f"{where}: {{{part.text}}}: only outputs.NAME can be followed by a path"
+            )

@@ -1,0 +1,150 @@
+"""Run the emulator in-process, on loopback, for tests and demos.
+
+with Emulator(scenario="weather.yaml") as emu:
+    os.environ["GATEWAY_URL_V2"] = emu.base_url      # what the official SDK reads
+    client = AppBuilderClient(app_id=emu.app_id, token=emu.token, base_url=emu.base_url)
+    ...
+    assert emu.conversation(conversation_id).pending_call_ids == ()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bridge._serve import serve_in_thread
+from bridge.emulator.app import EmulatorApp, create_app
+from bridge.emulator.faults import ENV_VAR, FaultSpec
+from bridge.emulator.scenario import Scenario
+from bridge.emulator.state import ConversationSnapshot, EmulatorState, RecordedRequest
+from bridge.errors import UsageError
+
+__all__ = ["Emulator"]
+
+
+class Emulator:
+    """An AppBuilder-compatible server running in a background thread.
+
+    Args:
+        token: the token clients must send (``Authorization: Bearer <token>``).
+        app_id: the one app id served.
+        scenario: a scenario file path, mapping or `Scenario`; None for the default planner.
+        host: where to listen; loopback by default.
+        port: 0 picks a free ephemeral port (see `port` and `base_url` once started).
+        faults: a fault spec for every matching request; None reads
+            ``TOOLBRIDGE_EMULATOR_FAULTS`` (unset means no faults), ``""`` means none.
+
+    Raises:
+        ScenarioError: the scenario cannot be loaded (raised by the constructor).
+        FaultSpecError: the fault spec cannot be parsed (raised by the constructor).
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str = "emulator-token",
+        app_id: str = "emulator-app",
+        scenario: str | Path | Mapping[str, Any] | Scenario | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: str | FaultSpec | None = None,
+    ) -> None:
+        if faults is None:
+            faults = os.environ.get(ENV_VAR, "")
+        self.app: EmulatorApp = create_app(
+            token=token, app_id=app_id, scenario=scenario, faults=faults
+        )
+        self.token = token
+        self.app_id = app_id
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        """Start serving; returns self. Starting twice is a `UsageError`."""
+        if self._stack is not None:
+            raise UsageError("this Emulator is already running")
+        stack = contextlib.ExitStack()
+        handle = stack.enter_context(
+            serve_in_thread(self.app, host=self.host, port=self._requested_port)
+        )
+        self._stack = stack
+        self.port = handle.port
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (idempotent)."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """Whether the server is up."""
+        return self._stack is not None
+
+    @property
+    def base_url(self) -> str:
+        """The gateway URL, ``http://HOST:PORT``; clients append ``/v2/app/...``."""
+        if self.port is None:
+            raise UsageError("the Emulator has not been started; use `with Emulator() as emu:`")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """The environment variables that point a client (or the official SDK) here."""
+        return {
+            "GATEWAY_URL_V2": self.base_url,
+            "APPBUILDER_TOKEN": self.token,
+            "APPBUILDER_APP_ID": self.app_id,
+        }
+
+    # --- inspection -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> EmulatorState:
+        """The live server state (conversations, request log, fault counters)."""
+        return self.app.state
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (Authorization masked)."""
+        return self.app.state.requests()
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests and reset `times=` fault counters."""
+        self.app.state.clear_requests()
+
+    def conversation(self, conversation_id: str) -> ConversationSnapshot:
+        """A frozen copy of one conversation (pending calls, messages, files, feedback).
+
+        Raises:
+            KeyError: unknown conversation id.
+        """
+        return self.app.state.snapshot(conversation_id)
+
+    def conversation_ids(self) -> list[str]:
+        """Ids of every conversation created so far."""
+        return self.app.state.conversation_ids()
+
+    def __repr__(self) -> str:
+        where = f"{self.host}:{self.port}" if self.port else "not started"
+        return f"Emulator(app_id={self.app_id!r}, {where})"

@@ -1,0 +1,188 @@
+"""What the emulator remembers: conversations, their pending tool calls, and every request.
+
+One `EmulatorState` per app. The server mutates it from its event loop thread; tests read it
+from theirs, so every access takes the lock and readers get frozen snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from bridge.emulator.faults import FaultBook
+from bridge.emulator.planner import CompletedCall, RunContext
+
+__all__ = [
+    "ActiveRun",
+    "Conversation",
+    "ConversationSnapshot",
+    "EmulatorState",
+    "FileRecord",
+    "MessageRecord",
+    "PendingCall",
+    "RecordedRequest",
+]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the emulator received it (the Authorization value is masked)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case, as HTTP/1.1 servers see them."""
+    json: Any
+    """The parsed JSON body, or None (multipart uploads, bodies that are not JSON)."""
+    form: dict[str, Any] | None
+    """Multipart fields of an upload; a file appears as {filename, size, sha256}."""
+    status: int | None
+    request_id: str
+    dropped: bool = False
+    """True when the emulator closed the connection mid-response (fault injection)."""
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call the client has been asked to run and has not answered yet."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    output_name: str
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """An uploaded file (the content is not kept, only its size and digest)."""
+
+    file_id: str
+    filename: str | None
+    url: str | None
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """A finished run: its query, answer and the tool calls it made."""
+
+    message_id: str
+    query: str
+    answer: str
+    status: str
+    tool_calls: tuple[CompletedCall, ...]
+
+
+@dataclass
+class ActiveRun:
+    """A run between its query and its final answer."""
+
+    message_id: str
+    context: RunContext
+    pending: list[PendingCall] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    """Server-side state of one conversation."""
+
+    conversation_id: str
+    app_id: str
+    created_at: datetime
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    messages: list[MessageRecord] = field(default_factory=list)
+    active: ActiveRun | None = None
+    feedback: list[dict[str, Any]] = field(default_factory=list)
+    event_counter: int = 0
+
+    def next_event_id(self) -> str:
+        """A fresh `event_id` (increasing within the conversation)."""
+        self.event_counter += 1
+        return str(self.event_counter)
+
+
+@dataclass(frozen=True)
+class ConversationSnapshot:
+    """A frozen copy of a conversation for tests and tools to inspect."""
+
+    conversation_id: str
+    app_id: str
+    pending_calls: tuple[PendingCall, ...]
+    messages: tuple[MessageRecord, ...]
+    files: tuple[FileRecord, ...]
+    feedback: tuple[dict[str, Any], ...]
+
+    @property
+    def pending_call_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls waiting for outputs (empty when none)."""
+        return tuple(call.call_id for call in self.pending_calls)
+
+
+class EmulatorState:
+    """Conversations, the request log and fault counters of one emulator."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.faults = FaultBook()
+        self._conversations: dict[str, Conversation] = {}
+        self._requests: list[RecordedRequest] = []
+
+    def create_conversation(self, app_id: str) -> Conversation:
+        """Open a conversation with a fresh id."""
+        with self.lock:
+            conv = Conversation(
+                conversation_id=str(uuid.uuid4()),
+                app_id=app_id,
+                created_at=datetime.now(timezone.utc),
+            )
+            self._conversations[conv.conversation_id] = conv
+            return conv
+
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        """The live conversation (callers hold `lock` while they change it)."""
+        with self.lock:
+            return self._conversations.get(conversation_id)
+
+    def snapshot(self, conversation_id: str) -> ConversationSnapshot:
+        """A frozen copy of one conversation.
+
+        Raises:
+            KeyError: no conversation has this id.
+        """
+        with self.lock:
+            conv = self._conversations.get(conversation_id)
+            if conv is None:
+                raise KeyError(f"no conversation {conversation_id!r} in this emulator")
+            return ConversationSnapshot(
+                conversation_id=conv.conversation_id,
+                app_id=conv.app_id,
+                pending_calls=tuple(conv.active.pending) if conv.active else (),
+                messages=tuple(conv.messages),
+                files=tuple(conv.files.values()),
+                feedback=tuple(dict(f) for f in conv.feedback),
+            )
+
+    def conversation_ids(self) -> list[str]:
+        """Ids of every conversation, oldest first."""
+        with self.lock:
+            return list(self._conversations)
+
+    def record(self, request: RecordedRequest) -> None:
+        """Append one request to the log."""
+        with self.lock:
+            self._requests.append(request)
+
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of the request log, oldest first."""
+        with self.lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Empty the request log and the fault counters."""
+        with self.lock:
+            self._requests.clear()
+            self.faults.reset()

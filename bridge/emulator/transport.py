@@ -1,0 +1,200 @@
+"""HTTP plumbing of the emulator: request ids, the request log, and responses with faults.
+
+Why not sse-starlette's `EventSourceResponse`: the official SDK wants exactly one
+``data: {json}`` line and a blank line per message, with no ``event:``/``id:`` fields and no
+keep-alive frames; sse-starlette adds pings and CRLF separators by default, and runs the body in
+a task group that wraps exceptions. The faults need byte-level control instead (a malformed
+line, a duplicated message, a delay before each message, closing the TCP connection after N
+messages), so the stream is a small Starlette `Response` that sends pre-encoded blocks itself.
+Uvicorn closes the connection when the app raises after the response started; that is how a
+drop is made real, and a log filter keeps those planned drops out of the error log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bridge.emulator.state import EmulatorState, RecordedRequest
+
+__all__ = [
+    "REQUEST_ID_HEADER",
+    "BlockResponse",
+    "DroppedConnectionError",
+    "RecordingMiddleware",
+    "install_drop_log_filter",
+    "sse_block",
+]
+
+REQUEST_ID_HEADER = "X-Appbuilder-Request-Id"
+
+
+class DroppedConnectionError(Exception):
+    """Raised inside a response to make uvicorn close the TCP connection (a planned fault)."""
+
+
+class _DropFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, DroppedConnectionError)
+
+
+_DROP_FILTER = _DropFilter()
+
+
+def install_drop_log_filter() -> None:
+    """Keep planned connection drops out of uvicorn's error log (idempotent)."""
+    logger = logging.getLogger("uvicorn.error")
+    if _DROP_FILTER not in logger.filters:
+        logger.addFilter(_DROP_FILTER)
+
+
+def sse_block(payload: bytes) -> bytes:
+    """One SSE message exactly as the platform frames it: ``data: {json}`` and a blank line."""
+    return b"data: " + payload + b"\n\n"
+
+
+class BlockResponse(Response):
+    """A response sent as pre-encoded blocks, with an optional delay and a planned drop.
+
+    Stream mode (`length=False`): chunked transfer, one block per SSE message, `delay` seconds
+    before each, the connection closed after `drop_after` blocks. Body mode (`length=True`): a
+    `Content-Length` body, `delay` seconds before it, the connection closed after `drop_after`
+    bytes.
+    """
+
+    def __init__(
+        self,
+        blocks: list[bytes],
+        *,
+        status_code: int = 200,
+        media_type: str,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+        drop_after: int | None = None,
+        length: bool = True,
+    ) -> None:
+        self.status_code = status_code
+        self.media_type = media_type
+        self.background: BackgroundTask | None = None
+        self._blocks = blocks
+        self._delay = delay
+        self._drop_after = drop_after
+        self._length = length
+        if length:
+            self.body = b"".join(blocks)
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the blocks; raise `DroppedConnectionError` to cut the connection when planned."""
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        if self._length:
+            if self._delay:
+                await asyncio.sleep(self._delay)
+            if self._drop_after is not None and self._drop_after < len(self.body):
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": self.body[: self._drop_after],
+                        "more_body": True,
+                    }
+                )
+                raise DroppedConnectionError(f"dropped after {self._drop_after} bytes")
+            await send({"type": "http.response.body", "body": self.body, "more_body": False})
+            return
+        for index, block in enumerate(self._blocks):
+            if self._drop_after is not None and index >= self._drop_after:
+                raise DroppedConnectionError(f"dropped after {index} SSE messages")
+            if self._delay:
+                await asyncio.sleep(self._delay)
+            await send({"type": "http.response.body", "body": block, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class RecordingMiddleware:
+    """Give every request an id (header and `request.state.request_id`) and log it.
+
+    It wraps the whole Starlette app, error pages included, so even a 404 for an unknown path
+    or an unexpected 500 carries `X-Appbuilder-Request-Id`.
+    """
+
+    def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app with a request id, capture the body and status, record the request."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = str(uuid.uuid4())
+        scope_state = scope.setdefault("state", {})
+        scope_state["request_id"] = request_id
+        body = bytearray()
+        status: list[int] = []
+        dropped = False
+
+        async def receive_and_keep() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+            return message
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"x-appbuilder-request-id" for k, _ in headers):
+                    headers.append((b"x-appbuilder-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive_and_keep, send_with_id)
+        except DroppedConnectionError:
+            dropped = True
+            raise
+        finally:
+            headers = _masked_headers(scope)
+            self.state.record(
+                RecordedRequest(
+                    method=scope["method"],
+                    path=scope["path"],
+                    headers=headers,
+                    json=_json_or_none(bytes(body), headers),
+                    form=scope_state.get("form"),
+                    status=status[0] if status else None,
+                    request_id=request_id,
+                    dropped=dropped,
+                )
+            )
+
+
+def _masked_headers(scope: Scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", []):
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        if name == "authorization":
+            scheme = value.split(" ", 1)[0] if " " in value else ""
+            value = f"{scheme} [secure]" if scheme else "[secure]"
+        headers[name] = value
+    return headers
+
+
+def _json_or_none(body: bytes, headers: Mapping[str, str]) -> Any:
+    if not body or "multipart/" in headers.get("content-type", ""):
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None

@@ -1,0 +1,795 @@
+"""A wire-exact client for the AppBuilder v2 conversation API (requests + SSE).
+
+On the wire it is indistinguishable from appbuilder-sdk 1.1.5 (same URL, headers and body
+bytes; see `appbuilder-wire.md`); unlike it, it has timeouts, bounded retries, typed tolerant
+models and one exception tree (`bridge.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, overload
+
+import pydantic
+import requests
+
+from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
+from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.appbuilder._errors import (
+    REQUEST_ID_HEADER,
+    CallContext,
+    in_band_error,
+    is_connect_error,
+    map_errors,
+    status_error,
+    translate_error,
+)
+from bridge.platforms.appbuilder.models import (
+    Action,
+    ConversationResponse,
+    FeedbackRequest,
+    FeedbackResponse,
+    FileUploadResponse,
+    RunChunk,
+    RunRequest,
+    RunResponse,
+    ToolChoice,
+    ToolOutput,
+)
+from bridge.platforms.appbuilder.retry import ExcKind, RetryPolicy
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_GATEWAY",
+    "DEFAULT_IDLE_TIMEOUT",
+    "SDK_VERSION",
+    "AppBuilderClient",
+    "RunStream",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GATEWAY = "https://qianfan.baidubce.com"
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 120.0
+SDK_VERSION = "1.1.5"
+"""The official SDK version we present ourselves as, so the service treats us the same."""
+_ERROR_BODY_LIMIT = 64 * 1024
+_FEEDBACK_TYPES = ("upvote", "downvote", "cancel")
+
+ToolLike = Mapping[str, Any] | pydantic.BaseModel | Any
+FilesFactory = Callable[[], dict[str, tuple[str | None, Any]]]
+
+
+class RunStream(Iterator[RunChunk]):
+    """The chunks of a streamed run, in order; iterate it once.
+
+    The HTTP status was already checked when `AppBuilderClient.run` returned. Iterating may
+    raise `InBandError` (an error payload inside the stream), `StreamInterruptedError` (the
+    connection dropped; `.received` holds the chunks that did arrive), `StreamTimeoutError`
+    (idle longer than `idle_timeout`) or `ProtocolError` (a payload that is not JSON). The
+    response is closed at the end of the stream, on error, and by `close()`.
+    """
+
+    def __init__(self, response: requests.Response, ctx: CallContext) -> None:
+        self._response = response
+        self._ctx = ctx
+        self.request_id: str | None = ctx.header_request_id
+        """`X-Appbuilder-Request-Id` of the response, if the server sent one."""
+        self.sent_request_id: str | None = ctx.sent_request_id
+        """The request id this client sent."""
+        self._chunks: Generator[RunChunk, None, None] = self._generate()
+
+    @property
+    def received(self) -> list[RunChunk]:
+        """The chunks received so far."""
+        return list(self._ctx.received)
+
+    def __iter__(self) -> RunStream:
+        return self
+
+    def __next__(self) -> RunChunk:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        """Stop reading and release the connection."""
+        self._chunks.close()
+        self._response.close()
+
+    def __enter__(self) -> RunStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _generate(self) -> Generator[RunChunk, None, None]:
+        ctx = self._ctx
+        ctx.streaming = True
+        try:
+            with map_errors(ctx):
+                for data in iter_sse_data(self._response.iter_content(chunk_size=None)):
+                    payload = json.loads(data)
+                    if not isinstance(payload, dict):
+                        raise ProtocolError(
+                            f"AppBuilder run: expected a JSON object in each SSE event, got "
+                            f"{type(payload).__name__}: {data[:200]!r}",
+                            request_id=ctx.request_id(),
+                        )
+                    chunk = RunResponse.model_validate(payload)
+                    if chunk.is_error:
+                        raise in_band_error(ctx, payload)
+                    chunk.http_request_id = ctx.header_request_id
+                    ctx.received.append(chunk)
+                    yield chunk
+        finally:
+            self._response.close()
+
+
+class AppBuilderClient:
+    """Low-level client of one AppBuilder app: conversations, runs, files, feedback.
+
+    Args:
+        app_id: The published app's id; default env `APPBUILDER_APP_ID`.
+        token: The API key (`bce-v3/ALTAK-...`); default env `APPBUILDER_TOKEN`. `Bearer ` is
+            prepended when missing (env `SECRET_KEY_PREFIX` overrides the prefix, as in the SDK).
+        base_url: The gateway; default env `GATEWAY_URL_V2`, else `https://qianfan.baidubce.com`.
+            `https://` is prepended when it has no scheme. Paths are appended after env
+            `CONSOLE_OPENAPI_PREFIX` (default "") and `CONSOLE_OPENAPI_VERSION` (default `/v2`).
+        connect_timeout: Seconds to establish a connection.
+        idle_timeout: Longest silence, in seconds, while waiting for the response or between two
+            reads of a stream.
+        max_retries: Retries for connect errors and 429/500/502/503/504 (ignored when
+            `retry_policy` is given). Never after a byte of a successful answer was read.
+        retry_policy: Full control of retries and backoff.
+        session: A `requests.Session` to use (not closed by `close()`); default: a new one.
+
+    Raises:
+        ConfigurationError: The app id or token is missing, or a timeout is not positive.
+    """
+
+    def __init__(
+        self,
+        app_id: str | None = None,
+        token: str | None = None,
+        base_url: str | None = None,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_retries: int = 3,
+        retry_policy: RetryPolicy | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        app_id = app_id or os.environ.get("APPBUILDER_APP_ID", "")
+        if not app_id:
+            raise ConfigurationError(
+                "no AppBuilder app id: pass app_id=... or set APPBUILDER_APP_ID "
+                "(the id of a published app, shown in the AppBuilder console)"
+            )
+        token = token or os.environ.get("APPBUILDER_TOKEN", "")
+        if not token:
+            raise ConfigurationError(
+                "no AppBuilder token: pass token=... or set APPBUILDER_TOKEN "
+                "(an API key such as bce-v3/ALTAK-...)"
+            )
+        for name, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if not value > 0:
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds (got {value})"
+                )
+        prefix = os.environ.get("SECRET_KEY_PREFIX", "Bearer")
+        authorization = token if token.startswith(prefix) else f"{prefix} {token}"
+        register_secret(token)
+        register_secret(authorization)
+        gateway = (base_url or os.environ.get("GATEWAY_URL_V2") or DEFAULT_GATEWAY).strip()
+        if not gateway.startswith("http"):
+            gateway = "https://" + gateway
+        self.app_id = app_id
+        self.base_url = gateway.rstrip("/")
+        self.api_root = (
+            self.base_url
+            + os.environ.get("CONSOLE_OPENAPI_PREFIX", "")
+            + os.environ.get("CONSOLE_OPENAPI_VERSION", "/v2")
+        )
+        """Where paths such as `/app/conversation/runs` are appended."""
+        self.connect_timeout = float(connect_timeout)
+        self.idle_timeout = float(idle_timeout)
+        try:
+            self.retry_policy = retry_policy or RetryPolicy(max_retries=max_retries)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._authorization = authorization
+        self._platform = os.environ.get("APPBUILDER_SDK_PLATFORM", "unknown")
+        self._session = session or requests.Session()
+        self._owns_session = session is None
+        self._mcp_context: str | None = None
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(app_id={self.app_id!r}, base_url={self.base_url!r}, "
+            "token='[secure]')"
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release pooled connections (a session passed in by the caller stays open)."""
+        if self._owns_session:
+            self._session.close()
+
+    def __enter__(self) -> AppBuilderClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- API ------------------------------------------------------------------------------------
+
+    def create_conversation(self) -> str:
+        """Open a conversation and return its id.
+
+        Raises:
+            PlatformError: A subclass for each failure (see `bridge.errors`).
+        """
+        body = json.dumps({"app_id": self.app_id}).encode("ascii")
+        response, ctx = self._post("create_conversation", "/app/conversation", body=body)
+        payload = self._read_json(response, ctx)
+        if _error_code(payload) and not payload.get("conversation_id"):
+            raise in_band_error(ctx, payload)
+        with map_errors(ctx):
+            result = ConversationResponse.model_validate(payload)
+        if not result.conversation_id:
+            raise ProtocolError(
+                "AppBuilder create_conversation: the answer has no conversation_id "
+                f"(got keys {sorted(payload)})",
+                request_id=ctx.request_id(),
+            )
+        return result.conversation_id
+
+    def upload_file(
+        self,
+        conversation_id: str,
+        path: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+    ) -> str:
+        """Attach a file (a local `path` or a public `url`, exactly one) and return its file id.
+
+        Raises:
+            UsageError: Empty conversation id, neither or both of path/url, or no such file.
+            PlatformError: A subclass for each platform failure.
+        """
+        _check_conversation_id(conversation_id)
+        if (path is None) == (url is None):
+            raise UsageError(
+                "upload_file needs exactly one of path=... (a local file) or url=... "
+                f"(a file URL); got {'both' if path is not None else 'neither'}"
+            )
+        fields: dict[str, tuple[str | None, Any]] = {
+            "app_id": (None, self.app_id),
+            "conversation_id": (None, conversation_id),
+        }
+        local = Path(path) if path is not None else None
+        if local is not None and not local.is_file():
+            raise UsageError(f"upload_file: {str(local)!r} is not an existing file")
+        if url is not None and not url:
+            raise UsageError("upload_file: url is empty; expected an http(s) URL of the file")
+
+        def files() -> dict[str, tuple[str | None, Any]]:
+            # A fresh handle per attempt, so a retried upload sends the whole file again.
+            if local is None:
+                return {**fields, "file_url": (None, url)}
+            try:
+                handle = local.open("rb")
+            except OSError as exc:
+                raise UsageError(f"upload_file: cannot read {str(local)!r}: {exc}") from None
+            return {**fields, "file": (local.name, handle)}
+
+        response, ctx = self._post("upload_file", "/app/conversation/file/upload", files=files)
+        payload = self._read_json(response, ctx)
+        if _error_code(payload) and not payload.get("id"):
+            raise in_band_error(ctx, payload)
+        with map_errors(ctx):
+            result = FileUploadResponse.model_validate(payload)
+        if not result.id:
+            raise ProtocolError(
+                f"AppBuilder upload_file: the answer has no file id (got keys {sorted(payload)})",
+                request_id=ctx.request_id(),
+            )
+        return result.id
+
+    @overload
+    def run(
+        self,
+        conversation_id: str,
+        query: str = "",
+        *,
+        stream: Literal[True] = True,
+        tools: Sequence[ToolLike] | None = None,
+        tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
+        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        action: Action | Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        mcp_authorization: Sequence[Mapping[str, Any]] | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> RunStream: ...
+
+    @overload
+    def run(
+        self,
+        conversation_id: str,
+        query: str = "",
+        *,
+        stream: Literal[False],
+        tools: Sequence[ToolLike] | None = None,
+        tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
+        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        action: Action | Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        mcp_authorization: Sequence[Mapping[str, Any]] | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> RunResponse: ...
+
+    @overload
+    def run(
+        self,
+        conversation_id: str,
+        query: str = "",
+        *,
+        stream: bool,
+        tools: Sequence[ToolLike] | None = None,
+        tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
+        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        action: Action | Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        mcp_authorization: Sequence[Mapping[str, Any]] | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> RunResponse | RunStream: ...
+
+    def run(
+        self,
+        conversation_id: str,
+        query: str = "",
+        *,
+        stream: bool = True,
+        tools: Sequence[ToolLike] | None = None,
+        tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
+        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        action: Action | Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        mcp_authorization: Sequence[Mapping[str, Any]] | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> RunResponse | RunStream:
+        """Run the agent: send a query (with tools), or the outputs of its tool calls.
+
+        Args:
+            conversation_id: From `create_conversation`.
+            query: The user's message; "" when sending `tool_outputs`.
+            stream: True returns a `RunStream` of chunks (answer deltas); False waits for the
+                whole `RunResponse`.
+            tools: Tool descriptions (`{"type": "function", "function": {...}}` dicts, SDK
+                `Manifest` objects, or MCP tools with `inputSchema`, which are wrapped).
+            tool_outputs: `{"tool_call_id", "output"}` for every call of the pending interrupt.
+            tool_choice: A `ToolChoice`, its dict form, a tool name to force it, or "auto".
+            end_user_id: Your id for the end user.
+            file_ids: Ids from `upload_file`.
+            action: `Action.resume(interrupt_event_id)` to answer a workflow question.
+            parameters: Workflow start-node variables.
+            mcp_authorization: MCP authorization entries (sent as is).
+            custom_metadata: e.g. `{"override_role_instruction": "..."}`.
+
+        Returns:
+            A `RunStream` (stream=True) or a `RunResponse` (stream=False).
+
+        Raises:
+            UsageError: Bad arguments (empty conversation id, no query and no tool outputs...).
+            PlatformError: A subclass for each failure (status, in-band, timeout, connection).
+        """
+        _check_conversation_id(conversation_id)
+        if not isinstance(query, str):
+            raise UsageError(f"query must be a str (got {type(query).__name__})")
+        if query == "" and not tool_outputs:
+            raise UsageError(
+                "AppBuilderClient Run API: query and tool_outputs cannot both be empty "
+                "(send a query, or the tool_outputs of the pending tool calls)"
+            )
+        wire_tools: list[dict[str, Any]] = []
+        has_mcp_tool = False
+        for index, tool in enumerate(tools or ()):
+            wire_tool, is_mcp = _wire_tool(tool, index)
+            wire_tools.append(wire_tool)
+            has_mcp_tool = has_mcp_tool or is_mcp
+        # Same header bookkeeping as the SDK: the MCP context lasts until the next plain query.
+        if not tool_outputs:
+            self._mcp_context = None
+        if has_mcp_tool and self._mcp_context is None:
+            self._mcp_context = "client"
+        try:
+            request = RunRequest(
+                query=query,
+                stream=bool(stream),
+                conversation_id=conversation_id,
+                file_ids=list(file_ids or []),
+                app_id=self.app_id,
+                tools=wire_tools,
+                tool_outputs=_tool_outputs(tool_outputs),
+                tool_choice=_tool_choice(tool_choice),
+                end_user_id=end_user_id,
+                action=_action(action),
+                mcp_authorization=(
+                    [dict(item) for item in mcp_authorization]
+                    if mcp_authorization is not None
+                    else None
+                ),
+                parameters=dict(parameters) if parameters is not None else None,
+                custom_metadata=dict(custom_metadata) if custom_metadata is not None else None,
+            )
+        except pydantic.ValidationError as exc:
+            raise UsageError(f"invalid run arguments: {_describe(exc)}") from None
+        response, ctx = self._post(
+            "run", "/app/conversation/runs", body=request.to_wire(), mcp_context=self._mcp_context
+        )
+        if stream:
+            return RunStream(response, ctx)
+        payload = self._read_json(response, ctx)
+        with map_errors(ctx):
+            result = RunResponse.model_validate(payload)
+        if result.is_error:
+            raise in_band_error(ctx, payload)
+        result.http_request_id = ctx.header_request_id
+        return result
+
+    def feedback(
+        self,
+        conversation_id: str,
+        message_id: str,
+        type: Literal["upvote", "downvote", "cancel"],
+        flag: Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> str:
+        """Rate an answer (`upvote`, `downvote` or `cancel`); returns the request id.
+
+        Raises:
+            UsageError: Empty ids or an unknown `type`.
+            PlatformError: A subclass for each platform failure.
+        """
+        _check_conversation_id(conversation_id)
+        if not message_id:
+            raise UsageError("feedback: message_id is empty; use the message_id of a run's answer")
+        if type not in _FEEDBACK_TYPES:
+            raise UsageError(
+                f"feedback: type must be one of {', '.join(_FEEDBACK_TYPES)} (got {type!r})"
+            )
+        body = FeedbackRequest(
+            app_id=self.app_id,
+            conversation_id=conversation_id,
+            message_id=message_id,
+            type=type,
+            flag=list(flag) if flag is not None else None,
+            reason=reason,
+        ).to_wire()
+        response, ctx = self._post("feedback", "/app/conversation/feedback", body=body)
+        payload = self._read_json(response, ctx, allow_empty=True)
+        if _error_code(payload):
+            raise in_band_error(ctx, payload)
+        with map_errors(ctx):
+            result = FeedbackResponse.model_validate(payload)
+        return ctx.request_id(result.request_id) or ""
+
+    # --- transport ------------------------------------------------------------------------------
+
+    def _headers(
+        self, request_id: str, *, json_body: bool, mcp_context: str | None
+    ) -> dict[str, str]:
+        config = {
+            "appbuilder_sdk_version": SDK_VERSION,
+            "appbuilder_sdk_language": "python",
+            "appbuilder_sdk_platform": self._platform,
+        }
+        context = mcp_context or os.environ.get("APPBUILDER_SDK_MCP_CONTEXT")
+        if context:
+            config["appbuilder_sdk_mcp_context"] = context
+        headers = {
+            "X-Appbuilder-Sdk-Config": json.dumps(config, separators=(",", ":")),
+            "X-Appbuilder-Origin": "appbuilder_sdk",
+            "X-Appbuilder-Request-Id": request_id,
+            "X-Bce-Request-Id": request_id,
+            "Authorization": self._authorization,
+        }
+        if json_body:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    def _post(
+        self,
+        operation: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        files: FilesFactory | None = None,
+        mcp_context: str | None = None,
+    ) -> tuple[requests.Response, CallContext]:
+        """POST with retries; return a response with a 2xx status whose body is still unread.
+
+        One request id is minted per call and kept across its retries, so the server can tell
+        a retry from a new request.
+        """
+        url = self.api_root + path
+        request_id = str(uuid.uuid4())
+        ctx = CallContext(
+            operation=operation,
+            url=url,
+            connect_timeout=self.connect_timeout,
+            idle_timeout=self.idle_timeout,
+            sent_request_id=request_id,
+        )
+        headers = self._headers(request_id, json_body=files is None, mcp_context=mcp_context)
+        policy = self.retry_policy
+        attempt = 0
+        while True:
+            log.debug(
+                "AppBuilder %s: POST %s request_id=%s attempt=%d",
+                operation,
+                url,
+                request_id,
+                attempt + 1,
+            )
+            try:
+                response = self._send(url, headers, body, files)
+            except requests.exceptions.RequestException as exc:
+                kind: ExcKind = "connect" if is_connect_error(exc) else "other"
+                if policy.should_retry(attempt, exc_kind=kind):
+                    wait = policy.delay(attempt)
+                    log.debug(
+                        "AppBuilder %s: could not connect (%s); retry %d/%d in %.2f s",
+                        operation,
+                        type(exc).__name__,
+                        attempt + 1,
+                        policy.max_retries,
+                        wait,
+                    )
+                    self._sleep(wait)
+                    attempt += 1
+                    continue
+                log.debug("AppBuilder %s: %s, not retried", operation, type(exc).__name__)
+                raise translate_error(exc, ctx) from exc
+            status = response.status_code
+            ctx.header_request_id = response.headers.get(REQUEST_ID_HEADER) or None
+            if status < 400:
+                return response, ctx
+            retry_after = response.headers.get("Retry-After")
+            if policy.should_retry(attempt, status=status):
+                wait = policy.delay(attempt, retry_after)
+                if math.isfinite(wait):
+                    log.debug(
+                        "AppBuilder %s: HTTP %d (Retry-After %r); retry %d/%d in %.2f s",
+                        operation,
+                        status,
+                        retry_after,
+                        attempt + 1,
+                        policy.max_retries,
+                        wait,
+                    )
+                    response.close()
+                    self._sleep(wait)
+                    attempt += 1
+                    continue
+                log.debug(
+                    "AppBuilder %s: HTTP %d, Retry-After %r over max_retry_after=%s: not retried",
+                    operation,
+                    status,
+                    retry_after,
+                    policy.max_retry_after,
+                )
+            else:
+                log.debug(
+                    "AppBuilder %s: HTTP %d, not retried (attempt %d)",
+                    operation,
+                    status,
+                    attempt + 1,
+                )
+            try:
+                with map_errors(ctx):
+                    text = _read_limited(response)
+            finally:
+                response.close()
+            raise status_error(
+                ctx,
+                status,
+                response.headers,
+                text,
+                retry_after=policy.parse_retry_after(retry_after),
+            )
+
+    def _send(
+        self,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        files: FilesFactory | None,
+    ) -> requests.Response:
+        parts = files() if files is not None else None
+        try:
+            return self._session.post(
+                url,
+                data=body,
+                files=parts,
+                headers=headers,
+                timeout=(self.connect_timeout, self.idle_timeout),
+                stream=True,
+            )
+        finally:
+            for _, value in (parts or {}).values():
+                if hasattr(value, "close"):
+                    value.close()
+
+    def _read_json(
+        self, response: requests.Response, ctx: CallContext, *, allow_empty: bool = False
+    ) -> dict[str, Any]:
+        ctx.streaming = True
+        try:
+            with map_errors(ctx):
+                raw = response.content
+                if allow_empty and not raw.strip():
+                    return {}
+                payload = json.loads(raw.decode("utf-8"))
+        finally:
+            response.close()
+        if not isinstance(payload, dict):
+            raise ProtocolError(
+                f"AppBuilder {ctx.operation}: expected a JSON object, got {type(payload).__name__}",
+                request_id=ctx.request_id(),
+            )
+        return payload
+
+
+def _check_conversation_id(conversation_id: str) -> None:
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise UsageError(
+            "conversation_id is empty; create one with create_conversation() "
+            f"(got {conversation_id!r})"
+        )
+
+
+def _wire_tool(tool: ToolLike, index: int) -> tuple[dict[str, Any], bool]:
+    """A tool as the SDK puts it on the wire, and whether it was an MCP tool."""
+    if isinstance(tool, pydantic.BaseModel):
+        tool = tool.model_dump(mode="json")
+    elif not isinstance(tool, Mapping) and hasattr(tool, "inputSchema"):
+        tool = {
+            "name": getattr(tool, "name", None),
+            "description": getattr(tool, "description", None),
+            "inputSchema": tool.inputSchema,
+        }
+    if not isinstance(tool, Mapping):
+        raise UsageError(
+            f"tools[{index}] must be a dict like {{'type': 'function', 'function': {{...}}}} "
+            f"(got {type(tool).__name__})"
+        )
+    if "inputSchema" in tool and "function" not in tool:
+        wrapped = {
+            "name": tool.get("name"),
+            "description": tool.get("description"),
+            "parameters": tool["inputSchema"],
+        }
+        _check_function(wrapped, index)
+        return {"type": "function", "function": wrapped}, True
+    function = tool.get("function")
+    if tool.get("type", "function") == "function" or function is not None:
+        if not isinstance(function, Mapping):
+            raise UsageError(
+                f"tools[{index}] has no 'function' object; expected "
+                "{'type': 'function', 'function': {'name', 'description', 'parameters'}}"
+            )
+        _check_function(function, index)
+        # The SDK re-validates dicts into this key order; keep any extra keys after it.
+        ordered = {
+            key: function[key] for key in ("name", "description", "parameters") if key in function
+        }
+        ordered.update({key: value for key, value in function.items() if key not in ordered})
+        wire = {"type": tool.get("type", "function"), "function": ordered}
+        wire.update({key: value for key, value in tool.items() if key not in wire})
+        return wire, False
+    return dict(tool), False  # file_retrieval, code_interpreter...: sent as given
+
+
+def _check_function(function: Mapping[str, Any], index: int) -> None:
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"tools[{index}].function.name must be a non-empty string (got {name!r})")
+
+
+def _tool_outputs(
+    outputs: Sequence[ToolOutput | Mapping[str, Any]] | None,
+) -> list[ToolOutput] | None:
+    if not outputs:
+        return None
+    result = []
+    for index, item in enumerate(outputs):
+        if isinstance(item, ToolOutput):
+            result.append(item)
+            continue
+        try:
+            result.append(ToolOutput.model_validate(item))
+        except pydantic.ValidationError as exc:
+            raise UsageError(
+                f"tool_outputs[{index}] must be {{'tool_call_id': str, 'output': str}} "
+                f"(JSON-encode structured outputs): {_describe(exc)}"
+            ) from None
+    return result
+
+
+def _tool_choice(choice: ToolChoice | Mapping[str, Any] | str | None) -> ToolChoice | None:
+    if choice is None or isinstance(choice, ToolChoice):
+        return choice
+    if isinstance(choice, str):
+        if not choice:
+            raise UsageError("tool_choice is an empty string; expected a tool name or 'auto'")
+        return ToolChoice(type="auto") if choice == "auto" else ToolChoice.for_function(choice)
+    try:
+        return ToolChoice.model_validate(choice)
+    except pydantic.ValidationError as exc:
+        raise UsageError(
+            "tool_choice must be a tool name, 'auto', or {'type': 'auto' | 'function', "
+            f"'function': {{'name': ..., 'input': {{...}}}}}}: {_describe(exc)}"
+        ) from None
+
+
+def _action(action: Action | Mapping[str, Any] | None) -> Action | None:
+    if action is None or isinstance(action, Action):
+        return action
+    try:
+        return Action.model_validate(action)
+    except pydantic.ValidationError as exc:
+        raise UsageError(
+            "action must be Action.resume(interrupt_event_id) or its dict form "
+            "{'action_type': 'resume', 'parameters': {'interrupt_event': {'id', 'type'}}}: "
+            f"{_describe(exc)}"
+        ) from None
+
+
+def _error_code(payload: Mapping[str, Any]) -> bool:
+    code = payload.get("code")
+    return code is not None and str(code).strip() not in ("", "0")
+
+
+def _read_limited(response: requests.Response) -> str:
+    data = bytearray()
+    for piece in response.iter_content(chunk_size=8192):
+        data += piece
+        if len(data) >= _ERROR_BODY_LIMIT:
+            break
+    return bytes(data[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace")
+
+
+def _describe(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "value"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,586 @@
+"""OpenAI-compatible Chat Completions: vLLM, Ollama, llama.cpp server, any compatible gateway.
+
+Chat Completions is stateless, so the history lives here, one list of messages per
+conversation id. A turn appends the user message and POSTs `/chat/completions`. When the
+model asks for tools (`finish_reason == "tool_calls"`, or calls present whatever the reason:
+Ollama says "stop"), the assistant message with its `tool_calls` joins the history and a
+`ToolCallsRequested` pauses the run; `submit` appends one `role: "tool"` message per result
+and asks for the next completion. The history only changes when a completion succeeds, so a
+failed `start` or `submit` can simply be called again.
+
+Wire shapes (fragment assembly, error payloads) live in `_openai_wire`, HTTP with retries and
+error translation in `_openai_http`; this module owns histories and events.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bridge.errors import (
+    ConfigurationError,
+    InBandError,
+    ProtocolError,
+    StreamInterruptedError,
+    UsageError,
+)
+from bridge.platforms._openai_http import ChatTransport
+from bridge.platforms._openai_wire import (
+    Completion,
+    add_usage,
+    decode_object,
+    error_details,
+    trim,
+)
+from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.appbuilder.retry import RetryPolicy
+from bridge.types import (
+    Event,
+    RunFailed,
+    RunFinished,
+    ToolBatch,
+    ToolCall,
+    ToolCallsRequested,
+    ToolResult,
+)
+
+__all__ = ["OpenAIChatPlatform"]
+
+logger = logging.getLogger(__name__)
+
+_ENDPOINT = "/chat/completions"
+_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+_MANAGED_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream"})
+
+
+class OpenAIChatPlatform:
+    """A `Platform` speaking OpenAI-compatible Chat Completions, history kept client-side.
+
+    Args:
+        base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``; default `OPENAI_BASE_URL`.
+        model: The model name the server serves; default `OPENAI_MODEL`.
+        api_key: Sent as a bearer token when set; default `OPENAI_API_KEY` (local servers
+            usually need none).
+        connect_timeout: Seconds to wait for the TCP connection.
+        idle_timeout: Seconds to wait for the next bytes of an answer (headers, body or the next
+            stream chunk).
+        max_retries: Retries for connect errors, 429 and 5xx, only before any answer byte was
+            read; ignored when `retry_policy` is given.
+        session: A `requests.Session` to reuse (left open by `close`).
+        extra_body: Extra fields merged into every request, e.g. ``{"temperature": 0}``.
+        system: A system prompt that opens every new conversation.
+        stream_usage: Ask for token usage in streamed answers (``stream_options``); turn it
+            off for a server that rejects the field.
+        retry_policy: Full control over retries and backoff.
+
+    Raises:
+        ConfigurationError: A required setting is missing or malformed.
+    """
+
+    name = "openai"
+    dialect = "openai"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        idle_timeout: float = 120.0,
+        max_retries: int = 3,
+        session: requests.Session | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        system: str | None = None,
+        stream_usage: bool = True,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
+        self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
+        if retry_policy is None:
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+                raise ConfigurationError(
+                    f"max_retries must be an integer >= 0, got {max_retries!r}"
+                )
+            retry_policy = RetryPolicy(max_retries=max_retries)
+        self.extra_body = _check_extra_body(extra_body)
+        self.system = system
+        self.stream_usage = stream_usage
+        self._url = self.base_url + _ENDPOINT
+        self._http = ChatTransport(
+            self._url,
+            api_key=self._api_key,
+            connect_timeout=float(connect_timeout),
+            idle_timeout=float(idle_timeout),
+            retry_policy=retry_policy,
+            session=session,
+        )
+        self._lock = threading.Lock()
+        self._conversations: dict[str, _Conversation] = {}
+
+    def __repr__(self) -> str:
+        key = "'[secure]'" if self._api_key else "None"
+        return (
+            f"OpenAIChatPlatform(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+        )
+
+    def __enter__(self) -> OpenAIChatPlatform:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- conversations --------------------------------------------------------------------------
+
+    def create_conversation(self, *, end_user_id: str | None = None) -> str:
+        """Start an empty history (opened by the system prompt, if any) and return its id."""
+        conversation_id = uuid.uuid4().hex
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        with self._lock:
+            self._conversations[conversation_id] = _Conversation(messages=messages)
+        return conversation_id
+
+    def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A copy of the messages sent so far in a conversation (for transcripts and tests)."""
+        return copy.deepcopy(self._state(conversation_id).messages)
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's history (histories live in memory until forgotten)."""
+        with self._lock:
+            self._conversations.pop(conversation_id, None)
+
+    def upload_file(self, conversation_id: str, path: str | Path) -> str:
+        """Not supported: Chat Completions has no file store."""
+        raise UsageError(
+            f"cannot attach {str(path)!r}: the openai platform does not support file uploads; "
+            "put the text in the query or give the agent a tool that reads the file"
+        )
+
+    def resume(
+        self,
+        conversation_id: str,
+        interrupt_id: str,
+        answer: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Not supported: human-input interrupts are an AppBuilder chatflow feature."""
+        raise UsageError(
+            "resume is not supported on the openai platform: Chat Completions never pauses for "
+            "human input; send the answer as a new query with start() instead"
+        )
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def start(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        tools: Sequence[dict[str, Any]],
+        tool_choice: str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Append the user's query to the history and yield the completion's events.
+
+        `tool_choice` is a tool name (sent as a forced function choice) or one of ``auto``,
+        ``none`` and ``required``. The history is only extended once the completion succeeds.
+
+        Raises:
+            UsageError: Unknown conversation, empty query, file ids, bad tools or tool_choice,
+                or tool calls of the previous round still unanswered.
+        """
+        state = self._state(conversation_id)
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        if file_ids:
+            raise UsageError(
+                "file_ids are not supported on the openai platform: Chat Completions has no "
+                "file store; put the text in the query instead"
+            )
+        if state.pending is not None:
+            pending = ", ".join(c.call_id for c in state.pending.calls)
+            raise UsageError(
+                f"conversation {conversation_id} is waiting for the results of tool calls "
+                f"{pending}: submit() them before asking again, or forget() the conversation"
+            )
+        tool_fields = self._tool_fields(tools, tool_choice)
+        state.turn_tools, state.turn_usage = tool_fields, None
+        messages = [*state.messages, {"role": "user", "content": query}]
+        return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
+
+    def submit(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        results: Sequence[ToolResult],
+        *,
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Send one `role: "tool"` message per call of the batch and yield the next events.
+
+        The messages follow the order of the batch's calls. The tools of the turn's `start` are
+        sent again, as Chat Completions expects; a forced `tool_choice` (a tool name or
+        ``required``) is not, so the model can answer instead of calling the tool again.
+
+        Raises:
+            UsageError: Unknown conversation, a batch that is not the pending one, or results
+                that do not answer each call of the batch exactly once.
+        """
+        state = self._state(conversation_id)
+        pending = state.pending
+        if pending is None:
+            raise UsageError(
+                f"conversation {conversation_id} has no tool calls waiting for results; "
+                "submit() answers the batch of a ToolCallsRequested event"
+            )
+        if batch.batch_id != pending.batch_id:
+            raise UsageError(
+                f"batch {batch.batch_id} is not the one waiting in conversation "
+                f"{conversation_id} (expected batch {pending.batch_id})"
+            )
+        by_id = _results_by_call(pending, results)
+        tool_messages = [
+            {"role": "tool", "tool_call_id": call.call_id, "content": by_id[call.call_id].output}
+            for call in pending.calls
+        ]
+        messages = [*state.messages, *tool_messages]
+        tool_fields = dict(state.turn_tools)
+        if tool_fields.get("tool_choice") not in (None, "auto", "none"):
+            # A forced choice sent again would force another call after every result, a loop
+            # only max_rounds would stop; the follow-up lets the model answer.
+            del tool_fields["tool_choice"]
+        return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
+
+    def close(self) -> None:
+        """Close the HTTP session if this platform created it."""
+        self._http.close()
+
+    # --- one completion ------------------------------------------------------------------------
+
+    def _complete(
+        self,
+        state: _Conversation,
+        messages: list[dict[str, Any]],
+        tool_fields: dict[str, Any],
+        *,
+        end_user_id: str | None,
+        stream: bool,
+    ) -> Iterator[Event]:
+        body: dict[str, Any] = {**self.extra_body, "model": self.model, "messages": messages}
+        body.update(tool_fields)
+        body["stream"] = stream
+        if not stream:
+            body.pop("stream_options", None)  # servers reject it on non-streamed requests
+        elif self.stream_usage:
+            body.setdefault("stream_options", {"include_usage": True})
+        if end_user_id:
+            body.setdefault("user", end_user_id)
+        # A generator from here on: nothing is sent until the caller starts iterating.
+        return self._run(state, messages, body, stream=stream)
+
+    def _run(
+        self,
+        state: _Conversation,
+        messages: list[dict[str, Any]],
+        body: dict[str, Any],
+        *,
+        stream: bool,
+    ) -> Iterator[Event]:
+        logger.debug(
+            "POST %s (model=%s, stream=%s, %d messages, %d tools)",
+            self._url,
+            self.model,
+            stream,
+            len(messages),
+            len(body.get("tools", ())),
+        )
+        response = self._http.post(body, stream=stream)
+        request_id = response.headers.get("x-request-id")
+        logger.debug("HTTP %d from %s (request id %s)", response.status_code, self._url, request_id)
+        try:
+            content_type = response.headers.get("content-type", "")
+            if stream and "json" not in content_type:
+                turn = yield from self._read_stream(response, request_id)
+            else:
+                # Also taken when a server ignores `stream` and answers with plain JSON.
+                turn, events = self._read_body(response, request_id)
+                yield from events
+        finally:
+            response.close()
+        yield from self._finish(state, messages, turn, request_id)
+
+    def _finish(
+        self,
+        state: _Conversation,
+        messages: list[dict[str, Any]],
+        turn: Completion,
+        request_id: str | None,
+    ) -> Iterator[Event]:
+        if turn.error is not None:
+            code, message = turn.error
+            yield RunFailed(code=code, message=message, request_id=request_id, raw=turn.raw)
+            return
+        text = "".join(turn.text)
+        calls = _unique_ids(turn.calls.finish(), messages)
+        if turn.finish_reason not in ("stop", "tool_calls"):
+            # "length" cuts an answer (or a call's arguments) short; worth saying once.
+            logger.warning(
+                "%s ended the answer with finish_reason=%s", self._url, turn.finish_reason
+            )
+        state.turn_usage = add_usage(state.turn_usage, turn.usage)
+        completion_id = turn.completion_id or f"chatcmpl-{uuid.uuid4().hex}"
+        assistant: dict[str, Any] = {"role": "assistant", "content": text}
+        # The history is committed before the last event is yielded: a consumer that stops
+        # reading at the pause must still find the conversation in its new state.
+        if calls:
+            assistant["content"] = text or None
+            assistant["tool_calls"] = [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.raw_arguments},
+                }
+                for call in calls
+            ]
+            batch = ToolBatch(
+                batch_id=completion_id,
+                calls=calls,
+                resume={"request_id": request_id, "completion_id": completion_id},
+            )
+            with self._lock:
+                state.messages = [*messages, assistant]
+                state.pending = batch
+            yield ToolCallsRequested(batch=batch)
+            return
+        with self._lock:
+            state.messages = [*messages, assistant]
+            state.pending = None
+        yield RunFinished(
+            answer=text,
+            usage=state.turn_usage,
+            message_id=completion_id,
+            request_id=request_id,
+            raw=turn.raw,
+        )
+
+    def _read_stream(
+        self, response: requests.Response, request_id: str | None
+    ) -> Generator[Event, None, Completion]:
+        turn = Completion()
+        received: list[Event] = []
+        with self._http.errors(streaming=True, received=received, request_id=request_id):
+            for data in iter_sse_data(response.iter_content(chunk_size=None)):
+                payload = decode_object(data, request_id, what="a stream chunk")
+                turn.error = error_details(payload)
+                if turn.error is not None:
+                    turn.raw = payload
+                    return turn
+                for event in turn.absorb(payload, key="delta"):
+                    received.append(event)
+                    yield event
+        if turn.finish_reason is None:
+            raise StreamInterruptedError(
+                f"the stream from {self._url} ended before the completion finished "
+                "(no finish_reason arrived)",
+                received=received,
+                request_id=request_id,
+            )
+        return turn
+
+    def _read_body(
+        self, response: requests.Response, request_id: str | None
+    ) -> tuple[Completion, list[Event]]:
+        with self._http.errors(request_id=request_id):
+            content = response.content
+        payload = decode_object(content, request_id, what="the response body")
+        error = error_details(payload)
+        if error is not None:
+            code, message = error
+            raise InBandError(
+                f"{self._url} answered HTTP 200 with an error: {message}",
+                request_id=request_id,
+                status_code=response.status_code,
+                code=code,
+                body=trim(content.decode("utf-8", "replace")),
+            )
+        turn = Completion()
+        with self._http.errors(request_id=request_id):
+            events = turn.absorb(payload, key="message")
+        if turn.finish_reason is None and not turn.text and not turn.calls:
+            raise ProtocolError(
+                f"{self._url} answered without a choice: expected a chat.completion object "
+                "with choices[0].message",
+                request_id=request_id,
+                body=trim(content.decode("utf-8", "replace")),
+            )
+        return turn, events
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _state(self, conversation_id: str) -> _Conversation:
+        with self._lock:
+            state = self._conversations.get(conversation_id)
+        if state is None:
+            raise UsageError(
+                f"unknown conversation id {conversation_id!r}: the openai platform keeps "
+                "histories in memory, so call create_conversation() first (histories do not "
+                "survive a restart)"
+            )
+        return state
+
+    def _tool_fields(
+        self, tools: Sequence[dict[str, Any]], tool_choice: str | None
+    ) -> dict[str, Any]:
+        names = []
+        for position, tool in enumerate(tools):
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if not isinstance(tool, Mapping) or tool.get("type") != "function" or not name:
+                raise UsageError(
+                    f"tools[{position}] is not an OpenAI function tool: expected "
+                    '{"type": "function", "function": {"name": ..., "parameters": ...}} '
+                    '(build manifests with dialect="openai")'
+                )
+            names.append(str(name))
+        fields: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        if tool_choice is None:
+            return fields
+        if not names:
+            raise UsageError(f"tool_choice {tool_choice!r} was given but no tools were sent")
+        if tool_choice in _TOOL_CHOICE_MODES:
+            fields["tool_choice"] = tool_choice
+        elif tool_choice in names:
+            fields["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
+        else:
+            raise UsageError(
+                f"tool_choice {tool_choice!r} names no tool of this request; expected one of "
+                f"{', '.join(sorted(names))} (or auto, none, required)"
+            )
+        return fields
+
+
+# --- per-conversation and per-completion state ------------------------------------------------
+
+
+@dataclass
+class _Conversation:
+    messages: list[dict[str, Any]]
+    pending: ToolBatch | None = None
+    turn_tools: dict[str, Any] = field(default_factory=dict)
+    """The `tools`/`tool_choice` fields of the current turn, sent again with its tool results."""
+    turn_usage: dict[str, Any] | None = None
+    """Token usage summed over every completion of the current turn."""
+
+
+# --- pure helpers ------------------------------------------------------------------------------
+
+
+def _check_base_url(base_url: str | None) -> str:
+    if not base_url:
+        raise ConfigurationError(
+            "no base URL for the OpenAI-compatible server: pass base_url= (--base-url) or set "
+            "OPENAI_BASE_URL, e.g. http://127.0.0.1:8000/v1"
+        )
+    url = base_url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")) or any(ch.isspace() for ch in url):
+        raise ConfigurationError(
+            f"base URL {base_url!r} is not an http(s) URL; expected e.g. http://127.0.0.1:8000/v1"
+        )
+    if url.endswith(_ENDPOINT):
+        raise ConfigurationError(
+            f"base URL {base_url!r} should stop before {_ENDPOINT}; expected e.g. "
+            f"{url[: -len(_ENDPOINT)]}"
+        )
+    return url
+
+
+def _check_model(model: str | None) -> str:
+    if not model or not model.strip():
+        raise ConfigurationError(
+            "no model for the OpenAI-compatible server: pass model= (--model) or set "
+            "OPENAI_MODEL to a model the server serves (e.g. what GET /v1/models lists)"
+        )
+    return model.strip()
+
+
+def _check_extra_body(extra_body: Mapping[str, Any] | None) -> dict[str, Any]:
+    if extra_body is None:
+        return {}
+    if not isinstance(extra_body, Mapping):
+        raise ConfigurationError(f"extra_body must be a mapping, got {type(extra_body).__name__}")
+    clash = sorted(_MANAGED_KEYS & set(extra_body))
+    if clash:
+        raise ConfigurationError(
+            f"extra_body must not set {', '.join(clash)}: the platform sets those itself"
+        )
+    try:
+        json.dumps(extra_body)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"extra_body must be JSON-serialisable: {exc}") from None
+    return dict(extra_body)
+
+
+def _unique_ids(calls: tuple[ToolCall, ...], history: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
+    """Give a fresh id to a call whose id is already used in the conversation.
+
+    Some servers number calls per answer ("call_0" every round); the loop runs a call id at
+    most once per conversation, so a reused id would get an old output instead of a new run.
+    The server never sees the difference: the history sent back uses the new id throughout.
+    """
+    seen = {
+        tool_call.get("id")
+        for message in history
+        for tool_call in message.get("tool_calls") or ()
+        if isinstance(tool_call, dict)
+    }
+    unique = []
+    for call in calls:
+        if call.call_id in seen:
+            fresh = f"call_{uuid.uuid4().hex[:24]}"
+            logger.debug("call id %s is already used; renamed %s", call.call_id, fresh)
+            call = call.model_copy(update={"call_id": fresh})
+        seen.add(call.call_id)
+        unique.append(call)
+    return tuple(unique)
+
+
+def _results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str, ToolResult]:
+    """Check that `results` answer every call of `batch` exactly once."""
+    expected = [call.call_id for call in batch.calls]
+    by_id: dict[str, ToolResult] = {}
+    problems = []
+    for result in results:
+        if result.call_id in by_id:
+            problems.append(f"two results for call {result.call_id}")
+        elif result.call_id not in expected:
+            problems.append(f"result for unknown call {result.call_id}")
+        by_id[result.call_id] = result
+    missing = [call_id for call_id in expected if call_id not in by_id]
+    if missing:
+        problems.append(f"no result for call(s) {', '.join(missing)}")
+    if problems:
+        raise UsageError(
+            f"results do not match batch {batch.batch_id}: {'; '.join(problems)} "
+            f"(expected exactly one result for each of {', '.join(expected)})"
+        )
+    return by_id

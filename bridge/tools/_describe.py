@@ -1,0 +1,254 @@
+"""Reading what a Python object says about itself: name rule, options, docstrings, type hints.
+
+Shared by `build_spec` (functions) and `build_model_spec` (pydantic-model tools). Nothing here
+raises for the user's mistakes: problems are appended to a list, reported together by the
+caller in one `UsageError` (`describe_error`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import re
+import types
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+
+import docstring_parser
+
+from bridge.errors import UsageError
+from bridge.tools.context import ToolContext
+from bridge.tools.spec import ToolOptions
+
+__all__ = [
+    "NAME_RULE",
+    "OPTION_NAMES",
+    "UNRESOLVED",
+    "Doc",
+    "check_name",
+    "describe_error",
+    "is_context",
+    "merge_options",
+    "origin_of",
+    "parse_doc",
+    "resolve_hints",
+    "tool_description",
+]
+
+logger = logging.getLogger("bridge.tools.manifest")
+
+NAME_RULE = r"^[A-Za-z0-9_-]{1,64}$"
+"""Every tool name must match this (AppBuilder's and OpenAI's rule)."""
+
+
+_NAME_RE = re.compile(NAME_RULE)
+
+
+_NONE_TYPE = type(None)
+
+
+OPTION_NAMES = ("timeout", "idempotent", "confirm", "before", "after")
+
+
+_CONTEXT_TEXT = re.compile(r"(?:^|[\s\[.|,])ToolContext(?:$|[\s\]|,])")
+
+
+@dataclass(frozen=True)
+class Doc:
+    description: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)
+    returns: str | None = None
+
+
+_STYLE_MARKS = (
+    (
+        docstring_parser.DocstringStyle.GOOGLE,
+        re.compile(
+            r"^\s*(Args|Arguments|Parameters|Returns|Yields|Raises|Attributes|Examples?)\s*:\s*$",
+            re.M,
+        ),
+    ),
+    (docstring_parser.DocstringStyle.NUMPYDOC, re.compile(r"^\s*-{3,}\s*$", re.M)),
+    (
+        docstring_parser.DocstringStyle.REST,
+        re.compile(
+            r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?)\b", re.M
+        ),
+    ),
+    (
+        docstring_parser.DocstringStyle.EPYDOC,
+        re.compile(r"^\s*@(param|type|returns?|rtype|raises?)\b", re.M),
+    ),
+)
+
+
+def _style_of(doc: str) -> docstring_parser.DocstringStyle:
+    """The one style whose markers the docstring has; AUTO (parse with every style and keep the
+    richest result, about four times slower) when it has none or several."""
+    found = [style for style, marks in _STYLE_MARKS if marks.search(doc)]
+    return found[0] if len(found) == 1 else docstring_parser.DocstringStyle.AUTO
+
+
+def parse_doc(doc: str | None, where: str) -> Doc:
+    """Parse a docstring in any style docstring-parser knows; never raises."""
+    if not doc or not doc.strip():
+        return Doc()
+    try:
+        parsed = docstring_parser.parse(doc, style=_style_of(doc))
+    except Exception as exc:
+        logger.warning("%s: cannot parse the docstring (%s); using it verbatim", where, exc)
+        return Doc(description=inspect.cleandoc(doc))
+    parts = (parsed.short_description, parsed.long_description)
+    description = "\n\n".join(part.strip() for part in parts if part and part.strip())
+    params = {
+        item.arg_name.lstrip("*"): item.description.strip()
+        for item in parsed.params
+        if item.arg_name and item.description and item.description.strip()
+    }
+    returns = parsed.returns.description if parsed.returns else None
+    return Doc(description, params, returns.strip() if returns and returns.strip() else None)
+
+
+def tool_description(base: str, returns: str | None) -> str:
+    parts = [base.strip()] if base and base.strip() else []
+    if returns:
+        parts.append(f"Returns: {returns.strip()}")
+    return "\n\n".join(parts)
+
+
+def check_name(name: Any, problems: list[str]) -> str:
+    if isinstance(name, str) and _NAME_RE.fullmatch(name):
+        return name
+    text = str(name)
+    suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_")[:64]
+    if not suggestion:
+        suggestion = f"tool_{zlib.crc32(text.encode()):08x}"
+    problems.append(
+        f"tool name {text!r} is invalid: names must match {NAME_RULE} (ASCII letters, digits, "
+        f"'_' and '-', 1 to 64 characters); pass a valid one, e.g. name={suggestion!r}"
+    )
+    return suggestion
+
+
+def merge_options(
+    declared: Mapping[str, Any],
+    overrides: ToolOptions | Mapping[str, Any] | None,
+    problems: list[str],
+) -> ToolOptions:
+    """The decorator's options (`declared`) with the non-None `overrides` on top, checked."""
+    if isinstance(overrides, ToolOptions):
+        return overrides
+    values: dict[str, Any] = dict.fromkeys(OPTION_NAMES)
+    values.update(idempotent=False, confirm=False)
+    values.update(declared)
+    for key, value in (overrides or {}).items():
+        if key not in OPTION_NAMES:
+            problems.append(f"unknown option {key!r}; options are {', '.join(OPTION_NAMES)}")
+        elif value is not None:
+            values[key] = value
+    timeout = values["timeout"]
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        problems.append(f"timeout must be a positive number of seconds or None (got {timeout!r})")
+        values["timeout"] = None
+    for key in ("idempotent", "confirm"):
+        if not isinstance(values[key], bool):
+            problems.append(f"{key} must be True or False (got {values[key]!r})")
+            values[key] = False
+    for key in ("before", "after"):
+        if values[key] is not None and not callable(values[key]):
+            problems.append(f"{key} must be a callable or None (got {values[key]!r})")
+            values[key] = None
+    return ToolOptions(**values)
+
+
+def describe_error(what: str, problems: list[str]) -> UsageError:
+    plural = "s" if len(problems) > 1 else ""
+    return UsageError(
+        f"cannot describe {what} as a tool ({len(problems)} problem{plural}): "
+        + "; ".join(problems)
+    )
+
+
+def origin_of(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or "?"
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    return f"{module}:{qualname}"
+
+
+def is_context(hint: Any) -> bool:
+    if isinstance(hint, str):
+        return bool(_CONTEXT_TEXT.search(f" {hint} "))
+    if get_origin(hint) is Annotated:
+        hint = get_args(hint)[0]
+    if isinstance(hint, type):
+        return issubclass(hint, ToolContext)
+    if get_origin(hint) is Union or get_origin(hint) is types.UnionType:
+        rest = [arg for arg in get_args(hint) if arg is not _NONE_TYPE]
+        return len(rest) == 1 and is_context(rest[0])
+    return False
+
+
+def _namespace_of(fn: Any) -> dict[str, Any]:
+    seen = 0
+    while seen < 20:
+        seen += 1
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif inspect.ismethod(fn):
+            fn = fn.__func__
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        else:
+            break
+    found = getattr(fn, "__globals__", None)
+    if found is None and callable(fn):
+        found = getattr(type(fn).__call__, "__globals__", None)
+    return found if isinstance(found, dict) else {}
+
+
+UNRESOLVED = object()
+
+
+def resolve_hints(fn: Any, sig: inspect.Signature, problems: list[str]) -> dict[str, Any]:
+    """Resolved type hints by parameter name (`from __future__ import annotations` works)."""
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+        if all(not isinstance(hints.get(name), str) for name in sig.parameters):
+            return hints
+    except Exception:
+        logger.debug("get_type_hints failed for %r; resolving one parameter at a time", fn)
+    namespace = _namespace_of(fn)
+    hints = {}
+    for param in sig.parameters.values():
+        annotation = param.annotation
+        if annotation is inspect.Parameter.empty:
+            continue
+
+        def shim() -> None: ...
+
+        shim.__annotations__ = {"value": annotation}
+        try:
+            hints[param.name] = get_type_hints(shim, globalns=namespace, include_extras=True)[
+                "value"
+            ]
+        except Exception as exc:
+            if is_context(str(annotation)):
+                hints[param.name] = ToolContext
+                continue
+            hints[param.name] = UNRESOLVED
+            problems.append(
+                f"parameter '{param.name}': cannot resolve its annotation {str(annotation)!r} "
+                f"({type(exc).__name__}: {exc}); the type must be importable from the "
+                "function's module (with `from __future__ import annotations`, a type defined "
+                "inside a function cannot be resolved)"
+            )
+    return hints

@@ -1,0 +1,350 @@
+"""Dialects: thin transforms of a tool's canonical JSON Schema into what a platform accepts.
+
+    appbuilder      $refs inlined, no titles, every object has properties, every array items
+    appbuilder-sdk  the AppBuilder SDK's own (non-JSON-Schema) shape, byte for byte
+    openai          Chat Completions function tool, canonical schema
+    openai-strict   closed objects, every property required, optional ones nullable
+    mcp             {name, description, inputSchema}
+
+Renderings are cached per spec (`to_dialect` returns a fresh copy of the cached one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from bridge.errors import UsageError
+from bridge.tools._jsonschema import (
+    SUB_LIST,
+    SUB_MAP,
+    SUB_ONE,
+    is_null,
+    kinds,
+    types_of,
+    unescape,
+    walk,
+)
+from bridge.tools.spec import ToolSpec
+
+__all__ = ["DIALECTS", "remember_output", "replace_spec", "to_dialect"]
+
+DIALECTS = ("appbuilder", "appbuilder-sdk", "openai", "openai-strict", "mcp")
+"""Every shape `to_dialect` can render a tool in; `appbuilder` is the default."""
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace every `$ref` by the definition it points to and drop `$defs`.
+
+    A recursive type cannot be written without a reference: its second occurrence becomes an
+    open object (validation still checks the full shape).
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def expand(node: Any, stack: tuple[str, ...]) -> Any:
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            key = unescape(ref[len("#/$defs/") :])
+            siblings = {k: expand_children(k, v, stack) for k, v in node.items() if k != "$ref"}
+            if key in stack or key not in defs:
+                placeholder: dict[str, Any] = {"type": "object"}
+                if key in stack:
+                    placeholder["description"] = f"(recursive: the same shape as {key})"
+                placeholder.update(siblings)
+                return placeholder
+            merged = dict(expand(defs[key], (*stack, key)))
+            merged.update(siblings)
+            return merged
+        return {k: expand_children(k, v, stack) for k, v in node.items() if k != "$defs"}
+
+    def expand_children(key: str, value: Any, stack: tuple[str, ...]) -> Any:
+        if key in SUB_ONE:
+            if isinstance(value, list):
+                return [expand(v, stack) for v in value]
+            return expand(value, stack)
+        if key in SUB_LIST and isinstance(value, list):
+            return [expand(v, stack) for v in value]
+        if key in SUB_MAP and isinstance(value, dict):
+            return {name: expand(v, stack) for name, v in value.items()}
+        return value
+
+    result: dict[str, Any] = expand(schema, ())
+    return result
+
+
+def _appbuilder_shape(node: dict[str, Any]) -> dict[str, Any]:
+    """AppBuilder wants `properties` on every object and `items` on every array."""
+    kinds = types_of(node)
+    if "object" in kinds and "properties" not in node:
+        node["properties"] = {}
+    if "array" in kinds and "items" not in node:
+        prefix = node.get("prefixItems")
+        if isinstance(prefix, list) and prefix:
+            unique = list({json.dumps(s, sort_keys=True): s for s in prefix}.values())
+            node["items"] = unique[0] if len(unique) == 1 else {"anyOf": unique}
+        else:
+            node["items"] = {}
+    return node
+
+
+_STRICT_DROP = (
+    "default",
+    "examples",
+    "minLength",
+    "maxLength",
+    "patternProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "prefixItems",
+    "dependentSchemas",
+    "dependentRequired",
+)
+
+
+_STRICT_FORMATS = frozenset(
+    ("date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid")
+)
+
+
+def _strict(node: Any, path: str, problems: list[str]) -> Any:
+    """OpenAI strict mode: closed objects, every property required, optional ones nullable."""
+    if not isinstance(node, dict):
+        problems.append(f"{path}: boolean schemas are not supported")
+        return node
+    out: dict[str, Any] = {}
+    hints: list[str] = []
+    for key, value in node.items():
+        if key in _STRICT_DROP or (key == "format" and value not in _STRICT_FORMATS):
+            if key == "prefixItems" and isinstance(value, list):
+                hints.append(f"exactly {len(value)} items")
+            elif key not in ("examples", "dependentSchemas"):
+                hints.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+            continue
+        out[key] = value
+    if "oneOf" in out:
+        out["anyOf"] = out.pop("oneOf")
+    if "allOf" in out and isinstance(out["allOf"], list) and len(out["allOf"]) == 1:
+        merged = dict(out.pop("allOf")[0])
+        merged.update(out)
+        return _strict(merged, path, problems)
+    kinds = types_of(out)
+    if "object" in kinds:
+        extra = out.get("additionalProperties")
+        if extra not in (None, False):
+            problems.append(
+                f"{path}: a free-form object (a dict) cannot be expressed in openai-strict; "
+                "use a model with fixed fields or the 'openai' dialect"
+            )
+        props = out.get("properties", {})
+        required = set(out.get("required", []))
+        new_props = {}
+        for name, sub in props.items():
+            converted = _strict(sub, f"{path}.{name}", problems)
+            new_props[name] = converted if name in required else _nullable(converted)
+        out["properties"] = new_props
+        out["required"] = list(new_props)
+        out["additionalProperties"] = False
+    if "array" in kinds:
+        items = out.get("items")
+        out["items"] = _strict(items if items is not None else {}, f"{path}[]", problems)
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [_strict(s, path, problems) for s in out["anyOf"]]
+    if not ({"type", "anyOf", "enum", "const"} & out.keys()):
+        problems.append(
+            f"{path}: openai-strict needs a type for every value; annotate it (an unannotated "
+            "parameter or a bare list/Any accepts anything)"
+        )
+    if hints:
+        note = f"({', '.join(hints)})"
+        out["description"] = f"{out['description']} {note}" if out.get("description") else note
+    return out
+
+
+def _nullable(node: dict[str, Any]) -> dict[str, Any]:
+    kinds = types_of(node)
+    if isinstance(node.get("anyOf"), list):
+        if not any(is_null(s) for s in node["anyOf"]):
+            node = {**node, "anyOf": [*node["anyOf"], {"type": "null"}]}
+        return node
+    if "null" in kinds:
+        return node
+    if kinds and not kinds & {"object", "array"} and "const" not in node:
+        node = dict(node)
+        kind = node["type"]
+        node["type"] = [*kind, "null"] if isinstance(kind, list) else [kind, "null"]
+        if isinstance(node.get("enum"), list) and None not in node["enum"]:
+            node["enum"] = [*node["enum"], None]
+        return node
+    outer = {"anyOf": [{k: v for k, v in node.items() if k != "description"}, {"type": "null"}]}
+    if "description" in node:
+        outer["description"] = node["description"]
+    return outer
+
+
+_JSON_TO_PY = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "List",
+    "object": "Dict",
+    "null": "NoneType",
+}
+
+
+def _sdk_from_schema(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK's shape for a tool that has no Python signature (a schema from elsewhere)."""
+    props = parameters.get("properties", {})
+    required = set(parameters.get("required", []))
+    defs = parameters.get("$defs", {})
+    properties = {}
+    for key, prop in props.items():
+        found = sorted(kinds(prop, defs) - {"null"})
+        type_ = _JSON_TO_PY.get(found[0], "Any") if len(found) == 1 else "Any"
+        properties[key] = {
+            "name": key,
+            "type": type_,
+            "description": prop.get("description") if isinstance(prop, dict) else None,
+            "required": key in required,
+        }
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description or None,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": [key for key in props if key in required],
+            },
+        },
+    }
+
+
+def _render(name: str, description: str, parameters: dict[str, Any], dialect: str) -> Any:
+    if dialect == "appbuilder":
+        shaped = walk(_inline(parameters), _appbuilder_shape)
+        shaped.setdefault("required", [])
+        return {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": shaped},
+        }
+    if dialect == "openai":
+        plain = {"name": name, "description": description, "parameters": parameters}
+        return {"type": "function", "function": plain}
+    if dialect == "openai-strict":
+        problems: list[str] = []
+        strict = _strict(_inline(parameters), "arguments", problems)
+        if problems:
+            raise UsageError(
+                f"tool '{name}' cannot be described in the openai-strict dialect: "
+                + "; ".join(problems)
+            )
+        function = {
+            "name": name,
+            "description": description,
+            "parameters": strict,
+            "strict": True,
+        }
+        return {"type": "function", "function": function}
+    if dialect == "mcp":
+        return {"name": name, "description": description, "inputSchema": parameters}
+    return _sdk_from_schema(name, description, parameters)
+
+
+_OUTPUTS: dict[int, dict[str, Any]] = {}
+
+
+def _outputs_of(spec: ToolSpec) -> dict[str, Any]:
+    key = id(spec)
+    outputs = _OUTPUTS.get(key)
+    if outputs is None:
+        outputs = _OUTPUTS[key] = {}
+        weakref.finalize(spec, _OUTPUTS.pop, key, None)
+    return outputs
+
+
+def remember_output(spec: ToolSpec, dialect: str, output: dict[str, Any]) -> None:
+    """Store a ready rendering of `spec` (used for the SDK shape, which needs the signature)."""
+    _outputs_of(spec)[dialect] = output
+
+
+def replace_spec(spec: ToolSpec, **changes: Any) -> ToolSpec:
+    """`dataclasses.replace` that keeps the renderings cached for `spec` (name and description
+    changes drop them, since they show in every dialect)."""
+    new = dataclasses.replace(spec, **changes)
+    outputs = _OUTPUTS.get(id(spec))
+    if outputs and not {"name", "description", "parameters"} & changes.keys():
+        _outputs_of(new).update(outputs)
+    elif outputs and "appbuilder-sdk" in outputs:
+        sdk = json.loads(json.dumps(outputs["appbuilder-sdk"]))
+        if "name" in changes:
+            sdk["function"]["name"] = changes["name"]
+        if "description" in changes:
+            sdk["function"]["description"] = changes["description"]
+        _outputs_of(new)["appbuilder-sdk"] = sdk
+    return new
+
+
+def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appbuilder") -> Any:
+    """Describe a tool as one platform expects it.
+
+    Args:
+        spec_or_parts: A `ToolSpec`, or a mapping with `name`, `description` and `parameters`
+            (a JSON Schema of the arguments object).
+        dialect: One of `DIALECTS`.
+
+    Returns:
+        A fresh JSON-ready dict (callers may change it).
+
+    Raises:
+        UsageError: For an unknown dialect, or a schema the dialect cannot express.
+    """
+    if dialect not in DIALECTS:
+        raise UsageError(f"unknown dialect {dialect!r}; valid dialects: {', '.join(DIALECTS)}")
+    if isinstance(spec_or_parts, ToolSpec):
+        outputs = _outputs_of(spec_or_parts)
+        output = outputs.get(dialect)
+        if output is None:
+            output = _render(
+                spec_or_parts.name,
+                spec_or_parts.description,
+                spec_or_parts.parameters,
+                dialect,
+            )
+            outputs[dialect] = output
+        return _copy(output)
+    missing = [key for key in ("name", "parameters") if key not in spec_or_parts]
+    if missing:
+        raise UsageError(
+            f"to_dialect needs a ToolSpec or a mapping with name, description and parameters "
+            f"(missing: {', '.join(missing)})"
+        )
+    return _copy(
+        _render(
+            str(spec_or_parts["name"]),
+            str(spec_or_parts.get("description") or ""),
+            dict(spec_or_parts["parameters"]),
+            dialect,
+        )
+    )
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value

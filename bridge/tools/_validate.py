@@ -1,0 +1,213 @@
+"""Check a model's raw arguments against a tool's pydantic model: one readable line per problem.
+
+The lines name the argument, what was wrong and what was expected, e.g.
+"days: should be less than or equal to 7 (got 9)" or "unknown argument 'colour': accepted
+arguments are city, days". Coercion is lax ("3" -> 3) and a JSON string sent for a list or
+object argument is parsed, because models often double-encode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from bridge.tools._jsonschema import describe, kinds
+from bridge.tools.spec import ArgumentError
+
+__all__ = ["ArgumentValidator"]
+
+logger = logging.getLogger(__name__)
+
+
+class ArgumentValidator:
+    """Checks raw arguments against the model; one readable line per problem.
+
+    Called with a dict (or JSON text) of raw arguments, it returns the keyword arguments for the
+    tool: only the arguments that were sent (so the function's own defaults apply), plus those
+    in `explicit`. It raises `ArgumentError` listing every problem.
+
+    Args:
+        model: The pydantic model of the arguments object.
+        keys: Model field name -> argument name (the JSON key).
+        parameters: The canonical JSON Schema, for "expected ..." hints.
+        ignored: Argument names dropped silently (shown by the SDK dialect, never passed on).
+        explicit: Arguments always passed, with their default when not sent.
+        optional: Arguments whose null means "use the default" (their type rejects null).
+        allow_unknown: Pass unknown arguments on (a model with `extra="allow"`).
+    """
+
+    def __init__(
+        self,
+        model: type[BaseModel],
+        *,
+        keys: Mapping[str, str],
+        parameters: dict[str, Any],
+        ignored: Collection[str],
+        explicit: Collection[str],
+        optional: Collection[str],
+        allow_unknown: bool = False,
+    ) -> None:
+        self._model = model
+        self._keys = dict(keys)  # model field name -> argument name
+        self._names = list(self._keys.values())
+        self._accepted = frozenset(self._names)
+        self._ignored = frozenset(ignored)
+        self._explicit = frozenset(explicit)
+        self._optional = frozenset(optional)
+        self._allow_unknown = allow_unknown
+        self._parameters = parameters
+        defs = parameters.get("$defs", {})
+        props = parameters.get("properties", {})
+        self._structured = frozenset(
+            name
+            for name, prop in props.items()
+            if (found := kinds(prop, defs)) & {"object", "array"} and not found & {"string", "any"}
+        )
+        self._unions = frozenset(
+            name for name, prop in props.items() if len(kinds(prop, defs) - {"null"}) > 1
+        )
+
+    def __call__(self, raw: Any) -> dict[str, Any]:
+        if isinstance(raw, (str, bytes)):
+            raw = _parse_json_arguments(raw)
+        if not isinstance(raw, Mapping):
+            raise ArgumentError(
+                [f"arguments must be a JSON object{self._keys_hint()} (got {_json_kind(raw)})"]
+            )
+        problems: list[str] = []
+        data: dict[str, Any] = {}
+        unknown: list[str] = []
+        for key, value in raw.items():
+            if key in self._accepted:
+                if value is None and key in self._optional:
+                    continue  # null for an optional argument means "use the default"
+                if key in self._structured and isinstance(value, str):
+                    value = _maybe_json(value)
+                data[key] = value
+            elif key in self._ignored:
+                logger.debug("dropping argument %r: the tool cannot receive it", key)
+            elif self._allow_unknown:
+                data[key] = value
+            else:
+                unknown.append(str(key))
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            names = ", ".join(repr(name) for name in unknown)
+            accepted = (
+                f"accepted arguments are {', '.join(self._names)}"
+                if self._names
+                else "this tool takes no arguments"
+            )
+            problems.append(f"unknown argument{plural} {names}: {accepted}")
+        try:
+            instance = self._model.model_validate(data)
+        except ValidationError as exc:
+            problems.extend(self._format(exc))
+            instance = None
+        if problems or instance is None:
+            raise ArgumentError(problems)
+        fields_set = instance.model_fields_set
+        return {
+            name: getattr(instance, field)
+            for field, name in self._keys.items()
+            if field in fields_set or name in self._explicit
+        }
+
+    def _keys_hint(self) -> str:
+        return f" with keys {', '.join(self._names)}" if self._names else ""
+
+    def _format(self, exc: ValidationError) -> list[str]:
+        lines: list[str] = []
+        unions: dict[str, list[str]] = {}
+        got_of: dict[str, Any] = {}
+        for error in exc.errors(include_url=False):
+            loc = error["loc"]
+            top = str(loc[0]) if loc else ""
+            message = _message(error["msg"])
+            if error["type"] == "missing":
+                kind = "argument" if len(loc) == 1 else "field"
+                expected = self._expected(top) if len(loc) == 1 else ""
+                lines.append(f"{_path(loc)}: missing required {kind}{expected}")
+            elif error["type"] == "extra_forbidden":
+                lines.append(f"{_path(loc)}: unknown field")
+            elif top in self._unions and len(loc) >= 2:
+                unions.setdefault(top, []).append(message)
+                got_of[top] = error["input"]
+            else:
+                lines.append(f"{_path(loc)}: {message} (got {_got(error['input'])})")
+        for name, messages in unions.items():
+            unique = list(dict.fromkeys(messages))
+            lines.append(
+                f"{name}: matches none of the allowed types ({'; '.join(unique)}) "
+                f"(got {_got(got_of[name])})"
+            )
+        return lines
+
+    def _expected(self, name: str) -> str:
+        prop = self._parameters.get("properties", {}).get(name)
+        if prop is None:
+            return ""
+        return f" (expected {describe(prop, self._parameters.get('$defs', {}))})"
+
+
+def _parse_json_arguments(raw: str | bytes) -> Any:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArgumentError([f"arguments are not valid JSON ({exc}); send a JSON object"]) from None
+
+
+def _maybe_json(value: str) -> Any:
+    """A JSON string sent for a list/object argument is parsed (models often double-encode)."""
+    text = value.strip()
+    if text[:1] in ("[", "{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            return value
+        if isinstance(parsed, (list, dict)):
+            return parsed
+    return value
+
+
+def _message(msg: str) -> str:
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    if msg.startswith("Input should"):
+        return "should" + msg[len("Input should") :]
+    return msg[:1].lower() + msg[1:]
+
+
+def _path(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "arguments"
+
+
+def _got(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__

@@ -1,0 +1,602 @@
+"""Describe Python functions as tools: the `manifest` decorators and `build_spec`.
+
+The decorators only record metadata on the function (and return the very same object, so it
+stays callable exactly as before); `build_spec` reads that metadata, the signature, the type
+hints and the docstring once, and produces the frozen `ToolSpec`. Because nothing is computed
+while decorating, the order of the decorators does not matter.
+
+Precedence for every description: decorator > `Annotated`/`Field` > docstring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar, get_origin, overload
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from bridge.errors import UsageError
+from bridge.tools._describe import (
+    NAME_RULE,
+    UNRESOLVED,
+    check_name,
+    describe_error,
+    is_context,
+    merge_options,
+    origin_of,
+    parse_doc,
+    resolve_hints,
+    tool_description,
+)
+from bridge.tools._sdk import sdk_view
+from bridge.tools.schema import (
+    DIALECTS,
+    NO_DEFAULT,
+    Param,
+    build_arguments,
+    model_arguments,
+    remember_output,
+    to_dialect,
+)
+from bridge.tools.spec import ToolOptions, ToolSpec
+
+__all__ = [
+    "NAME_RULE",
+    "Manifest",
+    "build_model_spec",
+    "build_spec",
+    "is_manifest",
+    "manifest",
+    "manifest_parameter",
+    "manifest_return",
+]
+
+logger = logging.getLogger(__name__)
+
+
+_ATTR = "__toolbridge_manifest__"
+
+
+# Types accepted by `@manifest_parameter(type=...)` for an unannotated parameter: JSON Schema
+# names and the Python names the AppBuilder SDK documents.
+_TYPE_NAMES: dict[str, Any] = {
+    "string": str,
+    "str": str,
+    "integer": int,
+    "int": int,
+    "number": float,
+    "float": float,
+    "boolean": bool,
+    "bool": bool,
+    "array": list,
+    "list": list,
+    "List": list,
+    "object": dict,
+    "dict": dict,
+    "Dict": dict,
+    "any": Any,
+    "Any": Any,
+}
+
+
+_JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class _ParamDecl:
+    name: str
+    description: str | None = None
+    type: str | None = None
+    required: bool | None = None
+    enum: tuple[Any, ...] | None = None
+    example: Any = NO_DEFAULT
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """What the decorators recorded. Frozen: `functools.wraps` may share it between objects."""
+
+    manifests: int = 0
+    name: str | None = None
+    description: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    params: tuple[_ParamDecl, ...] = ()
+    returns: tuple[tuple[str, str | None], ...] = ()
+
+
+def _target(obj: Any) -> Any:
+    return obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+
+
+def _meta(obj: Any) -> _Meta | None:
+    target = _target(obj)
+    # A class's own dict only: a subclass must not inherit its parent's manifest.
+    own = isinstance(target, type)
+    found = target.__dict__.get(_ATTR) if own else getattr(target, _ATTR, None)
+    return found if isinstance(found, _Meta) else None
+
+
+def _record(obj: F, change: Callable[[_Meta], _Meta]) -> F:
+    target = _target(obj)
+    try:
+        setattr(target, _ATTR, change(_meta(target) or _Meta()))
+    except (AttributeError, TypeError):
+        raise UsageError(
+            f"cannot attach a manifest to {obj!r}: it does not accept attributes; "
+            "decorate the function itself"
+        ) from None
+    return obj
+
+
+def is_manifest(obj: Any) -> bool:
+    """Whether `obj` (a function, method or class) carries `@manifest`."""
+    meta = _meta(obj)
+    return meta is not None and meta.manifests > 0
+
+
+@overload
+def manifest(name: F, /) -> F: ...
+
+
+@overload
+def manifest(
+    name: str | None = None,
+    description: str | None = None,
+    *,
+    timeout: float | None = None,
+    idempotent: bool = False,
+    confirm: bool = False,
+    before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    after: Callable[[Any], Any] | None = None,
+) -> Callable[[F], F]: ...
+
+
+def manifest(
+    name: Any = None,
+    description: str | None = None,
+    *,
+    timeout: float | None = None,
+    idempotent: bool = False,
+    confirm: bool = False,
+    before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    after: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Mark a function (or a pydantic-model tool class) as a tool.
+
+    Works with or without parentheses. Problems (a bad name, a bad option) are reported when the
+    tool is built, all at once.
+
+    Args:
+        name: Tool name; defaults to the function's name. Must match `NAME_RULE`.
+        description: Tool description; defaults to the docstring.
+        timeout: Seconds before a call is abandoned (None: the dispatcher's default).
+        idempotent: The tool is safe to run again after a crash interrupted it.
+        confirm: A person must approve each call.
+        before: Transforms the raw arguments before validation.
+        after: Transforms the result before it is serialised.
+    """
+    if callable(name) and not isinstance(name, str) and description is None:
+        return manifest()(name)
+    options = {
+        "timeout": timeout,
+        "idempotent": idempotent,
+        "confirm": confirm,
+        "before": before,
+        "after": after,
+    }
+
+    def decorate(obj: F) -> F:
+        return _record(
+            obj,
+            lambda meta: dataclasses.replace(
+                meta,
+                manifests=meta.manifests + 1,
+                name=name,
+                description=description,
+                options=options,
+            ),
+        )
+
+    return decorate
+
+
+def manifest_parameter(
+    name: str,
+    description: str | None = None,
+    type: str | None = None,
+    required: bool | None = None,
+    enum: list[Any] | tuple[Any, ...] | None = None,
+    example: Any = NO_DEFAULT,
+) -> Callable[[F], F]:
+    """Describe one parameter of a tool function.
+
+    The signature stays the truth for the type and whether the argument is required: `type`
+    only fills in for an unannotated parameter, and a `type`/`required` that contradicts the
+    signature is logged and ignored (as in the AppBuilder SDK).
+
+    Args:
+        name: The parameter's name in the signature.
+        description: Wins over `Annotated`/`Field` and the docstring.
+        type: JSON Schema or Python type name (`"string"`, `"int"`...) for an unannotated
+            parameter.
+        required: Kept for SDK compatibility; the default value decides.
+        enum: The allowed values (shown to the model and enforced).
+        example: One example value.
+    """
+    decl = _ParamDecl(
+        name=name,
+        description=description,
+        type=type,
+        required=required,
+        enum=tuple(enum) if enum is not None else None,
+        example=example,
+    )
+    return lambda obj: _record(
+        obj, lambda meta: dataclasses.replace(meta, params=(*meta.params, decl))
+    )
+
+
+def manifest_return(description: str, type: str | None = None) -> Callable[[F], F]:
+    """Describe what the tool returns; adds a "Returns: ..." sentence to its description."""
+    returned = (description, type)
+    return lambda obj: _record(
+        obj, lambda meta: dataclasses.replace(meta, returns=(*meta.returns, returned))
+    )
+
+
+class Manifest:
+    """The AppBuilder SDK's entry point, kept so that a migration only changes an import."""
+
+    @staticmethod
+    def from_function(fn: Callable[..., Any], dialect: str = "appbuilder") -> dict[str, Any]:
+        """The tool description of `fn` as sent on the wire in `dialect` (see `DIALECTS`).
+
+        Raises:
+            UsageError: For an unknown dialect or a function that cannot be described.
+        """
+        if dialect not in DIALECTS:
+            raise UsageError(f"unknown dialect {dialect!r}; valid dialects: {', '.join(DIALECTS)}")
+        result: dict[str, Any] = to_dialect(build_spec(fn), dialect)
+        return result
+
+
+def build_spec(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    options: ToolOptions | Mapping[str, Any] | None = None,
+) -> ToolSpec:
+    """Describe a function as a tool, once: schema, validator, context parameter, options.
+
+    Args:
+        fn: A function, bound method, `functools.partial` or callable object; sync or async.
+        name: Overrides `@manifest(name=...)` and the function's name.
+        description: Overrides `@manifest(description=...)` and the docstring.
+        options: A `ToolOptions` (used as is) or a mapping whose non-None values override the
+            options given to `@manifest`.
+
+    Raises:
+        UsageError: Naming `fn.__qualname__` and listing every problem found.
+    """
+    if isinstance(fn, type):
+        raise UsageError(
+            f"build_spec takes a function, not the class {fn.__qualname__}; use Toolbox.add "
+            "for toolkits and pydantic-model tools"
+        )
+    if isinstance(fn, classmethod):
+        raise UsageError("build_spec cannot call an unbound classmethod; pass Class.method")
+    fn = _target(fn)
+    if not callable(fn):
+        raise UsageError(f"cannot describe {fn!r} as a tool: it is not callable")
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    where = f"{qualname} (in {getattr(fn, '__module__', None) or '?'})"
+    meta = _meta(fn)
+    problems: list[str] = []
+    if meta is not None and meta.manifests > 1:
+        problems.append("@manifest is applied more than once")
+    tool_name = check_name(
+        name if name is not None else (meta and meta.name) or getattr(fn, "__name__", qualname),
+        problems,
+    )
+    tool_options = merge_options(meta.options if meta else {}, options, problems)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise describe_error(where, [f"its signature cannot be read ({exc})"]) from None
+    hints = resolve_hints(fn, sig, problems)
+    doc = parse_doc(getattr(fn, "__doc__", None), where)
+    decls: dict[str, _ParamDecl] = {}
+    for decl in meta.params if meta else ():
+        if decl.name in decls:
+            problems.append(f"parameter '{decl.name}' is described by two @manifest_parameter")
+        decls[decl.name] = decl
+
+    params: list[Param] = []
+    ignored: set[str] = set()
+    context_param: str | None = None
+    skipped: set[str] = set()
+    for index, param in enumerate(sig.parameters.values()):
+        kind = param.kind
+        if index == 0 and param.name in ("self", "cls") and kind <= param.POSITIONAL_OR_KEYWORD:
+            skipped.add(param.name)
+            continue
+        if kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            ignored.add(param.name)
+            continue
+        hint = hints.get(param.name, Any)
+        if hint is UNRESOLVED:
+            continue
+        if is_context(hint):
+            if context_param is not None:
+                problems.append(
+                    f"parameters '{context_param}' and '{param.name}' are both ToolContext; "
+                    "a tool gets one context"
+                )
+            context_param = param.name
+            if kind is param.POSITIONAL_ONLY:
+                problems.append(f"parameter '{param.name}' is positional-only; make it a keyword")
+            continue
+        if kind is param.POSITIONAL_ONLY:
+            problems.append(
+                f"parameter '{param.name}' is positional-only, but tools are called with keyword "
+                "arguments; remove the '/' from the signature"
+            )
+            continue
+        params.append(
+            _param(param, hint, decls.get(param.name), doc.params.get(param.name), problems)
+        )
+
+    known = {p.name for p in params} | ignored | skipped | {context_param}
+    for decl in decls.values():
+        if decl.name not in known:
+            ignored.add(decl.name)
+            logger.warning(
+                "%s: @manifest_parameter describes '%s', which is not a parameter; it is shown "
+                "only in the appbuilder-sdk dialect and dropped if the model sends it",
+                where,
+                decl.name,
+            )
+    for documented in doc.params:
+        if documented not in known:
+            logger.warning(
+                "%s: the docstring documents '%s', which is not a parameter; ignored",
+                where,
+                documented,
+            )
+
+    arguments = build_arguments(
+        params, model_name=f"{tool_name}_arguments", ignored=ignored, problems=problems
+    )
+    if problems or arguments is None:
+        raise describe_error(where, problems)
+    _check_declared_types(arguments.parameters, params, decls, where)
+
+    explicit = description if description is not None else (meta.description if meta else None)
+    if explicit is not None:
+        returns = meta.returns[-1][0] if meta and meta.returns else None
+        text = tool_description(explicit, returns)
+    else:
+        returns = meta.returns[-1][0] if meta and meta.returns else doc.returns
+        text = tool_description(doc.description, returns)
+    spec = ToolSpec(
+        name=tool_name,
+        description=text,
+        parameters=arguments.parameters,
+        function=fn,
+        validate=arguments.validate,
+        is_async=_is_async(fn),
+        context_param=context_param,
+        options=tool_options,
+        origin=origin_of(fn),
+    )
+    remember_output(
+        spec,
+        "appbuilder-sdk",
+        sdk_view(
+            fn,
+            sig,
+            name=tool_name,
+            description=description,
+            skip=context_param,
+            decorated=meta is not None and meta.manifests > 0,
+            notes=meta.params if meta else (),
+            decorator_description=meta.description if meta else None,
+        ),
+    )
+    return spec
+
+
+def _param(
+    param: inspect.Parameter,
+    hint: Any,
+    decl: _ParamDecl | None,
+    doc: str | None,
+    problems: list[str],
+) -> Param:
+    annotated = param.annotation is not inspect.Parameter.empty
+    if not annotated and decl is not None and decl.type is not None:
+        if decl.type in _TYPE_NAMES:
+            hint = _TYPE_NAMES[decl.type]
+        else:
+            problems.append(
+                f"parameter '{param.name}': unknown type {decl.type!r} in @manifest_parameter; "
+                f"use one of {', '.join(sorted(_TYPE_NAMES, key=str.lower))} or annotate it"
+            )
+    has_default = param.default is not inspect.Parameter.empty
+    if decl is not None and decl.required is not None and decl.required != (not has_default):
+        logger.warning(
+            "parameter '%s': @manifest_parameter(required=%s) contradicts the signature; the "
+            "default value decides (required=%s)",
+            param.name,
+            decl.required,
+            not has_default,
+        )
+    description = decl.description if decl is not None else None
+    if description is None and not _has_field_description(hint, param.default):
+        description = _annotated_text(hint) or doc
+    return Param(
+        name=param.name,
+        annotation=hint,
+        default=param.default,
+        description=description,
+        enum=decl.enum if decl is not None else None,
+        example=decl.example if decl is not None else NO_DEFAULT,
+    )
+
+
+def _has_field_description(hint: Any, default: Any) -> bool:
+    if isinstance(default, FieldInfo) and default.description:
+        return True
+    if get_origin(hint) is Annotated:
+        return any(isinstance(m, FieldInfo) and m.description for m in hint.__metadata__)
+    return False
+
+
+def _annotated_text(hint: Any) -> str | None:
+    if get_origin(hint) is Annotated:
+        for item in hint.__metadata__:
+            if isinstance(item, str):
+                return item
+    return None
+
+
+def _check_declared_types(
+    parameters: Mapping[str, Any],
+    params: list[Param],
+    decls: Mapping[str, _ParamDecl],
+    where: str,
+) -> None:
+    props = parameters.get("properties", {})
+    for param in params:
+        decl = decls.get(param.name)
+        if decl is None or decl.type is None or decl.type not in _TYPE_NAMES:
+            continue
+        declared = _JSON_NAMES.get(_TYPE_NAMES[decl.type])
+        actual = props.get(param.name, {}).get("type")
+        if declared and isinstance(actual, str) and actual != declared:
+            logger.warning(
+                "%s: @manifest_parameter(type=%r) for '%s' contradicts its annotation (%s); "
+                "the annotation wins",
+                where,
+                decl.type,
+                param.name,
+                actual,
+            )
+
+
+def _is_async(fn: Any) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    if inspect.isroutine(fn) or not callable(fn):
+        return False
+    return inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def build_model_spec(
+    model: type[BaseModel],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    options: ToolOptions | Mapping[str, Any] | None = None,
+) -> ToolSpec:
+    """Describe a pydantic-model tool: its fields are the arguments, `run(self)` does the work.
+
+    `run` may be sync or async and may take one `ToolContext` parameter. The class docstring is
+    the description (its `Attributes:`/`Args:` entries describe fields without a description).
+
+    Raises:
+        UsageError: Naming the class and listing every problem found.
+    """
+    where = f"{model.__qualname__} (in {model.__module__})"
+    meta = _meta(model)
+    problems: list[str] = []
+    if meta is not None and meta.params:
+        problems.append(
+            "@manifest_parameter applies to functions; describe model fields with "
+            "Field(description=...)"
+        )
+    default_name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", model.__name__)
+    tool_name = check_name(
+        name if name is not None else (meta and meta.name) or default_name.lower(), problems
+    )
+    tool_options = merge_options(meta.options if meta else {}, options, problems)
+    run = getattr(model, "run", None)
+    context_param: str | None = None
+    if not callable(run):
+        problems.append("a pydantic-model tool needs a run(self) method that does the work")
+    else:
+        sig = inspect.signature(run)
+        hints = resolve_hints(run, sig, problems)
+        for index, param in enumerate(sig.parameters.values()):
+            if index == 0:
+                continue
+            if is_context(hints.get(param.name, Any)):
+                context_param = param.name
+            elif param.default is inspect.Parameter.empty:
+                problems.append(
+                    f"run() parameter '{param.name}' is not a ToolContext; the model's fields "
+                    "are the arguments, so run(self) takes nothing else"
+                )
+    doc = parse_doc(model.__dict__.get("__doc__"), where)
+    arguments = model_arguments(model, field_docs=doc.params, problems=problems)
+    if arguments is not None and context_param in arguments.parameters.get("properties", {}):
+        problems.append(f"field '{context_param}' has the name of run()'s ToolContext parameter")
+    if problems or arguments is None:
+        raise describe_error(where, problems)
+    explicit = description if description is not None else (meta.description if meta else None)
+    returns = meta.returns[-1][0] if meta and meta.returns else None
+    text = tool_description(
+        explicit if explicit is not None else doc.description,
+        returns if explicit is not None or returns else doc.returns,
+    )
+    is_async = inspect.iscoroutinefunction(run)
+    function = _model_runner(model, context_param, is_async)
+    return ToolSpec(
+        name=tool_name,
+        description=text,
+        parameters=arguments.parameters,
+        function=function,
+        validate=arguments.validate,
+        is_async=is_async,
+        context_param=context_param,
+        options=tool_options,
+        origin=origin_of(model),
+    )
+
+
+def _model_runner(
+    model: type[BaseModel], context_param: str | None, is_async: bool
+) -> Callable[..., Any]:
+    def prepare(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        extra = {context_param: kwargs.pop(context_param, None)} if context_param else {}
+        return model.model_validate(kwargs), extra
+
+    if is_async:
+
+        async def run_async(**kwargs: Any) -> Any:
+            instance, extra = prepare(kwargs)
+            return await instance.run(**extra)
+
+        runner: Callable[..., Any] = run_async
+    else:
+
+        def run_sync(**kwargs: Any) -> Any:
+            instance, extra = prepare(kwargs)
+            return instance.run(**extra)
+
+        runner = run_sync
+    runner.__name__ = "run"
+    runner.__qualname__ = f"{model.__qualname__}.run"
+    runner.__module__ = model.__module__
+    runner.__doc__ = model.__doc__
+    return runner

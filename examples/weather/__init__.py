@@ -1,0 +1,1 @@
+"""Weather tools described with `manifest` decorators and Chinese descriptions."""

@@ -1,0 +1,40 @@
+"""Ask about the weather with the tools of `tools.py`.
+
+Run it: `python -m examples.weather.main` from the repository root (emulator by default).
+"""
+
+from __future__ import annotations
+
+from bridge import Bridge, Platform, Result, open_platform
+from examples.weather import tools
+
+SCENARIO = {
+    "rules": [
+        {
+            "match": r"(?P<city>北京|上海|广州).*(未来|预报).*?(?P<days>\d)\s*天",
+            "steps": [{"tool": "get_forecast", "arguments": {"city": "{city}", "days": "{days}"}}],
+            "answer": "{city}未来{days}天：{outputs.get_forecast}",
+        },
+        {
+            "match": r"(?P<city>北京|上海|广州)",
+            "steps": [{"tool": "get_current_weather", "arguments": {"city": "{city}"}}],
+            "answer": (
+                "{city}现在{outputs.get_current_weather.condition}，"
+                "{outputs.get_current_weather.temperature}°C，"
+                "湿度 {outputs.get_current_weather.humidity}%。"
+            ),
+        },
+    ]
+}
+
+
+def main(platform: Platform) -> list[Result]:
+    """Two questions: current weather, then a forecast (arguments coerced from text)."""
+    with Bridge(platform, tools) as bridge, bridge.conversation() as conversation:
+        return [conversation.ask("上海天气怎么样？"), conversation.ask("北京未来 2 天的预报")]
+
+
+if __name__ == "__main__":
+    with open_platform(scenario=SCENARIO) as platform:
+        for result in main(platform):
+            print(result.answer)

@@ -1,0 +1,1 @@
+"""toolbridge test suite."""

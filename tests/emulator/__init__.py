@@ -1,0 +1,1 @@
+"""Tests of the AppBuilder-compatible emulator (bridge.emulator)."""

@@ -1,0 +1,1 @@
+"""Helpers shared by tests and benchmarks (importable as `tests.support`)."""
