@@ -3,7 +3,9 @@
 (a) Parallel batch: 8 calls that each sleep 0.2 s, sync and async. The ratio is the batch's
     wall time divided by its slowest single call; 1.0 means the calls fully overlapped
     (8.0 would mean they ran one after another).
-(b) Manifests: 1000 generated functions with varied signatures and Google docstrings,
+(b) Overhead: a batch of 500 calls of a no-op tool, sync and async; microseconds per call
+    (lookup, validation, thread hop or task, serialisation, the ToolRun record).
+(c) Manifests: 1000 generated functions with varied signatures and Google docstrings,
     registered in a Toolbox, then `manifests("appbuilder")`; microseconds per tool.
 
 Run: `.venv/bin/python bench/bench_dispatch.py` (or `make bench` for every benchmark).
@@ -28,6 +30,7 @@ __all__ = ["main"]
 BATCH = 8
 SLEEP = 0.2
 REPEATS = 5
+NOOP_CALLS = 500
 FUNCTIONS = 1000
 
 
@@ -66,6 +69,38 @@ def batch_ratio(dispatcher: Dispatcher, name: str) -> tuple[float, float, float]
         slowest = max(run.duration_ms for run in runs) / 1000
         samples.append((wall, slowest, wall / slowest))
     return sorted(samples, key=lambda s: s[2])[len(samples) // 2]
+
+
+def noop(n: int) -> int:
+    """Return n.
+
+    Args:
+        n: Any number.
+    """
+    return n
+
+
+async def anoop(n: int) -> int:
+    """Return n, async.
+
+    Args:
+        n: Any number.
+    """
+    return n
+
+
+def overhead(dispatcher: Dispatcher, name: str) -> float:
+    """Best of REPEATS: microseconds per call of a batch of NOOP_CALLS no-op calls."""
+    best = float("inf")
+    for _ in range(REPEATS):
+        calls = [
+            ToolCall(call_id=str(i), name=name, arguments={"n": str(i)}) for i in range(NOOP_CALLS)
+        ]
+        began = time.perf_counter()
+        runs = dispatcher.run(calls)
+        best = min(best, time.perf_counter() - began)
+        assert all(run.error is None for run in runs)
+    return best / NOOP_CALLS * 1e6
 
 
 class Address(BaseModel):
@@ -116,9 +151,9 @@ def generate(count: int) -> list[Callable[..., Any]]:
             f'    """Generated tool number {n}.\n\n'
             f"    Does nothing useful; exists to be described.\n\n"
             f"    Args:\n" + "\n".join(docs) + "\n\n"
-            f"    Returns:\n        A short text.\n"
-            f'    """\n'
-            f"    return 'ok'\n"
+            "    Returns:\n        A short text.\n"
+            '    """\n'
+            "    return 'ok'\n"
         )
         exec(source, namespace)
         functions.append(namespace[f"tool_{n}"])
@@ -143,8 +178,8 @@ def manifest_cost(count: int) -> tuple[float, float]:
 def main() -> None:
     """Print both measurements."""
     toolbox = Toolbox()
-    toolbox.add(nap)
-    toolbox.add(anap)
+    for fn in (nap, anap, noop, anoop):
+        toolbox.add(fn)
     print(f"Dispatcher benchmarks (Python {sys.version.split()[0]}, median of {REPEATS})")
     with Dispatcher(toolbox, max_concurrency=BATCH) as dispatcher:
         dispatcher.run([ToolCall(call_id="warm", name="nap", arguments={"seconds": 0})])
@@ -153,6 +188,11 @@ def main() -> None:
             print(
                 f"  parallel batch, {label}: {BATCH} x {SLEEP} s in {wall:.3f} s; "
                 f"slowest call {slowest:.3f} s; ratio {ratio:.3f} (1.0 = fully parallel)"
+            )
+        for label, name in (("sync ", "noop"), ("async", "anoop")):
+            print(
+                f"  overhead, {label}: {overhead(dispatcher, name):.0f} us/call "
+                f"(batch of {NOOP_CALLS} no-op calls, max_concurrency={BATCH})"
             )
     registered, described = manifest_cost(FUNCTIONS)
     print(

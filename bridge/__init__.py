@@ -42,12 +42,14 @@ _EXPORTS: dict[str, str] = {
     "ProtocolError": "bridge.errors",
     "RateLimitError": "bridge.errors",
     "Result": "bridge.conversation",
+    "RetryPolicy": "bridge.platforms.retry",
     "RunError": "bridge.errors",
     "RunFailed": "bridge.types",
     "RunFailedError": "bridge.errors",
     "RunFinished": "bridge.types",
     "ServerError": "bridge.errors",
     "StreamInterruptedError": "bridge.errors",
+    "StreamTimeoutError": "bridge.errors",
     "TextDelta": "bridge.types",
     "ToolBatch": "bridge.types",
     "ToolCall": "bridge.types",
@@ -93,12 +95,14 @@ if TYPE_CHECKING:
         RunFailedError,
         ServerError,
         StreamInterruptedError,
+        StreamTimeoutError,
         UsageError,
     )
     from bridge.platforms import create_platform, open_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform
     from bridge.platforms.openai_chat import OpenAIChatPlatform
+    from bridge.platforms.retry import RetryPolicy
     from bridge.tools.context import ConversationScope, ToolContext
     from bridge.tools.dispatch import Dispatcher
     from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return

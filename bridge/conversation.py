@@ -334,9 +334,11 @@ class Conversation:
         rejected: list[ToolRun] = []
         for call in calls:
             spec = self.bridge.toolbox.get(call.name)
-            if spec is None or not spec.options.confirm:
-                allowed.append(call)
-            elif self.bridge.approve is not None and self.bridge.approve(call):
+            if (
+                spec is None
+                or not spec.options.confirm
+                or (self.bridge.approve is not None and self.bridge.approve(call))
+            ):
                 allowed.append(call)
             else:
                 reason = (

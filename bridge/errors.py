@@ -14,6 +14,7 @@
     │   │   └── ServerError          5xx
     │   ├── InBandError              HTTP 200 whose body carries an error code/message
     │   ├── StreamInterruptedError   the connection dropped mid-stream (keeps what arrived)
+    │   │   └── StreamTimeoutError   ...or went quiet past the idle timeout (also a timeout)
     │   └── ProtocolError            the platform sent something we cannot decode
     └── RunError                     the conversation loop could not finish
         ├── RunFailedError           the platform reported the run as failed
@@ -53,6 +54,7 @@ __all__ = [
     "RunFailedError",
     "ServerError",
     "StreamInterruptedError",
+    "StreamTimeoutError",
     "UsageError",
     "redact",
     "register_secret",
@@ -62,7 +64,9 @@ __all__ = [
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
     re.compile(r"bce-v3/[^\s\"',;]+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
+    ),
 )
 _extra_secrets: set[str] = set()
 
@@ -191,6 +195,14 @@ class StreamInterruptedError(PlatformError):
     def __init__(self, message: str, *, received: list[Any] | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.received: list[Any] = list(received or [])
+
+
+class StreamTimeoutError(PlatformTimeoutError, StreamInterruptedError):
+    """The stream went quiet for longer than the idle timeout; `received` keeps what arrived.
+
+    It is both a `PlatformTimeoutError` (what happened) and a `StreamInterruptedError` (the
+    run is in an unknown state, so the request must not simply be sent again).
+    """
 
 
 class ProtocolError(PlatformError):

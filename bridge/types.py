@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -167,13 +167,14 @@ class ToolCallFinished(_Frozen):
     run: ToolRun
 
 
-Event = Union[
-    TextDelta,
-    ToolCallsRequested,
-    HumanInputRequested,
-    RunFinished,
-    RunFailed,
-    Other,
-    ToolCallStarted,
-    ToolCallFinished,
-]
+Event = (
+    TextDelta
+    | ToolCallsRequested
+    | HumanInputRequested
+    | RunFinished
+    | RunFailed
+    | Other
+    | ToolCallStarted
+    | ToolCallFinished
+)
+"""Everything a run can yield: the platform's events and the loop's own."""

@@ -339,9 +339,12 @@ def test_end_user_tool_choice_and_files_reach_the_platform(
 
 
 def test_resume_without_pending_input_is_a_usage_error(emulator: Emulator) -> None:
-    with make_bridge(emulator) as bridge, bridge.conversation() as conv:
-        with pytest.raises(UsageError, match="nothing to resume"):
-            conv.resume("yes")
+    with (
+        make_bridge(emulator) as bridge,
+        bridge.conversation() as conv,
+        pytest.raises(UsageError, match="nothing to resume"),
+    ):
+        conv.resume("yes")
 
 
 def test_max_rounds_must_be_positive(emulator: Emulator) -> None:

@@ -16,8 +16,8 @@ from bridge.types import (
     RunFinished,
     TextDelta,
     ToolCallFinished,
-    ToolCallStarted,
     ToolCallsRequested,
+    ToolCallStarted,
     ToolRun,
 )
 
@@ -97,8 +97,9 @@ class Renderer:
         """One line per finished tool call: name, arguments, duration, error kind."""
         mark = "[green]✓[/green]" if run.error is None else "[red]✗[/red]"
         error = f" [red]{run.error}[/red]" if run.error else ""
+        arguments = escape(format_arguments(run.arguments))
         self.err.print(
-            f"{self.indent}{mark} [bold]{escape(run.name)}[/bold]({escape(format_arguments(run.arguments))})"
+            f"{self.indent}{mark} [bold]{escape(run.name)}[/bold]({arguments})"
             f" [dim]{run.duration_ms:.0f} ms[/dim]{error}"
         )
 

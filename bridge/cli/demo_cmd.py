@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typer
-
 from bridge.cli._app import app
 from bridge.cli._common import EXIT_FAILED, fail
 from bridge.errors import BridgeError

@@ -31,6 +31,9 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+        # Listen now: clients that read the printed URL before uvicorn is up wait in the
+        # backlog instead of being refused.
+        sock.listen(128)
     except OSError:
         sock.close()
         raise

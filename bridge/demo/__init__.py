@@ -46,7 +46,10 @@ def run_demo(renderer: Renderer) -> list[Result]:
                 rounds_this_turn[0] += 1
                 count = len(event.batch.calls)
                 if count > 1:
-                    line = f"the agent asks for {count} calls at once: run in parallel, answered in one request"
+                    line = (
+                        f"the agent asks for {count} calls at once: run in parallel, "
+                        "answered in one request"
+                    )
                 elif rounds_this_turn[0] > 1:
                     line = "the agent chains a call whose arguments come from the previous output"
                 else:

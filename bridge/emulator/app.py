@@ -42,6 +42,7 @@ from bridge.emulator.state import (
 )
 from bridge.emulator.transport import (
     BlockResponse,
+    DroppedConnectionError,
     RecordingMiddleware,
     install_drop_log_filter,
     sse_block,
@@ -361,6 +362,10 @@ class EmulatorApp:
 
     async def _crash(self, request: Request, exc: Exception) -> Response:
         rid = request.state.request_id
+        if isinstance(exc, DroppedConnectionError):
+            # Starlette asks for an error page even after the response started; nothing is
+            # sent then, and a planned drop is not a bug.
+            return _error(rid, 500, "connection dropped on purpose")
         logger.error("emulator bug while serving %s: %r", request.url.path, exc)
         return _error(rid, 500, f"the emulator failed: {type(exc).__name__}: {exc}")
 

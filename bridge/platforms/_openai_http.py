@@ -30,12 +30,12 @@ from bridge.errors import (
     RateLimitError,
     ServerError,
     StreamInterruptedError,
+    StreamTimeoutError,
     register_secret,
     status_error_class,
 )
 from bridge.platforms._openai_wire import BODY_LIMIT, error_details, trim
-from bridge.platforms.appbuilder import StreamTimeoutError
-from bridge.platforms.appbuilder.retry import ExcKind, RetryPolicy
+from bridge.platforms.retry import ExcKind, RetryPolicy
 from bridge.types import Event
 
 __all__ = ["ChatTransport"]
@@ -99,14 +99,28 @@ class ChatTransport:
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if stream else "application/json",
         }
+        return self._send("POST", self.url, data=data, headers=headers)
+
+    def get(self, url: str) -> requests.Response:
+        """GET `url` (e.g. the server's model list) with the same auth, retries and mapping.
+
+        Raises:
+            PlatformError: The matching subclass once retries are exhausted or not allowed.
+        """
+        return self._send("GET", url, data=None, headers={"Accept": "application/json"})
+
+    def _send(
+        self, method: str, url: str, *, data: bytes | None, headers: dict[str, str]
+    ) -> requests.Response:
         if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+            headers = {**headers, "Authorization": f"Bearer {self._api_key}"}
         attempt = 0
         while True:
             try:
                 with self.errors():
-                    response = self._session.post(
-                        self.url,
+                    response = self._session.request(
+                        method,
+                        url,
                         data=data,
                         headers=headers,
                         timeout=(self.connect_timeout, self.idle_timeout),

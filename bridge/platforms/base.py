@@ -79,6 +79,14 @@ class Platform(Protocol):
         """Answer a human-input interrupt (`HumanInputRequested`); yield the run's events."""
         ...
 
+    def check(self) -> str:
+        """One cheap request that proves configuration, credentials and reachability.
+
+        Returns a one-sentence description of what was verified; raises `PlatformError`
+        (or `ConfigurationError`) saying what is wrong.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...

@@ -43,7 +43,7 @@ from bridge.platforms._openai_wire import (
     trim,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.appbuilder.retry import RetryPolicy
+from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     RunFailed,
@@ -274,6 +274,35 @@ class OpenAIChatPlatform:
     def close(self) -> None:
         """Close the HTTP session if this platform created it."""
         self._http.close()
+
+    def check(self) -> str:
+        """Prove the server answers and serves the model, with one `GET /models`.
+
+        Returns:
+            What was verified, in one sentence.
+
+        Raises:
+            PlatformError: the server is unreachable or refused the key.
+            ConfigurationError: the server lists its models and the configured one is absent.
+        """
+        response = self._http.get(self.base_url + "/models")
+        try:
+            with self._http.errors():
+                body = response.json()
+        except ProtocolError:
+            return f"{self.base_url} answered (its /models reply is not JSON)"
+        finally:
+            response.close()
+        models = body.get("data") if isinstance(body, dict) else None
+        served = [m.get("id") for m in models or [] if isinstance(m, dict)]
+        if served and self.model not in served:
+            raise ConfigurationError(
+                f"model {self.model!r} is not served by {self.base_url}; "
+                f"it serves: {', '.join(str(s) for s in served)} (set --model or OPENAI_MODEL)"
+            )
+        if not served:
+            return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
+        return f"{self.base_url} answered and serves model {self.model!r}"
 
     # --- one completion ------------------------------------------------------------------------
 

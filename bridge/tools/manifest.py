@@ -59,9 +59,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-
 _ATTR = "__toolbridge_manifest__"
-
 
 # Types accepted by `@manifest_parameter(type=...)` for an unannotated parameter: JSON Schema
 # names and the Python names the AppBuilder SDK documents.
@@ -83,9 +81,14 @@ _TYPE_NAMES: dict[str, Any] = {
     "any": Any,
     "Any": Any,
 }
-
-
-_JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_JSON_NAMES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -260,12 +263,18 @@ class Manifest:
     def from_function(fn: Callable[..., Any], dialect: str = "appbuilder") -> dict[str, Any]:
         """The tool description of `fn` as sent on the wire in `dialect` (see `DIALECTS`).
 
+        `fn` may also be a pydantic-model tool class (see `build_model_spec`).
+
         Raises:
             UsageError: For an unknown dialect or a function that cannot be described.
         """
         if dialect not in DIALECTS:
             raise UsageError(f"unknown dialect {dialect!r}; valid dialects: {', '.join(DIALECTS)}")
-        result: dict[str, Any] = to_dialect(build_spec(fn), dialect)
+        if isinstance(fn, type) and issubclass(fn, BaseModel):
+            spec = build_model_spec(fn)
+        else:
+            spec = build_spec(fn)
+        result: dict[str, Any] = to_dialect(spec, dialect)
         return result
 
 

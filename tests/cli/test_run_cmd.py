@@ -134,7 +134,7 @@ def test_run_flags_override_environment(emulator: Emulator, tools_file: str) -> 
         "--app-id",
         emulator.app_id,
     ]
-    result = invoke(args + ["--end-user-id", "user-000001", "--tool-choice", "get_weather"])
+    result = invoke([*args, "--end-user-id", "user-000001", "--tool-choice", "get_weather"])
     assert result.exit_code == 0, result.output
     sent = [r.json for r in emulator.requests if r.path.endswith("/runs")][-2]
     assert sent["end_user_id"] == "user-000001"
@@ -147,8 +147,15 @@ def test_run_continues_a_conversation(emulator: Emulator, tools_file: str) -> No
         ).stdout
     )
     again = invoke(
-        ["run", "weather in Tokyo and Paris", "-t", tools_file, "--json"]
-        + ["--conversation-id", first["conversation_id"]],
+        [
+            "run",
+            "weather in Tokyo and Paris",
+            "-t",
+            tools_file,
+            "--json",
+            "--conversation-id",
+            first["conversation_id"],
+        ],
         env_for(emulator),
     )
     assert json.loads(again.stdout)["conversation_id"] == first["conversation_id"]

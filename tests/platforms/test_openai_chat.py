@@ -20,9 +20,9 @@ from bridge.errors import (
     ConfigurationError,
     UsageError,
 )
-from bridge.platforms.appbuilder.retry import RetryPolicy
 from bridge.platforms.base import Platform
 from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     Other,

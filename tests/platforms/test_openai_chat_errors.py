@@ -25,8 +25,8 @@ from bridge.errors import (
     ServerError,
     StreamInterruptedError,
 )
-from bridge.platforms.appbuilder.retry import RetryPolicy
 from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     RunFailed,

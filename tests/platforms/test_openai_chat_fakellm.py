@@ -16,8 +16,8 @@ import pytest
 from openai_fakes import FakeLLM
 
 from bridge.errors import AuthenticationError, RateLimitError, ServerError
-from bridge.platforms.appbuilder.retry import RetryPolicy
 from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     RunFinished,

@@ -19,10 +19,10 @@ from bridge.errors import (
     PlatformTimeoutError,
     ProtocolError,
     StreamInterruptedError,
+    StreamTimeoutError,
 )
 from bridge.platforms._openai_http import ChatTransport, _exc_kind, _reason
-from bridge.platforms.appbuilder import StreamTimeoutError
-from bridge.platforms.appbuilder.retry import RetryPolicy
+from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event, TextDelta
 
 URL = "http://127.0.0.1:9/v1/chat/completions"

@@ -285,6 +285,28 @@ def test_appbuilder_sdk_dialect_is_byte_identical(
     assert json.dumps(tool, ensure_ascii=False) == expected
 
 
+def test_sdk_quirk_pep604_optional_is_kept() -> None:
+    # SDK 1.1.5 maps typing.Union but not types.UnionType, so `int | None` prints oddly there;
+    # parity means printing it the same way.
+    def pep604(count: int | None = None, name: str | int = "x") -> None:
+        return None
+
+    props = Manifest.from_function(pep604, "appbuilder-sdk")["function"]["parameters"]["properties"]
+    assert props["count"]["type"] == "UnionType[int]"
+    assert props["name"]["type"] == "UnionType[str, int]"
+
+
+def test_sdk_shape_survives_disable_and_enable() -> None:
+    from bridge.tools import Toolbox
+
+    box = Toolbox([search])
+    before = box.manifests("appbuilder-sdk")
+    box.disable("search")
+    box.enable("search")
+    assert box.manifests("appbuilder-sdk") == before
+    assert json.dumps(before[0], ensure_ascii=False) == S3
+
+
 def test_sdk_extra_parameters_are_dropped_when_the_model_sends_them() -> None:
     spec = build_spec(_s8())
     # S8's decorator-only "extra" and S6's *args/**kwargs are shown but never passed on

@@ -523,6 +523,43 @@ def test_unsupported_types_name_the_parameter() -> None:
     assert "is not supported" in str(caught.value)
 
 
+def test_parameter_names_that_pydantic_reserves_are_fine() -> None:
+    def odd_names(
+        model_config: int, _private: str, json: bool = False, model_fields: int = 0
+    ) -> None:
+        pass
+
+    spec = build_spec(odd_names)
+    assert list(spec.parameters["properties"]) == [
+        "model_config",
+        "_private",
+        "json",
+        "model_fields",
+    ]
+    assert spec.validate({"model_config": "1", "_private": "p", "json": "true"}) == {
+        "model_config": 1,
+        "_private": "p",
+        "json": True,
+    }
+
+
+def test_from_function_accepts_a_pydantic_model_tool() -> None:
+    from pydantic import BaseModel
+
+    class Echo(BaseModel):
+        """Say it back."""
+
+        text: str
+
+        def run(self) -> str:
+            return self.text
+
+    tool = Manifest.from_function(Echo)
+    assert tool["function"]["name"] == "echo"
+    assert tool["function"]["description"] == "Say it back."
+    assert tool["function"]["parameters"]["properties"] == {"text": {"type": "string"}}
+
+
 def test_classes_and_non_callables_are_refused() -> None:
     with pytest.raises(UsageError, match=r"use Toolbox\.add"):
         build_spec(Shapes)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ timeouts, retries and typed errors); `AppBuilderPlatform` maps its chunks to neu
 
 from __future__ import annotations
 
-from bridge.platforms.appbuilder._errors import StreamTimeoutError
+from bridge.errors import StreamTimeoutError
 from bridge.platforms.appbuilder.adapter import AppBuilderPlatform, tool_choice_for
 from bridge.platforms.appbuilder.client import AppBuilderClient, RunStream
 from bridge.platforms.appbuilder.models import (
@@ -28,7 +28,7 @@ from bridge.platforms.appbuilder.models import (
     ToolOutput,
     Usage,
 )
-from bridge.platforms.appbuilder.retry import RetryPolicy
+from bridge.platforms.retry import RetryPolicy
 
 __all__ = [
     "Action",

@@ -29,6 +29,7 @@ from bridge.errors import (
     ProtocolError,
     RateLimitError,
     StreamInterruptedError,
+    StreamTimeoutError,
     status_error_class,
 )
 
@@ -36,7 +37,6 @@ __all__ = [
     "BODY_LIMIT",
     "REQUEST_ID_HEADER",
     "CallContext",
-    "StreamTimeoutError",
     "in_band_error",
     "is_connect_error",
     "map_errors",
@@ -49,14 +49,6 @@ log = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "X-Appbuilder-Request-Id"
 BODY_LIMIT = 500
 """Characters of a response body kept on an error (after redaction)."""
-
-
-class StreamTimeoutError(PlatformTimeoutError, StreamInterruptedError):
-    """The stream went quiet for longer than the idle timeout; `received` keeps what arrived.
-
-    It is both a `PlatformTimeoutError` (what happened) and a `StreamInterruptedError` (the
-    run is in an unknown state, so the request must not simply be sent again).
-    """
 
 
 @dataclass

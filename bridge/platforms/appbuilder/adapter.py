@@ -164,6 +164,22 @@ class AppBuilderPlatform:
             action=Action.resume(interrupt_id),
         )
 
+    def check(self) -> str:
+        """Prove configuration, token, app id and reachability by opening a conversation.
+
+        Creating a conversation is the cheapest call that exercises all of them (the service
+        keeps an unused conversation for 7 days, at no cost).
+
+        Raises:
+            PlatformError: What failed (`AuthenticationError` for a bad token, `NotFoundError`
+                or an in-band error for an unknown app, `PlatformConnectionError`...).
+        """
+        conversation_id = self.client.create_conversation()
+        return (
+            f"AppBuilder at {self.client.base_url} accepted the token and opened conversation "
+            f"{conversation_id} for app {self.client.app_id}"
+        )
+
     def close(self) -> None:
         """Release the client's connections."""
         self.client.close()

@@ -13,7 +13,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -22,7 +22,15 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
-from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.appbuilder._arguments import (
+    ToolLike,
+    check_conversation_id,
+    describe_validation_error,
+    wire_action,
+    wire_tool,
+    wire_tool_choice,
+    wire_tool_outputs,
+)
 from bridge.platforms.appbuilder._errors import (
     REQUEST_ID_HEADER,
     CallContext,
@@ -32,19 +40,19 @@ from bridge.platforms.appbuilder._errors import (
     status_error,
     translate_error,
 )
+from bridge.platforms.appbuilder._stream import RunStream
 from bridge.platforms.appbuilder.models import (
     Action,
     ConversationResponse,
     FeedbackRequest,
     FeedbackResponse,
     FileUploadResponse,
-    RunChunk,
     RunRequest,
     RunResponse,
     ToolChoice,
     ToolOutput,
 )
-from bridge.platforms.appbuilder.retry import ExcKind, RetryPolicy
+from bridge.platforms.retry import ExcKind, RetryPolicy
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -65,77 +73,7 @@ SDK_VERSION = "1.1.5"
 _ERROR_BODY_LIMIT = 64 * 1024
 _FEEDBACK_TYPES = ("upvote", "downvote", "cancel")
 
-ToolLike = Mapping[str, Any] | pydantic.BaseModel | Any
 FilesFactory = Callable[[], dict[str, tuple[str | None, Any]]]
-
-
-class RunStream(Iterator[RunChunk]):
-    """The chunks of a streamed run, in order; iterate it once.
-
-    The HTTP status was already checked when `AppBuilderClient.run` returned. Iterating may
-    raise `InBandError` (an error payload inside the stream), `StreamInterruptedError` (the
-    connection dropped; `.received` holds the chunks that did arrive), `StreamTimeoutError`
-    (idle longer than `idle_timeout`) or `ProtocolError` (a payload that is not JSON). The
-    response is closed at the end of the stream, on error, and by `close()`.
-    """
-
-    def __init__(self, response: requests.Response, ctx: CallContext) -> None:
-        self._response = response
-        self._ctx = ctx
-        self.request_id: str | None = ctx.header_request_id
-        """`X-Appbuilder-Request-Id` of the response, if the server sent one."""
-        self.sent_request_id: str | None = ctx.sent_request_id
-        """The request id this client sent."""
-        self._chunks: Generator[RunChunk, None, None] = self._generate()
-
-    @property
-    def received(self) -> list[RunChunk]:
-        """The chunks received so far."""
-        return list(self._ctx.received)
-
-    def __iter__(self) -> RunStream:
-        return self
-
-    def __next__(self) -> RunChunk:
-        return next(self._chunks)
-
-    def close(self) -> None:
-        """Stop reading and release the connection."""
-        self._chunks.close()
-        self._response.close()
-
-    def __enter__(self) -> RunStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _generate(self) -> Generator[RunChunk, None, None]:
-        ctx = self._ctx
-        ctx.streaming = True
-        try:
-            with map_errors(ctx):
-                for data in iter_sse_data(self._response.iter_content(chunk_size=None)):
-                    payload = json.loads(data)
-                    if not isinstance(payload, dict):
-                        raise ProtocolError(
-                            f"AppBuilder run: expected a JSON object in each SSE event, got "
-                            f"{type(payload).__name__}: {data[:200]!r}",
-                            request_id=ctx.request_id(),
-                        )
-                    chunk = RunResponse.model_validate(payload)
-                    if chunk.is_error:
-                        raise in_band_error(ctx, payload)
-                    chunk.http_request_id = ctx.header_request_id
-                    ctx.received.append(chunk)
-                    yield chunk
-        finally:
-            self._response.close()
 
 
 class AppBuilderClient:
@@ -276,7 +214,7 @@ class AppBuilderClient:
             UsageError: Empty conversation id, neither or both of path/url, or no such file.
             PlatformError: A subclass for each platform failure.
         """
-        _check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id)
         if (path is None) == (url is None):
             raise UsageError(
                 "upload_file needs exactly one of path=... (a local file) or url=... "
@@ -410,7 +348,7 @@ class AppBuilderClient:
             UsageError: Bad arguments (empty conversation id, no query and no tool outputs...).
             PlatformError: A subclass for each failure (status, in-band, timeout, connection).
         """
-        _check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id)
         if not isinstance(query, str):
             raise UsageError(f"query must be a str (got {type(query).__name__})")
         if query == "" and not tool_outputs:
@@ -421,8 +359,8 @@ class AppBuilderClient:
         wire_tools: list[dict[str, Any]] = []
         has_mcp_tool = False
         for index, tool in enumerate(tools or ()):
-            wire_tool, is_mcp = _wire_tool(tool, index)
-            wire_tools.append(wire_tool)
+            described, is_mcp = wire_tool(tool, index)
+            wire_tools.append(described)
             has_mcp_tool = has_mcp_tool or is_mcp
         # Same header bookkeeping as the SDK: the MCP context lasts until the next plain query.
         if not tool_outputs:
@@ -437,10 +375,10 @@ class AppBuilderClient:
                 file_ids=list(file_ids or []),
                 app_id=self.app_id,
                 tools=wire_tools,
-                tool_outputs=_tool_outputs(tool_outputs),
-                tool_choice=_tool_choice(tool_choice),
+                tool_outputs=wire_tool_outputs(tool_outputs),
+                tool_choice=wire_tool_choice(tool_choice),
                 end_user_id=end_user_id,
-                action=_action(action),
+                action=wire_action(action),
                 mcp_authorization=(
                     [dict(item) for item in mcp_authorization]
                     if mcp_authorization is not None
@@ -450,7 +388,7 @@ class AppBuilderClient:
                 custom_metadata=dict(custom_metadata) if custom_metadata is not None else None,
             )
         except pydantic.ValidationError as exc:
-            raise UsageError(f"invalid run arguments: {_describe(exc)}") from None
+            raise UsageError(f"invalid run arguments: {describe_validation_error(exc)}") from None
         response, ctx = self._post(
             "run", "/app/conversation/runs", body=request.to_wire(), mcp_context=self._mcp_context
         )
@@ -478,7 +416,7 @@ class AppBuilderClient:
             UsageError: Empty ids or an unknown `type`.
             PlatformError: A subclass for each platform failure.
         """
-        _check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id)
         if not message_id:
             raise UsageError("feedback: message_id is empty; use the message_id of a run's answer")
         if type not in _FEEDBACK_TYPES:
@@ -668,111 +606,6 @@ class AppBuilderClient:
         return payload
 
 
-def _check_conversation_id(conversation_id: str) -> None:
-    if not isinstance(conversation_id, str) or not conversation_id:
-        raise UsageError(
-            "conversation_id is empty; create one with create_conversation() "
-            f"(got {conversation_id!r})"
-        )
-
-
-def _wire_tool(tool: ToolLike, index: int) -> tuple[dict[str, Any], bool]:
-    """A tool as the SDK puts it on the wire, and whether it was an MCP tool."""
-    if isinstance(tool, pydantic.BaseModel):
-        tool = tool.model_dump(mode="json")
-    elif not isinstance(tool, Mapping) and hasattr(tool, "inputSchema"):
-        tool = {
-            "name": getattr(tool, "name", None),
-            "description": getattr(tool, "description", None),
-            "inputSchema": tool.inputSchema,
-        }
-    if not isinstance(tool, Mapping):
-        raise UsageError(
-            f"tools[{index}] must be a dict like {{'type': 'function', 'function': {{...}}}} "
-            f"(got {type(tool).__name__})"
-        )
-    if "inputSchema" in tool and "function" not in tool:
-        wrapped = {
-            "name": tool.get("name"),
-            "description": tool.get("description"),
-            "parameters": tool["inputSchema"],
-        }
-        _check_function(wrapped, index)
-        return {"type": "function", "function": wrapped}, True
-    function = tool.get("function")
-    if tool.get("type", "function") == "function" or function is not None:
-        if not isinstance(function, Mapping):
-            raise UsageError(
-                f"tools[{index}] has no 'function' object; expected "
-                "{'type': 'function', 'function': {'name', 'description', 'parameters'}}"
-            )
-        _check_function(function, index)
-        # The SDK re-validates dicts into this key order; keep any extra keys after it.
-        ordered = {
-            key: function[key] for key in ("name", "description", "parameters") if key in function
-        }
-        ordered.update({key: value for key, value in function.items() if key not in ordered})
-        wire = {"type": tool.get("type", "function"), "function": ordered}
-        wire.update({key: value for key, value in tool.items() if key not in wire})
-        return wire, False
-    return dict(tool), False  # file_retrieval, code_interpreter...: sent as given
-
-
-def _check_function(function: Mapping[str, Any], index: int) -> None:
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise UsageError(f"tools[{index}].function.name must be a non-empty string (got {name!r})")
-
-
-def _tool_outputs(
-    outputs: Sequence[ToolOutput | Mapping[str, Any]] | None,
-) -> list[ToolOutput] | None:
-    if not outputs:
-        return None
-    result = []
-    for index, item in enumerate(outputs):
-        if isinstance(item, ToolOutput):
-            result.append(item)
-            continue
-        try:
-            result.append(ToolOutput.model_validate(item))
-        except pydantic.ValidationError as exc:
-            raise UsageError(
-                f"tool_outputs[{index}] must be {{'tool_call_id': str, 'output': str}} "
-                f"(JSON-encode structured outputs): {_describe(exc)}"
-            ) from None
-    return result
-
-
-def _tool_choice(choice: ToolChoice | Mapping[str, Any] | str | None) -> ToolChoice | None:
-    if choice is None or isinstance(choice, ToolChoice):
-        return choice
-    if isinstance(choice, str):
-        if not choice:
-            raise UsageError("tool_choice is an empty string; expected a tool name or 'auto'")
-        return ToolChoice(type="auto") if choice == "auto" else ToolChoice.for_function(choice)
-    try:
-        return ToolChoice.model_validate(choice)
-    except pydantic.ValidationError as exc:
-        raise UsageError(
-            "tool_choice must be a tool name, 'auto', or {'type': 'auto' | 'function', "
-            f"'function': {{'name': ..., 'input': {{...}}}}}}: {_describe(exc)}"
-        ) from None
-
-
-def _action(action: Action | Mapping[str, Any] | None) -> Action | None:
-    if action is None or isinstance(action, Action):
-        return action
-    try:
-        return Action.model_validate(action)
-    except pydantic.ValidationError as exc:
-        raise UsageError(
-            "action must be Action.resume(interrupt_event_id) or its dict form "
-            "{'action_type': 'resume', 'parameters': {'interrupt_event': {'id', 'type'}}}: "
-            f"{_describe(exc)}"
-        ) from None
-
-
 def _error_code(payload: Mapping[str, Any]) -> bool:
     code = payload.get("code")
     return code is not None and str(code).strip() not in ("", "0")
@@ -785,11 +618,3 @@ def _read_limited(response: requests.Response) -> str:
         if len(data) >= _ERROR_BODY_LIMIT:
             break
     return bytes(data[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace")
-
-
-def _describe(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "value"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)

@@ -84,6 +84,21 @@ def test_client_and_settings_are_exclusive(client: AppBuilderClient) -> None:
         AppBuilderPlatform(client, app_id="other")
 
 
+def test_check_opens_a_conversation(platform: AppBuilderPlatform, fake: FakeAppBuilder) -> None:
+    fake.push(json_reply({"request_id": "r", "conversation_id": "conv-check"}))
+    summary = platform.check()
+    assert "conv-check" in summary and "app-1" in summary
+    assert fake.requests[0].path == "/v2/app/conversation"
+
+
+def test_check_reports_a_bad_token(platform: AppBuilderPlatform, fake: FakeAppBuilder) -> None:
+    from bridge.errors import AuthenticationError
+
+    fake.push(json_reply({"code": "PermissionDeniedError", "message": "没有权限"}, status=401))
+    with pytest.raises(AuthenticationError, match="没有权限"):
+        platform.check()
+
+
 def test_create_conversation_and_upload(
     platform: AppBuilderPlatform, fake: FakeAppBuilder, tmp_path: Any
 ) -> None:

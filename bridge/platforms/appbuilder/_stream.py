@@ -1,0 +1,85 @@
+"""`RunStream`: the typed chunks of a streamed run, read from SSE, errors translated."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator
+from types import TracebackType
+
+import requests
+
+from bridge.errors import ProtocolError
+from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.appbuilder._errors import CallContext, in_band_error, map_errors
+from bridge.platforms.appbuilder.models import RunChunk, RunResponse
+
+__all__ = ["RunStream"]
+
+
+class RunStream(Iterator[RunChunk]):
+    """The chunks of a streamed run, in order; iterate it once.
+
+    The HTTP status was already checked when `AppBuilderClient.run` returned. Iterating may
+    raise `InBandError` (an error payload inside the stream), `StreamInterruptedError` (the
+    connection dropped; `.received` holds the chunks that did arrive), `StreamTimeoutError`
+    (idle longer than `idle_timeout`) or `ProtocolError` (a payload that is not JSON). The
+    response is closed at the end of the stream, on error, and by `close()`.
+    """
+
+    def __init__(self, response: requests.Response, ctx: CallContext) -> None:
+        self._response = response
+        self._ctx = ctx
+        self.request_id: str | None = ctx.header_request_id
+        """`X-Appbuilder-Request-Id` of the response, if the server sent one."""
+        self.sent_request_id: str | None = ctx.sent_request_id
+        """The request id this client sent."""
+        self._chunks: Generator[RunChunk, None, None] = self._generate()
+
+    @property
+    def received(self) -> list[RunChunk]:
+        """The chunks received so far."""
+        return list(self._ctx.received)
+
+    def __iter__(self) -> RunStream:
+        return self
+
+    def __next__(self) -> RunChunk:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        """Stop reading and release the connection."""
+        self._chunks.close()
+        self._response.close()
+
+    def __enter__(self) -> RunStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _generate(self) -> Generator[RunChunk, None, None]:
+        ctx = self._ctx
+        ctx.streaming = True
+        try:
+            with map_errors(ctx):
+                for data in iter_sse_data(self._response.iter_content(chunk_size=None)):
+                    payload = json.loads(data)
+                    if not isinstance(payload, dict):
+                        raise ProtocolError(
+                            f"AppBuilder run: expected a JSON object in each SSE event, got "
+                            f"{type(payload).__name__}: {data[:200]!r}",
+                            request_id=ctx.request_id(),
+                        )
+                    chunk = RunResponse.model_validate(payload)
+                    if chunk.is_error:
+                        raise in_band_error(ctx, payload)
+                    chunk.http_request_id = ctx.header_request_id
+                    ctx.received.append(chunk)
+                    yield chunk
+        finally:
+            self._response.close()
