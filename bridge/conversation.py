@@ -7,15 +7,15 @@
       submit(batch, outputs)  --> events --> ... until RunFinished / RunFailed / max_rounds
 
 Everything platform-specific sits behind `bridge.platforms.base.Platform`; everything about
-running tools sits behind `bridge.tools.Dispatcher`. This module only keeps the rounds going,
-remembers what ran, and reports.
+running tools sits behind `bridge.tools.Dispatcher`; what ran is written down in a
+`bridge.journal.Journal` before each step (received, started, finished, submitted), so a
+restarted process never runs a call twice (`Conversation.stream_recovered`). This module only
+keeps the rounds going, remembers what ran, and reports.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.errors import BridgeError, MaxRoundsError, RunFailedError, UsageError
+from bridge.journal import Journal, Ledger, MessageTrail
 from bridge.platforms.base import Platform
 from bridge.tools.context import ConversationScope
 from bridge.tools.dispatch import Dispatcher
@@ -86,6 +87,9 @@ class Bridge:
         keep_events: record every event in `Result.events`.
         dispatcher: a ready `Dispatcher`; otherwise one is built from the options below.
         max_concurrency, default_timeout, errors, max_output_chars: `Dispatcher` options.
+        journal: where conversations, messages and tool-call states are written before each
+            step; None keeps them in memory (`MemoryJournal`). Pass a `SQLiteJournal` to
+            survive crashes.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class Bridge:
         default_timeout: float = 60.0,
         errors: ErrorsMode = "message",
         max_output_chars: int = 20_000,
+        journal: Journal | None = None,
     ) -> None:
         if max_rounds < 1:
             raise UsageError(f"max_rounds must be at least 1, got {max_rounds}")
@@ -132,6 +137,11 @@ class Bridge:
         self.on_tool_call = on_tool_call
         self.on_tool_result = on_tool_result
         self.keep_events = keep_events
+        if journal is None:
+            from bridge.journal import MemoryJournal
+
+            journal = MemoryJournal()
+        self.journal: Journal = journal
 
     def conversation(
         self, id: str | None = None, *, end_user_id: str | None = None
@@ -162,12 +172,22 @@ class Conversation:
         self.bridge = bridge
         self._id = id
         self.end_user_id = end_user_id
-        self.ledger: dict[str, ToolRun] = {}
-        """Every call id this conversation has run, with its record: never run twice."""
         self.pending_input: HumanInputRequested | None = None
         self.last_rounds = 0
         """How many tool batches the last question took."""
         self._scope: ConversationScope | None = None
+        self._message: int | None = None
+        """The journal's id of the message being answered."""
+
+    @property
+    def message_id(self) -> int | None:
+        """The journal's id of the message being (or last) answered."""
+        return self._message
+
+    @property
+    def ledger(self) -> Ledger:
+        """Every call id this conversation has run, with its record: never run twice."""
+        return Ledger(self.bridge.journal, self._id or "")
 
     @property
     def id(self) -> str:
@@ -197,17 +217,23 @@ class Conversation:
     ) -> Iterator[Event]:
         """Send `query` and yield every event until the run ends (tools run in between)."""
         bridge = self.bridge
-        ids = list(file_ids or []) + [bridge.platform.upload_file(self.id, f) for f in files]
-        first = bridge.platform.start(
-            self.id,
-            query,
-            tools=bridge.toolbox.manifests(bridge.platform.dialect),
-            tool_choice=tool_choice or bridge.tool_choice,
-            end_user_id=self.end_user_id,
-            file_ids=ids or None,
-            stream=bridge.stream if stream is None else stream,
-        )
-        return self._rounds(first, stream=bridge.stream if stream is None else stream)
+        message_id = self._begin(query)
+        try:
+            ids = list(file_ids or []) + [bridge.platform.upload_file(self.id, f) for f in files]
+            first = bridge.platform.start(
+                self.id,
+                query,
+                tools=bridge.toolbox.manifests(bridge.platform.dialect),
+                tool_choice=tool_choice or bridge.tool_choice,
+                end_user_id=self.end_user_id,
+                file_ids=ids or None,
+                stream=bridge.stream if stream is None else stream,
+            )
+        except BaseException as exc:
+            MessageTrail(bridge.journal, message_id).close(exc, rounds=0)
+            raise
+        use_stream = bridge.stream if stream is None else stream
+        return self._journaled(self._rounds(first, stream=use_stream), message_id)
 
     def stream_resume(self, answer: str, *, stream: bool | None = None) -> Iterator[Event]:
         """Like `resume`, yielding events."""
@@ -215,15 +241,33 @@ class Conversation:
             raise UsageError("nothing to resume: the last run did not ask for human input")
         interrupt, self.pending_input = self.pending_input, None
         use_stream = self.bridge.stream if stream is None else stream
-        first = self.bridge.platform.resume(
-            self.id,
-            interrupt.interrupt_id,
-            answer,
-            tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
-            end_user_id=self.end_user_id,
-            stream=use_stream,
-        )
-        return self._rounds(first, stream=use_stream)
+        message_id = self._begin(answer)
+        try:
+            first = self.bridge.platform.resume(
+                self.id,
+                interrupt.interrupt_id,
+                answer,
+                tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
+                end_user_id=self.end_user_id,
+                stream=use_stream,
+            )
+        except BaseException as exc:
+            MessageTrail(self.bridge.journal, message_id).close(exc, rounds=0)
+            raise
+        return self._journaled(self._rounds(first, stream=use_stream), message_id)
+
+    def stream_recovered(
+        self, message_id: int, batch: ToolBatch, *, stream: bool | None = None
+    ) -> Iterator[Event]:
+        """Finish a run that a crash interrupted: answer its journaled `batch`, read on.
+
+        Calls the journal shows finished are not run again (their outputs are sent); calls
+        that started and never finished run again only if their tool is idempotent.
+        """
+        self._message = message_id
+        use_stream = self.bridge.stream if stream is None else stream
+        events = iter([ToolCallsRequested(batch=batch)])
+        return self._journaled(self._rounds(events, stream=use_stream), message_id)
 
     def close(self) -> None:
         """Release the conversation's tool resources (pooled connections, sessions)."""
@@ -238,6 +282,24 @@ class Conversation:
         self.close()
 
     # --- the loop -----------------------------------------------------------------------------
+
+    def _begin(self, query: str) -> int:
+        """Write the query down as a running message of this conversation."""
+        self.bridge.journal.add_conversation(self.id, end_user_id=self.end_user_id)
+        self._message = self.bridge.journal.begin_message(self.id, query)
+        return self._message
+
+    def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
+        """Pass a run's events through; write how its message ended."""
+        trail = MessageTrail(self.bridge.journal, message_id)
+        try:
+            for event in events:
+                trail.see(event)
+                yield event
+        except BaseException as exc:
+            trail.close(exc, rounds=self.last_rounds)
+            raise
+        trail.close(None, rounds=self.last_rounds)
 
     def _rounds(self, events: Iterator[Event], *, stream: bool) -> Iterator[Event]:
         """Read a run's events; answer each tool batch; stop at the end of the run."""
@@ -259,6 +321,7 @@ class Conversation:
                 self.last_rounds += 1
                 runs = yield from self._run_batch(batch)
                 runs_this_ask.extend(r for r in runs if r not in runs_this_ask)
+                self.ledger.submit(batch)
                 events = self.bridge.platform.submit(
                     self.id,
                     batch,
@@ -291,42 +354,23 @@ class Conversation:
 
     def _run_batch(self, batch: ToolBatch) -> Generator[Event, None, list[ToolRun]]:
         """Run the calls of a batch that never ran; yield their start/finish events."""
-        fresh = [c for c in batch.calls if c.call_id not in self.ledger]
-        for call in batch.calls:
-            if call.call_id in self.ledger:
-                logger.info("call %s already ran; sending its recorded output", call.call_id)
+        ledger = self.ledger
+        ledger.receive(batch, self._message)
+        fresh, interrupted = ledger.plan(batch, self.bridge.toolbox)
         allowed, rejected = self._approve(fresh)
-        for run in rejected:
-            self.ledger[run.call_id] = run
-        updates: queue.Queue[Event | None] = queue.Queue()
-        failure: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                self.bridge.dispatcher.run(
-                    allowed,
-                    scope=self._conversation_scope(),
-                    on_start=lambda call: updates.put(ToolCallStarted(call=call)),
-                    on_finish=lambda run: updates.put(ToolCallFinished(run=run)),
-                )
-            except BaseException as exc:  # errors="raise" surfaces here
-                failure.append(exc)
-            finally:
-                updates.put(None)
-
-        for run in rejected:
+        for run in (*interrupted, *rejected):
+            ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
+        # Written for the whole batch before the dispatcher gets it: its start events reach
+        # this thread only after a call may already be running.
+        ledger.start(allowed)
         if allowed:
-            worker = threading.Thread(target=work, name="toolbridge-batch", daemon=True)
-            worker.start()
-            while (update := updates.get()) is not None:
+            updates = self.bridge.dispatcher.iter_run(allowed, scope=self._conversation_scope())
+            for update in updates:
                 if isinstance(update, ToolCallFinished):
-                    self.ledger[update.run.call_id] = update.run
+                    ledger.finish(update.run)
                 yield self._emit(update)
-            worker.join()
-            if failure:
-                raise failure[0]
-        return [self.ledger[call.call_id] for call in batch.calls]
+        return [ledger[call.call_id] for call in batch.calls]
 
     def _approve(self, calls: list[ToolCall]) -> tuple[list[ToolCall], list[ToolRun]]:
         """Split calls into those allowed to run and rejection records for the rest."""

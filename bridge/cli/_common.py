@@ -61,26 +61,31 @@ PlatformOpt = Annotated[
     str, typer.Option("--platform", help="Agent platform: appbuilder or openai.")
 ]
 AppIdOpt = Annotated[
-    str | None, typer.Option("--app-id", help="AppBuilder app id [env: APPBUILDER_APP_ID].")
+    str | None, typer.Option("--app-id", help="AppBuilder app id (env APPBUILDER_APP_ID).")
 ]
 TokenOpt = Annotated[
     str | None,
-    typer.Option("--token", help="AppBuilder token [env: APPBUILDER_TOKEN].", show_default=False),
+    typer.Option("--token", help="AppBuilder token (env APPBUILDER_TOKEN).", show_default=False),
 ]
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="Gateway (appbuilder) [env: GATEWAY_URL_V2] or server /v1 URL (openai) "
-        "[env: OPENAI_BASE_URL].",
+        help="AppBuilder gateway (env GATEWAY_URL_V2), or the server's /v1 URL with "
+        "--platform openai (env OPENAI_BASE_URL).",
     ),
 ]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", help="Model name (openai) [env: OPENAI_MODEL].")
+    str | None,
+    typer.Option("--model", help="Model name, with --platform openai (env OPENAI_MODEL)."),
 ]
 ApiKeyOpt = Annotated[
     str | None,
-    typer.Option("--api-key", help="API key (openai) [env: OPENAI_API_KEY].", show_default=False),
+    typer.Option(
+        "--api-key",
+        help="API key, with --platform openai (env OPENAI_API_KEY).",
+        show_default=False,
+    ),
 ]
 
 

@@ -13,6 +13,7 @@ drop is made real, and a log filter keeps those planned drops out of the error l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -112,13 +113,31 @@ class BlockResponse(Response):
                 raise DroppedConnectionError(f"dropped after {self._drop_after} bytes")
             await send({"type": "http.response.body", "body": self.body, "more_body": False})
             return
-        for index, block in enumerate(self._blocks):
-            if self._drop_after is not None and index >= self._drop_after:
-                raise DroppedConnectionError(f"dropped after {index} SSE messages")
-            if self._delay:
-                await asyncio.sleep(self._delay)
-            await send({"type": "http.response.body", "body": block, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone)) if self._delay else None
+        try:
+            for index, block in enumerate(self._blocks):
+                if self._drop_after is not None and index >= self._drop_after:
+                    raise DroppedConnectionError(f"dropped after {index} SSE messages")
+                if self._delay:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(gone.wait(), self._delay)
+                if gone.is_set():
+                    return  # the client left: stop sleeping through the rest of the stream
+                await send({"type": "http.response.body", "body": block, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    """Set `gone` when the client disconnects (the request body was already read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
 
 
 class RecordingMiddleware:

@@ -34,6 +34,7 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
+from bridge.platforms._http import new_session
 from bridge.platforms._openai_wire import BODY_LIMIT, error_details, trim
 from bridge.platforms.retry import ExcKind, RetryPolicy
 from bridge.types import Event
@@ -81,7 +82,7 @@ class ChatTransport:
         self.idle_timeout = idle_timeout
         self.retry_policy = retry_policy
         self._owns_session = session is None
-        self._session = session if session is not None else requests.Session()
+        self._session = session if session is not None else new_session(url)
 
     def close(self) -> None:
         """Close the session if this transport created it."""

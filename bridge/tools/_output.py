@@ -9,7 +9,16 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-__all__ = ["HIDDEN_ERROR", "describe_exception", "serialize", "truncate"]
+from bridge.tools.spec import ToolSpec
+
+__all__ = [
+    "HIDDEN_ERROR",
+    "describe_exception",
+    "invalid_arguments",
+    "parse_arguments",
+    "serialize",
+    "truncate",
+]
 
 HIDDEN_ERROR = "The tool failed; details were logged."
 """The output of a failed call with `errors="hidden"`."""
@@ -57,3 +66,33 @@ def describe_exception(exc: BaseException) -> str:
     """``"<ExceptionType>: <message>"`` (just the type when the message is empty)."""
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+
+
+def parse_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
+    """The arguments as a dict, or a sentence saying why they are not a JSON object."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not arguments.strip():
+        return {}  # some servers send "" for a call without arguments
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return f"the arguments are not valid JSON ({exc}); expected a JSON object"
+    if not isinstance(value, dict):
+        kind = "null" if value is None else "boolean" if isinstance(value, bool) else None
+        kind = kind or _JSON_TYPES.get(type(value), type(value).__name__)
+        return f"the arguments must be a JSON object, got a JSON {kind}"
+    return value
+
+
+def invalid_arguments(spec: ToolSpec, problems: list[str]) -> str:
+    """The output for arguments that do not fit: each problem, then the compact schema."""
+    schema = json.dumps(spec.parameters, ensure_ascii=False, separators=(",", ":"))
+    lines = "\n".join(f"- {problem}" for problem in problems)
+    return (
+        f"Invalid arguments for tool {spec.name!r}; it was not run.\n{lines}\n"
+        f"Expected arguments (JSON Schema): {schema}"
+    )

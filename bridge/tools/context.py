@@ -17,10 +17,13 @@ cookie jar or transaction must never leak from one to the next. To reuse expensi
 connections across conversations, let the factory draw from a real pool (e.g. SQLAlchemy's
 `engine.connect`, whose `close()` returns the connection to the engine).
 
-How a resource is closed, first match wins (`aresource` tries the async forms first):
-`close()` (awaited when it returns an awaitable), `aclose()`, a context manager (entered on
-creation, the tool receives what `__enter__`/`__aenter__` returns; exited on release);
-anything else is simply dropped. A closer that fails is logged and the slot is freed anyway.
+How a resource is closed: `resource()` uses `close()`, else a context manager, else
+`aclose()`; `aresource()` uses `aclose()`, else `close()` (awaited if it returns an
+awaitable), else an async or sync context manager. A context manager is entered when the
+resource is made (the tool receives what `__enter__`/`__aenter__` returns) and exited on
+release. Anything else is simply dropped. Async closers run on the loop that made the
+resource. A closer that fails is logged and the slot is freed anyway. A call abandoned after a
+timeout keeps the conversation's resources until it really returns.
 """
 
 from __future__ import annotations
@@ -30,11 +33,22 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
-from bridge.errors import BridgeError, UsageError
+from bridge.errors import UsageError
+from bridge.tools._resources import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_POOL_TIMEOUT,
+    Entry,
+    Held,
+    PoolExhaustedError,
+    finish_elsewhere,
+    on_event_loop,
+    pool_for,
+    prepare_async,
+    prepare_sync,
+)
 
 __all__ = ["ConversationScope", "PoolExhaustedError", "ToolContext"]
 
@@ -42,160 +56,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_POOL_SIZE = 8
-DEFAULT_POOL_TIMEOUT = 30.0
-_CLOSE_TIMEOUT = 30.0
-"""Seconds a sync `close()` waits for an async closer running on another thread's loop."""
 
 _TOOL_LOGGER = logging.getLogger("bridge.tool")
-
-
-class PoolExhaustedError(BridgeError, TimeoutError):
-    """Every resource of a pool is held by other conversations and none came free in time."""
-
-
-def _factory_name(factory: Callable[..., Any]) -> str:
-    module = getattr(factory, "__module__", None) or ""
-    qualname = getattr(factory, "__qualname__", None) or repr(factory)
-    return f"{module}.{qualname}" if module else qualname
-
-
-class _Pool:
-    """A bounded set of slots for one factory; a slot is held while a conversation holds one."""
-
-    def __init__(self, factory: Callable[..., Any], size: int) -> None:
-        self.name = _factory_name(factory)
-        self.size = size
-        self._in_use = 0
-        self._cond = threading.Condition()
-
-    @property
-    def in_use(self) -> int:
-        """How many slots are held right now."""
-        with self._cond:
-            return self._in_use
-
-    def try_acquire(self) -> bool:
-        with self._cond:
-            if self._in_use < self.size:
-                self._in_use += 1
-                return True
-            return False
-
-    def acquire(self, timeout: float) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._in_use < self.size, timeout):
-                raise self.exhausted(timeout)
-            self._in_use += 1
-
-    def release(self) -> None:
-        with self._cond:
-            self._in_use -= 1
-            self._cond.notify()
-
-    def exhausted(self, timeout: float) -> PoolExhaustedError:
-        return PoolExhaustedError(
-            f"no resource from {self.name} came free within {timeout:g} s: all {self.size} "
-            f"(pool_size={self.size}) are held by other conversations; raise pool_size or "
-            "end idle conversations sooner"
-        )
-
-
-# Pools are process-wide, keyed by the factory, rather than owned by a Dispatcher: the bound
-# protects something outside the process (a database's connection limit, the memory browsers
-# take), and two dispatchers in one process (daemon workers, tests) must share that limit.
-_pools: dict[Callable[..., Any], _Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def _pool_for(factory: Callable[..., Any], pool_size: int, timeout: float) -> _Pool:
-    if not callable(factory):
-        raise UsageError(f"resource factory must be callable, got {type(factory).__name__}")
-    if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-        raise UsageError(f"pool_size must be an integer >= 1, got {pool_size!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-        raise UsageError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-    with _pools_lock:
-        pool = _pools.get(factory)
-        if pool is None:
-            pool = _pools[factory] = _Pool(factory, pool_size)
-        elif pool.size != pool_size:
-            raise UsageError(
-                f"the pool for {pool.name} already has pool_size={pool.size}, got "
-                f"pool_size={pool_size}; pass the same pool_size wherever this factory is used"
-            )
-        return pool
-
-
-@dataclass
-class _Held:
-    """A resource a conversation holds: its slot, the value and how to close it."""
-
-    pool: _Pool
-    value: Any
-    closer: Callable[[], Any] | None
-    loop: asyncio.AbstractEventLoop | None
-    """The loop the resource was made on: async closers must run there."""
-
-
-@dataclass
-class _Entry:
-    """One factory's resource in a scope; `ready` is set once it is made (or failed)."""
-
-    ready: threading.Event = field(default_factory=threading.Event)
-    held: _Held | None = None
-    error: BaseException | None = None
-
-
-def _prepare_sync(value: Any) -> tuple[Any, Callable[[], Any] | None]:
-    if callable(getattr(value, "close", None)):
-        return value, value.close
-    if hasattr(value, "__enter__") and hasattr(value, "__exit__"):
-        return value.__enter__(), lambda: value.__exit__(None, None, None)
-    if callable(getattr(value, "aclose", None)):
-        return value, value.aclose
-    if hasattr(value, "__aenter__"):
-        raise UsageError(
-            f"{type(value).__name__} is an async context manager: call "
-            "`await ctx.aresource(factory)` from an async tool"
-        )
-    return value, None
-
-
-async def _prepare_async(value: Any) -> tuple[Any, Callable[[], Any] | None]:
-    if callable(getattr(value, "aclose", None)):
-        return value, value.aclose
-    if callable(getattr(value, "close", None)):
-        return value, value.close
-    if hasattr(value, "__aenter__") and hasattr(value, "__aexit__"):
-        return await value.__aenter__(), lambda: value.__aexit__(None, None, None)
-    if hasattr(value, "__enter__") and hasattr(value, "__exit__"):
-        return value.__enter__(), lambda: value.__exit__(None, None, None)
-    return value, None
-
-
-async def _as_coroutine(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
-
-
-def _finish_elsewhere(awaitable: Awaitable[Any], loop: asyncio.AbstractEventLoop | None) -> None:
-    """Finish an async closer from sync code, on the loop the resource belongs to."""
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    coro: Coroutine[Any, Any, Any] = _as_coroutine(awaitable)
-    if loop is not None and loop.is_running() and not loop.is_closed():
-        if running is loop:
-            # close() was called synchronously from that loop's own thread: blocking would
-            # deadlock, so the closer runs as a task (use `await scope.aclose()` to wait).
-            loop.create_task(coro)
-            return
-        asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=_CLOSE_TIMEOUT)
-    elif running is None:
-        asyncio.run(coro)
-    else:
-        running.create_task(coro)
 
 
 class ConversationScope:
@@ -217,7 +79,7 @@ class ConversationScope:
         self.state: dict[str, Any] = {}
         """Shared by every call of this conversation, also by calls running at the same time."""
         self._lock = threading.Lock()
-        self._entries: dict[Callable[..., Any], _Entry] = {}
+        self._entries: dict[Callable[..., Any], Entry] = {}
         self._active = 0
         self._closed = False
         self._released = False
@@ -250,7 +112,7 @@ class ConversationScope:
                     if held.loop in (None, running):
                         await result
                     else:
-                        await asyncio.to_thread(_finish_elsewhere, result, held.loop)
+                        await asyncio.to_thread(finish_elsewhere, result, held.loop)
             except Exception:
                 logger.exception("closing a resource of %s failed", held.pool.name)
             finally:
@@ -268,7 +130,7 @@ class ConversationScope:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _begin_close(self) -> list[_Held]:
+    def _begin_close(self) -> list[Held]:
         with self._lock:
             self._closed = True
             if self._active:
@@ -283,7 +145,7 @@ class ConversationScope:
                 return []
             return self._take_all()
 
-    def _take_all(self) -> list[_Held]:
+    def _take_all(self) -> list[Held]:
         """Hand over every held resource for release, newest first (caller holds the lock)."""
         if self._released:
             return []
@@ -293,11 +155,11 @@ class ConversationScope:
         return held[::-1]
 
     @staticmethod
-    def _release(held: _Held) -> None:
+    def _release(held: Held) -> None:
         try:
             result = held.closer() if held.closer is not None else None
             if inspect.isawaitable(result):
-                _finish_elsewhere(result, held.loop)
+                finish_elsewhere(result, held.loop)
         except Exception:
             logger.exception("closing a resource of %s failed", held.pool.name)
         finally:
@@ -326,7 +188,7 @@ class ConversationScope:
 
     # --- resources ---------------------------------------------------------------------------
 
-    def _claim(self, factory: Callable[..., Any]) -> tuple[_Entry, bool]:
+    def _claim(self, factory: Callable[..., Any]) -> tuple[Entry, bool]:
         """The entry for `factory` and whether this caller must make the resource."""
         with self._lock:
             if self._closed:
@@ -336,12 +198,12 @@ class ConversationScope:
             entry = self._entries.get(factory)
             if entry is not None:
                 return entry, False
-            entry = self._entries[factory] = _Entry()
+            entry = self._entries[factory] = Entry()
             return entry, True
 
-    def _settle(self, factory: Callable[..., Any], entry: _Entry) -> None:
+    def _settle(self, factory: Callable[..., Any], entry: Entry) -> None:
         """Publish the outcome of making a resource; a resource made too late is released."""
-        late: _Held | None = None
+        late: Held | None = None
         with self._lock:
             if entry.error is not None:
                 self._entries.pop(factory, None)
@@ -355,7 +217,7 @@ class ConversationScope:
             self._release(late)
 
     @staticmethod
-    def _result(entry: _Entry) -> Any:
+    def _result(entry: Entry) -> Any:
         if entry.error is not None:
             raise entry.error
         assert entry.held is not None
@@ -369,13 +231,22 @@ class ConversationScope:
         timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> T:
         """This conversation's resource made by `factory` (see `ToolContext.resource`)."""
-        pool = _pool_for(factory, pool_size, timeout)
+        pool = pool_for(factory, pool_size, timeout)
         entry, mine = self._claim(factory)
         if not mine:
             entry.ready.wait()
             return self._result(entry)  # type: ignore[no-any-return]
         try:
-            pool.acquire(timeout)
+            if on_event_loop():
+                # Waiting here would freeze the loop, and with it whatever could free a slot.
+                if not pool.try_acquire():
+                    exc = pool.exhausted(0)
+                    raise PoolExhaustedError(
+                        f"{exc.message} (called from an event loop, so it did not wait: use "
+                        "`await ctx.aresource(...)` in async tools)"
+                    )
+            else:
+                pool.acquire(timeout)
             try:
                 made = factory()
                 if inspect.isawaitable(made):
@@ -385,11 +256,11 @@ class ConversationScope:
                         f"{pool.name} is an async factory: call `await ctx.aresource(...)` "
                         "from an async tool"
                     )
-                value, closer = _prepare_sync(made)
+                value, closer = prepare_sync(made)
             except BaseException:
                 pool.release()
                 raise
-            entry.held = _Held(pool, value, closer, None)
+            entry.held = Held(pool, value, closer, None)
         except BaseException as exc:
             entry.error = exc
         self._settle(factory, entry)
@@ -403,7 +274,7 @@ class ConversationScope:
         timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> T:
         """Async `resource`: waits without blocking the loop; the factory may be async."""
-        pool = _pool_for(factory, pool_size, timeout)
+        pool = pool_for(factory, pool_size, timeout)
         entry, mine = self._claim(factory)
         if not mine:
             while not entry.ready.is_set():
@@ -423,11 +294,11 @@ class ConversationScope:
                 made = factory()
                 if inspect.isawaitable(made):
                     made = await made
-                value, closer = await _prepare_async(made)
+                value, closer = await prepare_async(made)
             except BaseException:
                 pool.release()
                 raise
-            entry.held = _Held(pool, value, closer, asyncio.get_running_loop())
+            entry.held = Held(pool, value, closer, asyncio.get_running_loop())
         except BaseException as exc:
             entry.error = exc
         self._settle(factory, entry)
@@ -495,7 +366,8 @@ class ToolContext:
 
         Every call of this conversation gets the same object back; it is closed when the
         conversation ends. Pass the same callable each time (a module-level function or a
-        class, not a fresh lambda): the factory is the pool's key.
+        class, not a fresh lambda): the factory is the pool's key. Called on an event loop
+        (from an async tool) it never waits for a slot; use `aresource` there.
 
         Args:
             factory: Makes one resource (a DB connection, a browser session...).

@@ -18,22 +18,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import json
 import logging
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.errors import UsageError, redact
-from bridge.tools._output import HIDDEN_ERROR, describe_exception, serialize, truncate
+from bridge.tools._output import (
+    HIDDEN_ERROR,
+    describe_exception,
+    invalid_arguments,
+    parse_arguments,
+    serialize,
+    truncate,
+)
 from bridge.tools._runtime import LoopThread, Workers, bridge_future
 from bridge.tools.context import ConversationScope, ToolContext
 from bridge.tools.spec import ArgumentError, ToolSpec
-from bridge.types import ErrorKind, ToolCall, ToolRun
+from bridge.types import ErrorKind, ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
 if TYPE_CHECKING:
     from bridge.tools.toolbox import Toolbox
@@ -205,6 +211,30 @@ class Dispatcher:
         Returns:
             One `ToolRun` per call, in the order of `calls`.
         """
+        updates = self.iter_run(calls, scope=scope)
+        while True:
+            try:
+                event = next(updates)
+            except StopIteration as done:
+                runs: list[ToolRun] = done.value
+                return runs
+            if isinstance(event, ToolCallStarted):
+                _call_safely(on_start, event.call)
+            else:
+                _call_safely(on_finish, event.run)
+
+    def iter_run(
+        self, calls: Iterable[ToolCall], *, scope: ConversationScope | None = None
+    ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
+        """Run a batch, yielding each call as it starts and finishes; return the runs.
+
+        The same as `run` for a caller that wants the progress as events in its own thread
+        (the conversation loop streams them): no extra thread, no callbacks. Closing the
+        generator early cancels the batch.
+
+        Returns:
+            One `ToolRun` per call, in the order of `calls` (the generator's return value).
+        """
         batch = self._checked(calls)
         if not batch:
             return []
@@ -214,22 +244,21 @@ class Dispatcher:
                 "Dispatcher.run() was called from an async tool of the same dispatcher; "
                 "use `await dispatcher.arun(...)` there"
             )
-        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
         future = asyncio.run_coroutine_threadsafe(
             self._batch(
                 batch,
                 scope,
-                (lambda call: events.put(("start", call))) if on_start else None,
-                (lambda run: events.put(("finish", run))) if on_finish else None,
+                lambda call: events.put(ToolCallStarted(call=call)),
+                lambda run: events.put(ToolCallFinished(run=run)),
             ),
             loop_thread.loop,
         )
-        future.add_done_callback(lambda _: events.put(("done", None)))
+        future.add_done_callback(lambda _: events.put(None))
         try:
-            while (event := events.get())[0] != "done":
-                kind, value = event
-                _call_safely(on_start if kind == "start" else on_finish, value)
-        except BaseException:  # e.g. KeyboardInterrupt: stop the batch, do not orphan it
+            while (event := events.get()) is not None:
+                yield event
+        except BaseException:  # KeyboardInterrupt, GeneratorExit: stop the batch, never orphan it
             future.cancel()
             raise
         return future.result()
@@ -350,16 +379,17 @@ class Dispatcher:
         spec = self.toolbox.get(call.name)
         if spec is None:
             return self._unknown(call.name), "unknown_tool"
-        raw = _parse_arguments(call.arguments)
+        raw = parse_arguments(call.arguments)
         if isinstance(raw, str):
-            return _invalid(spec, [raw]), "invalid_arguments"
+            return invalid_arguments(spec, [raw]), "invalid_arguments"
         try:
             if spec.options.before is not None:
-                raw = spec.options.before(raw)
+                # A copy: the record must show what the agent sent, even if `before` edits it.
+                raw = spec.options.before(dict(raw))
             kwargs = spec.validate(raw)
         except ArgumentError as exc:
             logger.info("invalid arguments for %r (call %s): %s", spec.name, call.call_id, exc)
-            return _invalid(spec, exc.problems), "invalid_arguments"
+            return invalid_arguments(spec, exc.problems), "invalid_arguments"
         except Exception as exc:
             return self._failed(spec, call, exc), "tool_error"
         cancelled = threading.Event()
@@ -488,35 +518,6 @@ class Dispatcher:
         if self.errors == "hidden":
             return HIDDEN_ERROR
         return redact(describe_exception(exc))
-
-
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
-
-
-def _parse_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
-    """The arguments as a dict, or a sentence saying why they are not a JSON object."""
-    if isinstance(arguments, dict):
-        return arguments
-    if not arguments.strip():
-        return {}  # some servers send "" for a call without arguments
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        return f"the arguments are not valid JSON ({exc}); expected a JSON object"
-    if not isinstance(value, dict):
-        kind = "null" if value is None else "boolean" if isinstance(value, bool) else None
-        kind = kind or _JSON_TYPES.get(type(value), type(value).__name__)
-        return f"the arguments must be a JSON object, got a JSON {kind}"
-    return value
-
-
-def _invalid(spec: ToolSpec, problems: list[str]) -> str:
-    schema = json.dumps(spec.parameters, ensure_ascii=False, separators=(",", ":"))
-    lines = "\n".join(f"- {problem}" for problem in problems)
-    return (
-        f"Invalid arguments for tool {spec.name!r}; it was not run.\n{lines}\n"
-        f"Expected arguments (JSON Schema): {schema}"
-    )
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

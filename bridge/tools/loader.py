@@ -1,8 +1,13 @@
 """Load tools from SPEC strings, as the command line names them.
 
-A SPEC is a `.py` file path (`tools/weather.py`) or an importable module name
-(`mypackage.tools`). Each kind is one entry of `_LOADERS` (a test on the SPEC and a loader);
-adding a kind later (an OpenAPI document, an MCP server URL...) means adding one entry.
+A SPEC is one of (each kind is one entry of `_LOADERS`: a test on the SPEC and a loader):
+
+    tools/weather.py                      a Python file (its @manifest functions)
+    mypackage.tools                       an importable module
+    manifests/intranet.yaml               declarative HTTP tools (.yaml, .yml or .json)
+    "openapi:api.json --include tickets"  an OpenAPI 3.x document (path or URL), with options
+    "mcp:uvx mcp-server-time"             an MCP server started over stdio (split like a shell)
+    mcp+http://127.0.0.1:8000/mcp         an MCP server over streamable HTTP
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import UsageError
@@ -17,6 +23,28 @@ from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
 
 __all__ = ["load_tools"]
+
+
+@dataclass(frozen=True)
+class _Options:
+    allow_hosts: tuple[str, ...] = ()
+
+
+def _is_source(spec: str) -> bool:
+    from bridge.sources import is_source_spec
+
+    return is_source_spec(spec)
+
+
+def _load_source(spec: str, toolbox: Toolbox, options: _Options) -> list[ToolSpec]:
+    from bridge.sources import open_source
+
+    source = open_source(spec, allow_hosts=options.allow_hosts)
+    try:
+        return toolbox.add_source(source)
+    except BaseException:
+        source.close()
+        raise
 
 
 def _is_file(spec: str) -> bool:
@@ -27,11 +55,11 @@ def _is_module(spec: str) -> bool:
     return all(part.isidentifier() for part in spec.split("."))
 
 
-def _load_file(spec: str, toolbox: Toolbox) -> list[ToolSpec]:
+def _load_file(spec: str, toolbox: Toolbox, options: _Options) -> list[ToolSpec]:
     return toolbox.add(Path(spec))
 
 
-def _load_module(spec: str, toolbox: Toolbox) -> list[ToolSpec]:
+def _load_module(spec: str, toolbox: Toolbox, options: _Options) -> list[ToolSpec]:
     try:
         module = importlib.import_module(spec)
     except ModuleNotFoundError as exc:
@@ -46,36 +74,55 @@ def _load_module(spec: str, toolbox: Toolbox) -> list[ToolSpec]:
     return toolbox.add(module)
 
 
-_LOADERS: list[tuple[Callable[[str], bool], Callable[[str, Toolbox], list[ToolSpec]]]] = [
+_LOADERS: list[tuple[Callable[[str], bool], Callable[[str, Toolbox, _Options], list[ToolSpec]]]] = [
+    (_is_source, _load_source),
     (_is_file, _load_file),
     (_is_module, _load_module),
 ]
 
 
-def load_tools(specs: Sequence[str], toolbox: Toolbox | None = None) -> Toolbox:
+def load_tools(
+    specs: Sequence[str],
+    toolbox: Toolbox | None = None,
+    *,
+    allow_hosts: Sequence[str] = (),
+) -> Toolbox:
     """Register the tools of every SPEC in `toolbox` (a new one when None) and return it.
 
+    Sources that hold resources (HTTP sessions, MCP server processes) are closed by
+    `Toolbox.close()`; on an error, the sources this call opened are closed before it raises.
+
     Args:
-        specs: `.py` file paths and module names; a single string is one SPEC.
+        specs: SPEC strings (see the module docstring); a single string is one SPEC.
         toolbox: Where to add the tools.
+        allow_hosts: Hosts HTTP and OpenAPI tools may reach besides those their manifest names
+            (``host``, ``host:port`` or ``*.domain``).
 
     Raises:
         UsageError: For a missing file, an import error (with the original error line), a
-            module without `@manifest` functions, or a SPEC of no known kind.
+            module without `@manifest` functions, an invalid manifest or document, an MCP
+            server that cannot be started, or a SPEC of no known kind.
     """
     if isinstance(specs, str):
         specs = [specs]
+    options = _Options(allow_hosts=tuple(allow_hosts))
     box = toolbox if toolbox is not None else Toolbox()
-    for spec in specs:
-        for matches, load in _LOADERS:
-            if matches(spec):
-                load(spec, box)
-                break
-        else:
-            raise UsageError(
-                f"cannot load tools from {spec!r}: expected a path to a .py file or a module "
-                "name such as package.module"
-            )
+    try:
+        for spec in specs:
+            for matches, load in _LOADERS:
+                if matches(spec):
+                    load(spec, box, options)
+                    break
+            else:
+                raise UsageError(
+                    f"cannot load tools from {spec!r}: expected a .py file, a module name such "
+                    "as package.module, a .yaml/.yml/.json HTTP tools manifest, "
+                    "openapi:PATH_OR_URL, mcp:COMMAND or mcp+http://HOST:PORT/PATH"
+                )
+    except BaseException:
+        if toolbox is None:
+            box.close()
+        raise
     return box
 
 

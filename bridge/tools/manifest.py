@@ -1,27 +1,35 @@
 """Describe Python functions as tools: the `manifest` decorators and `build_spec`.
 
-The decorators only record metadata on the function (and return the very same object, so it
-stays callable exactly as before); `build_spec` reads that metadata, the signature, the type
-hints and the docstring once, and produces the frozen `ToolSpec`. Because nothing is computed
-while decorating, the order of the decorators does not matter.
+The decorators (defined in `bridge.tools._decorators`) only record metadata on the function and
+return the very same object, so it stays callable exactly as before; `build_spec` reads that
+metadata, the signature, the type hints and the docstring once, and produces the frozen
+`ToolSpec`. Because nothing is computed while decorating, the order of the decorators does not
+matter.
 
 Precedence for every description: decorator > `Annotated`/`Field` > docstring.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar, get_origin, overload
+from typing import Annotated, Any, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from bridge.errors import UsageError
+from bridge.tools._decorators import (
+    ParamDecl,
+    is_manifest,
+    manifest,
+    manifest_parameter,
+    manifest_return,
+    meta_of,
+    unwrap_method,
+)
 from bridge.tools._describe import (
     NAME_RULE,
     UNRESOLVED,
@@ -59,7 +67,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_ATTR = "__toolbridge_manifest__"
 
 # Types accepted by `@manifest_parameter(type=...)` for an unannotated parameter: JSON Schema
 # names and the Python names the AppBuilder SDK documents.
@@ -89,171 +96,6 @@ _JSON_NAMES = {
     list: "array",
     dict: "object",
 }
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class _ParamDecl:
-    name: str
-    description: str | None = None
-    type: str | None = None
-    required: bool | None = None
-    enum: tuple[Any, ...] | None = None
-    example: Any = NO_DEFAULT
-
-
-@dataclass(frozen=True)
-class _Meta:
-    """What the decorators recorded. Frozen: `functools.wraps` may share it between objects."""
-
-    manifests: int = 0
-    name: str | None = None
-    description: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    params: tuple[_ParamDecl, ...] = ()
-    returns: tuple[tuple[str, str | None], ...] = ()
-
-
-def _target(obj: Any) -> Any:
-    return obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-
-
-def _meta(obj: Any) -> _Meta | None:
-    target = _target(obj)
-    # A class's own dict only: a subclass must not inherit its parent's manifest.
-    own = isinstance(target, type)
-    found = target.__dict__.get(_ATTR) if own else getattr(target, _ATTR, None)
-    return found if isinstance(found, _Meta) else None
-
-
-def _record(obj: F, change: Callable[[_Meta], _Meta]) -> F:
-    target = _target(obj)
-    try:
-        setattr(target, _ATTR, change(_meta(target) or _Meta()))
-    except (AttributeError, TypeError):
-        raise UsageError(
-            f"cannot attach a manifest to {obj!r}: it does not accept attributes; "
-            "decorate the function itself"
-        ) from None
-    return obj
-
-
-def is_manifest(obj: Any) -> bool:
-    """Whether `obj` (a function, method or class) carries `@manifest`."""
-    meta = _meta(obj)
-    return meta is not None and meta.manifests > 0
-
-
-@overload
-def manifest(name: F, /) -> F: ...
-
-
-@overload
-def manifest(
-    name: str | None = None,
-    description: str | None = None,
-    *,
-    timeout: float | None = None,
-    idempotent: bool = False,
-    confirm: bool = False,
-    before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    after: Callable[[Any], Any] | None = None,
-) -> Callable[[F], F]: ...
-
-
-def manifest(
-    name: Any = None,
-    description: str | None = None,
-    *,
-    timeout: float | None = None,
-    idempotent: bool = False,
-    confirm: bool = False,
-    before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    after: Callable[[Any], Any] | None = None,
-) -> Any:
-    """Mark a function (or a pydantic-model tool class) as a tool.
-
-    Works with or without parentheses. Problems (a bad name, a bad option) are reported when the
-    tool is built, all at once.
-
-    Args:
-        name: Tool name; defaults to the function's name. Must match `NAME_RULE`.
-        description: Tool description; defaults to the docstring.
-        timeout: Seconds before a call is abandoned (None: the dispatcher's default).
-        idempotent: The tool is safe to run again after a crash interrupted it.
-        confirm: A person must approve each call.
-        before: Transforms the raw arguments before validation.
-        after: Transforms the result before it is serialised.
-    """
-    if callable(name) and not isinstance(name, str) and description is None:
-        return manifest()(name)
-    options = {
-        "timeout": timeout,
-        "idempotent": idempotent,
-        "confirm": confirm,
-        "before": before,
-        "after": after,
-    }
-
-    def decorate(obj: F) -> F:
-        return _record(
-            obj,
-            lambda meta: dataclasses.replace(
-                meta,
-                manifests=meta.manifests + 1,
-                name=name,
-                description=description,
-                options=options,
-            ),
-        )
-
-    return decorate
-
-
-def manifest_parameter(
-    name: str,
-    description: str | None = None,
-    type: str | None = None,
-    required: bool | None = None,
-    enum: list[Any] | tuple[Any, ...] | None = None,
-    example: Any = NO_DEFAULT,
-) -> Callable[[F], F]:
-    """Describe one parameter of a tool function.
-
-    The signature stays the truth for the type and whether the argument is required: `type`
-    only fills in for an unannotated parameter, and a `type`/`required` that contradicts the
-    signature is logged and ignored (as in the AppBuilder SDK).
-
-    Args:
-        name: The parameter's name in the signature.
-        description: Wins over `Annotated`/`Field` and the docstring.
-        type: JSON Schema or Python type name (`"string"`, `"int"`...) for an unannotated
-            parameter.
-        required: Kept for SDK compatibility; the default value decides.
-        enum: The allowed values (shown to the model and enforced).
-        example: One example value.
-    """
-    decl = _ParamDecl(
-        name=name,
-        description=description,
-        type=type,
-        required=required,
-        enum=tuple(enum) if enum is not None else None,
-        example=example,
-    )
-    return lambda obj: _record(
-        obj, lambda meta: dataclasses.replace(meta, params=(*meta.params, decl))
-    )
-
-
-def manifest_return(description: str, type: str | None = None) -> Callable[[F], F]:
-    """Describe what the tool returns; adds a "Returns: ..." sentence to its description."""
-    returned = (description, type)
-    return lambda obj: _record(
-        obj, lambda meta: dataclasses.replace(meta, returns=(*meta.returns, returned))
-    )
 
 
 class Manifest:
@@ -304,12 +146,12 @@ def build_spec(
         )
     if isinstance(fn, classmethod):
         raise UsageError("build_spec cannot call an unbound classmethod; pass Class.method")
-    fn = _target(fn)
+    fn = unwrap_method(fn)
     if not callable(fn):
         raise UsageError(f"cannot describe {fn!r} as a tool: it is not callable")
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     where = f"{qualname} (in {getattr(fn, '__module__', None) or '?'})"
-    meta = _meta(fn)
+    meta = meta_of(fn)
     problems: list[str] = []
     if meta is not None and meta.manifests > 1:
         problems.append("@manifest is applied more than once")
@@ -324,7 +166,7 @@ def build_spec(
         raise describe_error(where, [f"its signature cannot be read ({exc})"]) from None
     hints = resolve_hints(fn, sig, problems)
     doc = parse_doc(getattr(fn, "__doc__", None), where)
-    decls: dict[str, _ParamDecl] = {}
+    decls: dict[str, ParamDecl] = {}
     for decl in meta.params if meta else ():
         if decl.name in decls:
             problems.append(f"parameter '{decl.name}' is described by two @manifest_parameter")
@@ -428,7 +270,7 @@ def build_spec(
 def _param(
     param: inspect.Parameter,
     hint: Any,
-    decl: _ParamDecl | None,
+    decl: ParamDecl | None,
     doc: str | None,
     problems: list[str],
 ) -> Param:
@@ -482,7 +324,7 @@ def _annotated_text(hint: Any) -> str | None:
 def _check_declared_types(
     parameters: Mapping[str, Any],
     params: list[Param],
-    decls: Mapping[str, _ParamDecl],
+    decls: Mapping[str, ParamDecl],
     where: str,
 ) -> None:
     props = parameters.get("properties", {})
@@ -527,7 +369,7 @@ def build_model_spec(
         UsageError: Naming the class and listing every problem found.
     """
     where = f"{model.__qualname__} (in {model.__module__})"
-    meta = _meta(model)
+    meta = meta_of(model)
     problems: list[str] = []
     if meta is not None and meta.params:
         problems.append(

@@ -59,6 +59,8 @@ NO_DEFAULT: Any = inspect.Parameter.empty
 _NONE_TYPE = type(None)
 
 
+# Lax on purpose: models send 42 for a string id and "3" for a number. Unknown keys are
+# reported before validation (with the accepted names), so the model itself ignores them.
 _CONFIG = ConfigDict(coerce_numbers_to_str=True, extra="ignore")
 
 

@@ -18,11 +18,12 @@ import inspect
 import os
 import re
 import sys
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -31,9 +32,25 @@ from bridge.tools.manifest import NAME_RULE, build_model_spec, build_spec, is_ma
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
 
-__all__ = ["Toolbox", "load_module_file", "manifest_functions"]
+__all__ = ["ToolSource", "Toolbox", "load_module_file", "manifest_functions"]
+
+logger = logging.getLogger(__name__)
 
 _OPTION_KEYS = ("timeout", "idempotent", "confirm", "before", "after")
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Tools that are not Python functions (HTTP manifest, OpenAPI, MCP server): a set of
+    ready specs plus resources (sessions, processes) released by `close()`."""
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools to register."""
+        ...
+
+    def close(self) -> None:
+        """Release what the source holds; called once by `Toolbox.close()`."""
+        ...
 
 
 class Toolbox:
@@ -46,6 +63,7 @@ class Toolbox:
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         """Create a toolbox and `add` each of `tools`."""
         self._specs: dict[str, ToolSpec] = {}
+        self._sources: list[ToolSource] = []
         self._lock = threading.RLock()
         for tool in tools:
             self.add(tool)
@@ -116,6 +134,52 @@ class Toolbox:
             self._check_clashes([spec])
             self._specs[spec.name] = spec
         return spec
+
+    def add_source(self, source: ToolSource) -> list[ToolSpec]:
+        """Register every tool of a source (all or none) and close the source with the toolbox.
+
+        Raises:
+            UsageError: A name is invalid or clashes; the source is then left to the caller.
+        """
+        if not isinstance(source, ToolSource):
+            raise UsageError(
+                f"add_source takes an object with specs() and close() (got {type(source).__name__})"
+            )
+        specs = list(source.specs())
+        for spec in specs:
+            if not isinstance(spec, ToolSpec):
+                raise UsageError(f"{source!r}.specs() returned a {type(spec).__name__}")
+            if not re.fullmatch(NAME_RULE.strip("^$"), spec.name):
+                raise UsageError(
+                    f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not "
+                    f"match {NAME_RULE}"
+                )
+        with self._lock:
+            self._check_clashes(specs)
+            for spec in specs:
+                self._specs[spec.name] = spec
+            self._sources.append(source)
+        return specs
+
+    def close(self) -> None:
+        """Close every added source (newest first): MCP servers stop, HTTP sessions close.
+
+        The tools stay registered; calling them after `close` fails or reconnects, as each
+        source decides. Safe to call more than once.
+        """
+        with self._lock:
+            sources, self._sources = self._sources[::-1], []
+        for source in sources:
+            try:
+                source.close()
+            except Exception:
+                logger.exception("closing the tool source %r failed", source)
+
+    def __enter__(self) -> Toolbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _check_clashes(self, specs: list[ToolSpec]) -> None:
         seen: dict[str, ToolSpec] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +189,26 @@ def test_help_describes_the_command() -> None:
     result = runner.invoke(app, ["call", "--help"])
     assert result.exit_code == 0
     assert "Run one tool through the dispatcher" in result.stdout
+
+
+def test_a_hung_tool_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    # The abandoned worker is a daemon thread: the command exits right after the timeout
+    # instead of waiting for the tool (the subprocess timeout only stops a broken run).
+    (tmp_path / "hung_tools.py").write_text(
+        "import time\n\nfrom bridge.tools import manifest\n\n\n"
+        "@manifest\ndef stuck() -> str:\n"
+        '    """Never returns in time."""\n'
+        "    time.sleep(600)\n"
+        "    return 'late'\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "call", "--timeout", "0.1", "hung_tools.py", "stuck"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "timed out after 0.1 seconds" in done.stderr

@@ -391,3 +391,21 @@ def test_sync_close_finishes_async_closers_on_the_loop_that_made_them() -> None:
         loop = dispatcher._runtime.loop().loop
         scope.close()
         assert seen[0].closed_on is loop
+
+
+def test_sync_resource_on_an_event_loop_does_not_wait_for_a_slot() -> None:
+    make_conn, _ = conn_factory()
+    holder = ConversationScope("holder")
+    holder.resource(make_conn, pool_size=1)
+
+    async def main() -> None:
+        with pytest.raises(PoolExhaustedError) as info:
+            ConversationScope("waiter").resource(make_conn, pool_size=1, timeout=WAIT)
+        assert "pool_size=1" in str(info.value)
+        assert "use `await ctx.aresource(...)` in async tools" in str(info.value)
+        # A free slot is still taken at once.
+        holder.close()
+        with ConversationScope("next") as scope:
+            assert isinstance(scope.resource(make_conn, pool_size=1), Conn)
+
+    asyncio.run(main())

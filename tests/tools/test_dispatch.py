@@ -222,6 +222,9 @@ def test_before_rewrites_the_raw_arguments_before_validation(
     run = run_one(dispatcher, "weather", '{"town": "Lyon", "days": "2"}')
     assert (run.error, run.output) == (None, "Lyon:2")
     assert raw_seen == [{"town": "Lyon", "days": "2"}]  # raw: not yet coerced
+    sent = {"town": "Nice"}
+    run = run_one(dispatcher, "weather", sent)
+    assert (run.output, run.arguments, sent) == ("Nice:1", {"town": "Nice"}, {"town": "Nice"})
 
 
 def test_before_raising_argument_error_is_invalid_arguments(

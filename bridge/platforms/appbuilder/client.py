@@ -22,6 +22,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
+from bridge.platforms._http import new_session
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
     check_conversation_id,
@@ -150,7 +151,7 @@ class AppBuilderClient:
             raise ConfigurationError(str(exc)) from None
         self._authorization = authorization
         self._platform = os.environ.get("APPBUILDER_SDK_PLATFORM", "unknown")
-        self._session = session or requests.Session()
+        self._session = session or new_session(self.base_url)
         self._owns_session = session is None
         self._mcp_context: str | None = None
         self._sleep: Callable[[float], None] = time.sleep

@@ -1,0 +1,292 @@
+"""The conversation loop's cost (ratios measured in one run; never pass/fail).
+
+(a) A two-turn tool conversation on one emulator (query with a tool -> interrupt -> tool runs
+    -> outputs submitted -> answer), done three ways, each in its own subprocess timing itself:
+    - `Bridge.ask` (toolbridge's loop: manifests from the decorator, dispatcher, ledger...);
+    - a minimal hand-written loop with `requests` (no validation, no retries: the floor);
+    - the official appbuilder-sdk 1.1.5 `AppBuilderEventHandler` loop (`run_with_handler`),
+      from `.venv-conformance/` (see tests/support/sdk_venv.py).
+    The three take turns for several rounds so machine noise hits all alike.
+(b) CLI start-up: `toolbridge --help` against `python -c "import appbuilder"` (the SDK's
+    import alone), and `python -c "import bridge"`.
+
+Run: `.venv/bin/python bench/bench_loop.py` (or `make bench`). Options: `--conversations N`,
+`--rounds N`, `--skip-sdk`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # for tests.support.sdk_venv when run as a script
+
+__all__ = ["main"]
+
+SCENARIO = {
+    "settings": {"chunk_chars": 8},
+    "rules": [
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
+            "answer": "The weather in {city} is {outputs.get_weather}. Enjoy your day there!",
+        }
+    ],
+}
+QUERY = "What is the weather in Paris?"
+EXPECTED = "The weather in Paris is sunny, 21 C. Enjoy your day there!"
+WARMUP = 3
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+
+# The official SDK's handler loop, run with .venv-conformance/bin/python.
+SDK_WORKER = r"""
+import json, sys, time
+import appbuilder
+from appbuilder import AppBuilderClient
+from appbuilder.core.console.appbuilder_client.event_handler import AppBuilderEventHandler
+
+def get_weather(city):
+    return "sunny, 21 C"
+
+class Handler(AppBuilderEventHandler):
+    def __init__(self):
+        super().__init__()
+        self.answer = []
+
+    def running(self, run_context, run_response):
+        if run_response.answer:
+            self.answer.append(run_response.answer)
+
+    def interrupt(self, run_context, run_response):
+        outputs = []
+        for call in run_context.current_tool_calls:
+            output = get_weather(**call.function.arguments)
+            outputs.append({"tool_call_id": call.id, "output": output})
+        return outputs
+
+def conversation(client):
+    conversation_id = client.create_conversation()
+    handler = Handler()
+    with client.run_with_handler(conversation_id=conversation_id, query=spec["query"],
+                                 tools=[spec["tool"]], stream=True,
+                                 event_handler=handler) as run:
+        run.until_done()
+    return "".join(handler.answer)
+
+spec = json.loads(sys.argv[1])
+client = AppBuilderClient(spec["app_id"])
+for _ in range(spec["warmup"]):
+    conversation(client)
+wall = []
+for _ in range(spec["n"]):
+    start = time.perf_counter()
+    answer = conversation(client)
+    wall.append(time.perf_counter() - start)
+    if answer != spec["expected"]:
+        raise SystemExit("unexpected answer: %r" % answer)
+print(json.dumps(wall))
+"""
+
+
+def bridge_worker(spec: dict[str, Any]) -> list[float]:
+    """`Bridge.ask` with a decorated tool (runs in a subprocess)."""
+    from bridge import AppBuilderPlatform, Bridge, manifest
+
+    @manifest(description="Current weather of a city")
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City name
+        """
+        return "sunny, 21 C"
+
+    platform = AppBuilderPlatform(
+        app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
+    )
+    with Bridge(platform, [get_weather]) as bridge:
+        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
+
+
+def requests_worker(spec: dict[str, Any]) -> list[float]:
+    """The floor: a hand-written loop with requests and json, nothing else."""
+    import uuid
+
+    import requests
+
+    session = requests.Session()
+    base = spec["base_url"] + "/v2/app/conversation"
+
+    def headers() -> dict[str, str]:
+        request_id = str(uuid.uuid4())
+        return {
+            "Authorization": "Bearer " + spec["token"],
+            "Content-Type": "application/json",
+            "X-Appbuilder-Request-Id": request_id,
+        }
+
+    def run(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        answer, calls = [], []
+        with session.post(base + "/runs", json=body, headers=headers(), stream=True) as reply:
+            for line in reply.iter_lines():
+                if not line.startswith(b"data:"):
+                    continue
+                chunk = json.loads(line[5:])
+                answer.append(chunk.get("answer") or "")
+                for event in chunk.get("content") or []:
+                    calls.extend(event.get("tool_calls") or [])
+        return "".join(answer), calls
+
+    def conversation() -> str:
+        created = session.post(base, json={"app_id": spec["app_id"]}, headers=headers()).json()
+        conversation_id = created["conversation_id"]
+        common = {"app_id": spec["app_id"], "conversation_id": conversation_id, "stream": True}
+        _, calls = run({**common, "query": spec["query"], "tools": [spec["tool"]]})
+        outputs = [{"tool_call_id": c["id"], "output": "sunny, 21 C"} for c in calls]
+        answer, _ = run({**common, "query": "", "tools": [], "tool_outputs": outputs})
+        return answer
+
+    return _timed(spec, conversation)
+
+
+def _timed(spec: dict[str, Any], conversation: Any) -> list[float]:
+    for _ in range(spec["warmup"]):
+        conversation()
+    wall: list[float] = []
+    for _ in range(spec["n"]):
+        start = time.perf_counter()
+        answer = conversation()
+        wall.append(time.perf_counter() - start)
+        if answer != spec["expected"]:
+            raise SystemExit(f"unexpected answer: {answer!r}")
+    return wall
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> list[float]:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    values: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return values
+
+
+def _sdk_python(skip: bool) -> tuple[Path | None, str]:
+    if skip:
+        return None, "--skip-sdk given"
+    try:
+        from tests.support.sdk_venv import SdkVenvError, ensure_sdk_venv
+
+        return ensure_sdk_venv(), ""
+    except (ImportError, SdkVenvError) as exc:
+        return None, f"SDK venv unavailable: {str(exc).splitlines()[0]}"
+
+
+def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
+    """Benchmark (a)."""
+    from bridge.emulator import Emulator
+
+    print(
+        f"(a) two-turn tool conversation (stream), {rounds} alternating rounds of {n} runs "
+        f"per variant after {WARMUP} warm-up runs; median ms per conversation"
+    )
+    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
+    with Emulator(scenario=SCENARIO, faults="") as emulator:
+        spec = {
+            "app_id": emulator.app_id,
+            "token": emulator.token,
+            "base_url": emulator.base_url,
+            "query": QUERY,
+            "tool": TOOL,
+            "expected": EXPECTED,
+            "n": n,
+            "warmup": WARMUP,
+        }
+        arg = json.dumps(spec)
+        sdk_env = {**os.environ, **emulator.env()}
+        for _ in range(rounds):
+            for kind in ("bridge", "requests"):
+                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
+                times[kind] += _run(cmd)
+            if sdk is not None:
+                times["sdk"] += _run([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
+    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
+    print(f"  hand-written requests loop : {med['requests']:7.2f} ms")
+    print(f"  toolbridge Bridge.ask      : {med['bridge']:7.2f} ms")
+    if "sdk" in med:
+        print(f"  official SDK handler loop  : {med['sdk']:7.2f} ms")
+    else:
+        print(f"  official SDK handler loop  : skipped ({why_not})")
+    print(
+        f"  Bridge.ask / hand-written  = {med['bridge'] / med['requests']:.3f}"
+        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%, target < +10%)"
+    )
+    if "sdk" in med:
+        print(f"  SDK / Bridge.ask           = {med['sdk'] / med['bridge']:.3f}  (target > 1)")
+
+
+def _median_runtime(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> float:
+    samples = []
+    for _ in range(repeat + 1):
+        start = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True, timeout=120, env=env)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples[1:]) * 1000  # the first run warms the disk cache
+
+
+def startup_benchmark(sdk: Path | None, why_not: str, repeat: int = 7) -> None:
+    """Benchmark (b)."""
+    print(f"(b) start-up, median of {repeat} runs")
+    toolbridge = shutil.which("toolbridge", path=str(Path(sys.executable).parent))
+    help_cmd = [toolbridge, "--help"] if toolbridge else [sys.executable, "-m", "bridge", "--help"]
+    cli = _median_runtime(help_cmd, repeat)
+    bare = _median_runtime([sys.executable, "-c", "import bridge"], repeat)
+    print(f"  toolbridge --help          : {cli:7.1f} ms")
+    print(f"  python -c 'import bridge'  : {bare:7.1f} ms")
+    if sdk is None:
+        print(f"  python -c 'import appbuilder': skipped ({why_not})")
+        return
+    sdk_import = _median_runtime([str(sdk), "-c", "import appbuilder"], repeat)
+    print(f"  python -c 'import appbuilder': {sdk_import:7.1f} ms")
+    print(f"  import appbuilder / toolbridge --help = {sdk_import / cli:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-sdk", action="store_true")
+    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker = bridge_worker if args.worker == "bridge" else requests_worker
+        print(json.dumps(worker(json.loads(args.spec))))
+        return
+    sdk, why_not = _sdk_python(args.skip_sdk)
+    loop_benchmark(args.conversations, args.rounds, sdk, why_not)
+    startup_benchmark(sdk, why_not)
+
+
+if __name__ == "__main__":
+    main()

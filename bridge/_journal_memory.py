@@ -1,0 +1,239 @@
+"""`MemoryJournal`: the journal of a library `Bridge`, kept in memory (see `bridge.journal`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from bridge.errors import redact
+from bridge.journal import (
+    CallRecord,
+    ConversationRecord,
+    Journal,
+    MessageRecord,
+    MessageStatus,
+    now,
+    redacted_arguments,
+)
+from bridge.types import ToolBatch, ToolRun
+
+__all__ = ["MemoryJournal"]
+
+
+class _Batch:
+    def __init__(self, batch: ToolBatch, message_id: int | None) -> None:
+        self.batch = batch
+        self.message_id = message_id
+        self.submitted = False
+
+
+class _Conv:
+    def __init__(self, conversation_id: str, end_user_id: str | None) -> None:
+        self.record = ConversationRecord(
+            conversation_id=conversation_id,
+            end_user_id=end_user_id,
+            created_at=now(),
+            updated_at=now(),
+        )
+        self.message_ids: list[int] = []
+        self.calls: dict[str, CallRecord] = {}
+        self.batches: list[_Batch] = []
+
+
+class MemoryJournal(Journal):
+    """A journal in memory: the ledger of a library `Bridge`, gone when the process ends.
+
+    Args:
+        max_conversations: how many conversations to keep; beyond that the least recently
+            updated ones without a running message are forgotten, so a long-lived `Bridge`
+            does not grow without bound.
+    """
+
+    def __init__(self, *, max_conversations: int = 1000) -> None:
+        self.max_conversations = max_conversations
+        self._lock = threading.RLock()
+        self._convs: dict[str, _Conv] = {}
+        self._messages: dict[int, MessageRecord] = {}
+        self._next_message = 1
+
+    def __repr__(self) -> str:
+        return f"MemoryJournal(conversations={len(self._convs)})"
+
+    def _conv(self, conversation_id: str) -> _Conv:
+        conv = self._convs.get(conversation_id)
+        if conv is None:
+            conv = self._convs[conversation_id] = _Conv(conversation_id, None)
+            self._evict()
+        return conv
+
+    def _touch(self, conv: _Conv) -> None:
+        conv.record = conv.record.model_copy(update=self._status(conv) | {"updated_at": now()})
+        # Keep the dict ordered by last update: eviction pops from the front.
+        self._convs.pop(conv.record.conversation_id, None)
+        self._convs[conv.record.conversation_id] = conv
+
+    def _status(self, conv: _Conv) -> dict[str, Any]:
+        last = self._messages.get(conv.message_ids[-1]) if conv.message_ids else None
+        return {"status": last.status if last else "new", "messages": len(conv.message_ids)}
+
+    def _evict(self) -> None:
+        for key in list(self._convs):
+            if len(self._convs) <= self.max_conversations:
+                return
+            conv = self._convs[key]
+            if self._status(conv)["status"] != "running":
+                del self._convs[key]
+                for message_id in conv.message_ids:
+                    self._messages.pop(message_id, None)
+
+    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            if end_user_id and conv.record.end_user_id is None:
+                conv.record = conv.record.model_copy(update={"end_user_id": end_user_id})
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            return conv.record if conv else None
+
+    def list_conversations(
+        self, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ConversationRecord], int]:
+        with self._lock:
+            records = [conv.record for conv in reversed(self._convs.values())]
+            return records[offset : offset + limit], len(records)
+
+    def begin_message(self, conversation_id: str, query: str) -> int:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            message_id, self._next_message = self._next_message, self._next_message + 1
+            self._messages[message_id] = MessageRecord(
+                message_id=message_id,
+                conversation_id=conversation_id,
+                query=redact(query),
+                status="running",
+                created_at=now(),
+            )
+            conv.message_ids.append(message_id)
+            self._touch(conv)
+            return message_id
+
+    def end_message(
+        self,
+        message_id: int,
+        *,
+        status: MessageStatus,
+        answer: str = "",
+        error_code: str | None = None,
+        error_message: str | None = None,
+        request_ids: Sequence[str] = (),
+        rounds: int = 0,
+    ) -> None:
+        with self._lock:
+            message = self._messages.get(message_id)
+            if message is None:
+                return
+            self._messages[message_id] = message.model_copy(
+                update={
+                    "status": status,
+                    "answer": redact(answer),
+                    "error_code": error_code,
+                    "error_message": redact(error_message) if error_message else None,
+                    "request_ids": list(request_ids),
+                    "rounds": rounds,
+                    "finished_at": now(),
+                }
+            )
+            conv = self._convs.get(message.conversation_id)
+            if conv is not None:
+                self._touch(conv)
+
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            return [self._messages[m] for m in conv.message_ids] if conv else []
+
+    def unfinished_messages(self) -> list[MessageRecord]:
+        with self._lock:
+            return [m for m in self._messages.values() if m.status == "running"]
+
+    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            last = conv.batches[-1] if conv.batches else None
+            if last is None or last.submitted or last.batch.batch_id != batch.batch_id:
+                conv.batches.append(_Batch(batch, message_id))
+            for call in batch.calls:
+                if call.call_id not in conv.calls:
+                    conv.calls[call.call_id] = CallRecord(
+                        conversation_id=conversation_id,
+                        call_id=call.call_id,
+                        message_id=message_id,
+                        name=call.name,
+                        arguments=redacted_arguments(call.arguments),
+                        state="received",
+                        updated_at=now(),
+                    )
+
+    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            for call_id in call_ids:
+                record = conv.calls.get(call_id)
+                if record is not None and not record.done:
+                    conv.calls[call_id] = record.model_copy(
+                        update={"state": "started", "started_at": now(), "updated_at": now()}
+                    )
+
+    def finish(self, conversation_id: str, run: ToolRun) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            record = conv.calls.get(run.call_id)
+            conv.calls[run.call_id] = CallRecord(
+                conversation_id=conversation_id,
+                call_id=run.call_id,
+                message_id=record.message_id if record else None,
+                name=run.name,
+                arguments=redacted_arguments(run.arguments),
+                state="finished",
+                output=redact(run.output),
+                error=run.error,
+                started_at=run.started_at,
+                duration_ms=run.duration_ms,
+                updated_at=now(),
+            )
+
+    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            for entry in reversed(conv.batches):
+                if entry.batch.batch_id == batch.batch_id and not entry.submitted:
+                    entry.submitted = True
+                    break
+            for call in batch.calls:
+                record = conv.calls.get(call.call_id)
+                if record is not None and record.state == "finished":
+                    conv.calls[call.call_id] = record.model_copy(
+                        update={"state": "submitted", "updated_at": now()}
+                    )
+
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            return conv.calls.get(call_id) if conv else None
+
+    def calls(self, conversation_id: str) -> list[CallRecord]:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            return list(conv.calls.values()) if conv else []
+
+    def pending_batch(self, message_id: int) -> ToolBatch | None:
+        with self._lock:
+            message = self._messages.get(message_id)
+            conv = self._convs.get(message.conversation_id) if message else None
+            for entry in reversed(conv.batches if conv else []):
+                if entry.message_id == message_id:
+                    return None if entry.submitted else entry.batch
+            return None

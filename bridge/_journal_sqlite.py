@@ -1,0 +1,431 @@
+"""`SQLiteJournal`: the durable journal, one SQLite file in WAL mode (see `bridge.journal`).
+
+Durability: every write is one transaction committed with ``synchronous=FULL``, so when a
+method returns, its state survives a crash of the process *and* of the machine. NORMAL would
+be enough against ``kill -9`` in WAL mode but may lose the last transactions on power loss,
+and a lost "started" would let a call run twice after the reboot: exactly-once needs FULL.
+
+Threads: one connection guarded by a lock (``check_same_thread=False``). Writes are serialised
+by SQLite anyway, and each operation is a few small statements, so a second (reader)
+connection was not worth its complexity.
+
+Schema: versioned with ``PRAGMA user_version``; `_MIGRATIONS[i]` moves a file from version i
+to i + 1, applied in one transaction on open. A file from a newer toolbridge is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bridge.errors import UsageError, redact
+from bridge.journal import (
+    CallRecord,
+    ConversationRecord,
+    Journal,
+    MessageRecord,
+    MessageStatus,
+    now,
+    redacted_arguments,
+)
+from bridge.types import ToolBatch, ToolCall, ToolRun
+
+__all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
+
+logger = logging.getLogger(__name__)
+
+_MIGRATIONS: list[str] = [
+    # 0 -> 1: the first schema.
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        end_user_id TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX conversations_by_update ON conversations (updated_at DESC);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        query TEXT NOT NULL,
+        status TEXT NOT NULL,
+        answer TEXT NOT NULL DEFAULT '',
+        error_code TEXT,
+        error_message TEXT,
+        request_ids TEXT NOT NULL DEFAULT '[]',
+        rounds INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE INDEX messages_by_conversation ON messages (conversation_id, id);
+    CREATE INDEX messages_running ON messages (status) WHERE status = 'running';
+    CREATE TABLE batches (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        batch_id TEXT NOT NULL,
+        message_id INTEGER REFERENCES messages (id),
+        calls TEXT NOT NULL,
+        resume TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        submitted_at TEXT
+    );
+    CREATE INDEX batches_by_conversation ON batches (conversation_id, seq);
+    CREATE INDEX batches_by_message ON batches (message_id, seq);
+    CREATE TABLE calls (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        call_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id INTEGER REFERENCES messages (id),
+        name TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at TEXT,
+        duration_ms REAL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, call_id)
+    );
+    CREATE INDEX calls_in_order ON calls (conversation_id, seq);
+    """,
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_CONVERSATION_SELECT = """
+    SELECT c.id, c.end_user_id, c.created_at, c.updated_at,
+           (SELECT status FROM messages m WHERE m.conversation_id = c.id
+            ORDER BY m.id DESC LIMIT 1) AS status,
+           (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) AS messages
+    FROM conversations c
+"""
+
+
+class SQLiteJournal(Journal):
+    """A journal in one SQLite file (WAL, ``synchronous=FULL``), safe across threads.
+
+    Args:
+        path: the database file (created with its folder if missing) or ``":memory:"``.
+        on_write: called with the step name ("conversation", "message", "received",
+            "started", "finished", "submitted", "message_end") after each write is durable;
+            for metrics and fault injection. An exception it raises propagates.
+
+    Raises:
+        UsageError: the file cannot be opened, is not a toolbridge journal, or was written by
+            a newer toolbridge.
+    """
+
+    def __init__(self, path: str | Path, *, on_write: Callable[[str], None] | None = None) -> None:
+        self.path = str(path)
+        self.on_write = on_write
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot open the journal {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"SQLiteJournal({self.path!r})"
+
+    def _migrate(self) -> None:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"the journal {self.path} has schema version {version}, newer than this "
+                f"toolbridge understands ({SCHEMA_VERSION}); upgrade toolbridge"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self._tx() as db:
+                db.executescript(
+                    "BEGIN IMMEDIATE;" + _MIGRATIONS[target - 1] + f"PRAGMA user_version={target};"
+                )
+            logger.info("journal %s migrated to schema version %d", self.path, target)
+
+    @contextmanager
+    def _tx(self, step: str | None = None) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; `on_write(step)` once it is committed."""
+        with self._lock:
+            db = self._db
+            if step is not None:
+                db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                if db.in_transaction:
+                    db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        if step is not None and self.on_write is not None:
+            self.on_write(step)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._db.close()
+            except sqlite3.Error:  # pragma: no cover - closing is best effort
+                logger.exception("closing the journal %s failed", self.path)
+
+    # --- conversations and messages ---------------------------------------------------------------
+
+    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+        stamp = now().isoformat()
+        with self._tx("conversation") as db:
+            db.execute(
+                "INSERT INTO conversations (id, end_user_id, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id)",
+                (conversation_id, end_user_id, stamp, stamp),
+            )
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        rows = self._read(_CONVERSATION_SELECT + " WHERE c.id = ?", (conversation_id,))
+        return _conversation(rows[0]) if rows else None
+
+    def list_conversations(
+        self, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ConversationRecord], int]:
+        rows = self._read(
+            _CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT ? OFFSET ?",
+            (limit, offset),
+        )
+        total = self._read("SELECT count(*) FROM conversations")[0][0]
+        return [_conversation(row) for row in rows], int(total)
+
+    def begin_message(self, conversation_id: str, query: str) -> int:
+        stamp = now().isoformat()
+        with self._tx("message") as db:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
+                (conversation_id, stamp, stamp),
+            )
+            cursor = db.execute(
+                "INSERT INTO messages (conversation_id, query, status, created_at) "
+                "VALUES (?, ?, 'running', ?)",
+                (conversation_id, redact(query), stamp),
+            )
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+
+    def end_message(
+        self,
+        message_id: int,
+        *,
+        status: MessageStatus,
+        answer: str = "",
+        error_code: str | None = None,
+        error_message: str | None = None,
+        request_ids: Sequence[str] = (),
+        rounds: int = 0,
+    ) -> None:
+        stamp = now().isoformat()
+        with self._tx("message_end") as db:
+            db.execute(
+                "UPDATE messages SET status = ?, answer = ?, error_code = ?, error_message = ?, "
+                "request_ids = ?, rounds = ?, finished_at = ? WHERE id = ?",
+                (
+                    status,
+                    redact(answer),
+                    error_code,
+                    redact(error_message) if error_message else None,
+                    json.dumps(list(request_ids)),
+                    rounds,
+                    stamp,
+                    message_id,
+                ),
+            )
+            db.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = "
+                "(SELECT conversation_id FROM messages WHERE id = ?)",
+                (stamp, message_id),
+            )
+
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        rows = self._read(
+            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+        )
+        return [_message(row) for row in rows]
+
+    def unfinished_messages(self) -> list[MessageRecord]:
+        rows = self._read("SELECT * FROM messages WHERE status = 'running' ORDER BY id")
+        return [_message(row) for row in rows]
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
+        stamp = now().isoformat()
+        with self._tx("received") as db:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING",
+                (conversation_id, stamp, stamp),
+            )
+            last = db.execute(
+                "SELECT seq, batch_id, submitted_at FROM batches WHERE conversation_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            if last is not None and last["batch_id"] == batch.batch_id and not last["submitted_at"]:
+                seq = int(last["seq"])  # the same batch again (recovery): keep the first row
+            else:
+                calls = [call.model_dump(mode="json") for call in batch.calls]
+                cursor = db.execute(
+                    "INSERT INTO batches (conversation_id, batch_id, message_id, calls, resume, "
+                    "received_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id,
+                        batch.batch_id,
+                        message_id,
+                        redact(json.dumps(calls, ensure_ascii=False)),
+                        redact(json.dumps(batch.resume, ensure_ascii=False, default=str)),
+                        stamp,
+                    ),
+                )
+                assert cursor.lastrowid is not None
+                seq = cursor.lastrowid
+            db.executemany(
+                "INSERT INTO calls (conversation_id, call_id, seq, message_id, name, arguments, "
+                "state, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'received', ?) "
+                "ON CONFLICT (conversation_id, call_id) DO NOTHING",
+                [
+                    (conversation_id, c.call_id, seq, message_id, c.name, _arguments(c), stamp)
+                    for c in batch.calls
+                ],
+            )
+
+    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+        stamp = now().isoformat()
+        with self._tx("started") as db:
+            db.executemany(
+                "UPDATE calls SET state = 'started', started_at = ?, updated_at = ? "
+                "WHERE conversation_id = ? AND call_id = ? AND state IN ('received', 'started')",
+                [(stamp, stamp, conversation_id, call_id) for call_id in call_ids],
+            )
+
+    def finish(self, conversation_id: str, run: ToolRun) -> None:
+        stamp = now().isoformat()
+        with self._tx("finished") as db:
+            db.execute(
+                "UPDATE calls SET state = 'finished', output = ?, error = ?, started_at = ?, "
+                "duration_ms = ?, updated_at = ? WHERE conversation_id = ? AND call_id = ?",
+                (
+                    redact(run.output),
+                    run.error,
+                    run.started_at.isoformat(),
+                    run.duration_ms,
+                    stamp,
+                    conversation_id,
+                    run.call_id,
+                ),
+            )
+
+    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        stamp = now().isoformat()
+        with self._tx("submitted") as db:
+            db.execute(
+                "UPDATE batches SET submitted_at = ? WHERE seq = (SELECT max(seq) FROM batches "
+                "WHERE conversation_id = ? AND batch_id = ? AND submitted_at IS NULL)",
+                (stamp, conversation_id, batch.batch_id),
+            )
+            db.executemany(
+                "UPDATE calls SET state = 'submitted', updated_at = ? "
+                "WHERE conversation_id = ? AND call_id = ? AND state = 'finished'",
+                [(stamp, conversation_id, call.call_id) for call in batch.calls],
+            )
+
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        rows = self._read(
+            "SELECT * FROM calls WHERE conversation_id = ? AND call_id = ?",
+            (conversation_id, call_id),
+        )
+        return _call(rows[0]) if rows else None
+
+    def calls(self, conversation_id: str) -> list[CallRecord]:
+        rows = self._read(
+            "SELECT * FROM calls WHERE conversation_id = ? ORDER BY seq, rowid", (conversation_id,)
+        )
+        return [_call(row) for row in rows]
+
+    def pending_batch(self, message_id: int) -> ToolBatch | None:
+        rows = self._read(
+            "SELECT * FROM batches WHERE message_id = ? ORDER BY seq DESC LIMIT 1", (message_id,)
+        )
+        if not rows or rows[0]["submitted_at"]:
+            return None
+        row = rows[0]
+        return ToolBatch(
+            batch_id=row["batch_id"],
+            calls=tuple(ToolCall.model_validate(c) for c in json.loads(row["calls"])),
+            resume=json.loads(row["resume"]),
+        )
+
+
+def _arguments(call: ToolCall) -> str:
+    return json.dumps(redacted_arguments(call.arguments), ensure_ascii=False, default=str)
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _conversation(row: sqlite3.Row) -> ConversationRecord:
+    return ConversationRecord(
+        conversation_id=row["id"],
+        end_user_id=row["end_user_id"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        updated_at=datetime.fromisoformat(row["updated_at"]),
+        status=row["status"] or "new",
+        messages=row["messages"],
+    )
+
+
+def _message(row: sqlite3.Row) -> MessageRecord:
+    return MessageRecord(
+        message_id=row["id"],
+        conversation_id=row["conversation_id"],
+        query=row["query"],
+        status=row["status"],
+        answer=row["answer"],
+        error_code=row["error_code"],
+        error_message=row["error_message"],
+        request_ids=json.loads(row["request_ids"]),
+        rounds=row["rounds"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        finished_at=_time(row["finished_at"]),
+    )
+
+
+def _call(row: sqlite3.Row) -> CallRecord:
+    return CallRecord(
+        conversation_id=row["conversation_id"],
+        call_id=row["call_id"],
+        message_id=row["message_id"],
+        name=row["name"],
+        arguments=json.loads(row["arguments"]),
+        state=row["state"],
+        output=row["output"],
+        error=row["error"],
+        started_at=_time(row["started_at"]),
+        duration_ms=row["duration_ms"],
+        updated_at=datetime.fromisoformat(row["updated_at"]),
+    )

@@ -1,0 +1,141 @@
+"""Every error the API returns is `{"error": {"code", "message", "request_id"}}`.
+
+`ApiError` is what routes raise; the handlers below turn it, FastAPI's own 404/405/422 and any
+unexpected exception (a 500 that logs the traceback, never shows it) into that shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from bridge.daemon.logs import request_id_var
+from bridge.daemon.models import ErrorBody
+from bridge.errors import redact
+
+__all__ = ["ERROR_RESPONSES", "ApiError", "error_response", "install_error_handlers"]
+
+logger = logging.getLogger(__name__)
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "too_many_requests",
+    500: "internal_error",
+    502: "platform_error",
+    503: "unavailable",
+}
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": code.replace("_", " ")}
+    for status, code in _STATUS_CODES.items()
+    if status in (401, 413, 422, 500)
+}
+"""Errors any /v1 route may return, for the OpenAPI document."""
+
+
+class ApiError(Exception):
+    """An error response: HTTP status, stable code, and a message for the client."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        platform_request_id: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = redact(message)
+        self.platform_request_id = platform_request_id
+        self.headers = headers
+
+
+def _request_id(request: Request | None) -> str:
+    value = getattr(request.state, "request_id", None) if request is not None else None
+    return str(value or request_id_var.get() or "-")
+
+
+def error_response(
+    request: Request | None,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    platform_request_id: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The JSON error response."""
+    error: dict[str, Any] = {
+        "code": code,
+        "message": redact(message),
+        "request_id": _request_id(request),
+    }
+    if platform_request_id:
+        error["platform_request_id"] = platform_request_id
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    problems = []
+    for error in exc.errors()[:10]:
+        loc = [str(part) for part in error.get("loc", ()) if part != "body"]
+        where = ".".join(loc) or "body"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(problems)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Make every error, FastAPI's own included, a JSON `ErrorBody`."""
+
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(
+            request,
+            exc.status,
+            exc.code,
+            exc.message,
+            platform_request_id=exc.platform_request_id,
+            headers=exc.headers,
+        )
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        return error_response(request, exc.status_code, code, message, headers=exc.headers)
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(request, 422, "invalid_request", _validation_message(exc))
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(
+            request, 500, "internal_error", "internal error; the daemon's log has the details"
+        )
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(Exception, on_unexpected)

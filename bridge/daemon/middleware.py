@@ -1,0 +1,158 @@
+"""The outermost layer of every request: request id, body size limit, access log, metrics.
+
+A pure ASGI middleware (not `BaseHTTPMiddleware`, which buffers streaming responses): the
+request body is read up to the limit before the app sees it, so an oversized body is refused
+with 413 before any route runs, whether it announced its length or was sent chunked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bridge.daemon.logs import request_id_var
+from bridge.daemon.metrics import Metrics
+
+__all__ = ["REQUEST_ID_HEADER", "RequestContextMiddleware"]
+
+access_log = logging.getLogger("bridge.daemon.access")
+
+REQUEST_ID_HEADER = "x-request-id"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def _request_id(headers: Headers) -> str:
+    """The caller's id if it is sane (it is echoed and logged), else a fresh one."""
+    given = headers.get(REQUEST_ID_HEADER)
+    if given and _REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
+
+
+class RequestContextMiddleware:
+    """Tags each request with an id, enforces the body limit, logs and counts it.
+
+    Args:
+        app: the application.
+        max_body_bytes: larger request bodies get 413.
+        metrics: where request counts and durations go.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        request_id = _request_id(headers)
+        scope.setdefault("state", {})["request_id"] = request_id
+        token = request_id_var.set(request_id)
+        began = time.perf_counter()
+        status = [0]
+
+        async def send_tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                out = MutableHeaders(scope=message)
+                out[REQUEST_ID_HEADER] = request_id
+                out.setdefault("x-content-type-options", "nosniff")
+                out.setdefault("referrer-policy", "no-referrer")
+            await send(message)
+
+        try:
+            body_receive = await self._read_body(headers, receive)
+            if body_receive is None:
+                await self._too_large(send_tagged, request_id)
+            else:
+                await self.app(scope, body_receive, send_tagged)
+        finally:
+            request_id_var.reset(token)
+            self._record(scope, status[0] or 500, time.perf_counter() - began, request_id)
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> Receive | None:
+        """A `receive` replaying the whole body, or None when the body is too large."""
+        length = headers.get("content-length")
+        if length is None and "transfer-encoding" not in headers:
+            return receive
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; the app will see the disconnect
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # later calls: disconnect detection for streams
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        return replay
+
+    async def _too_large(self, send: Send, request_id: str) -> None:
+        body = json.dumps(
+            {
+                "error": {
+                    "code": "body_too_large",
+                    "message": f"the request body is larger than {self.max_body_bytes} bytes "
+                    "(the daemon's max_body_bytes)",
+                    "request_id": request_id,
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
+        route: Any = scope.get("route")
+        template = getattr(route, "path", None) or "(unmatched)"
+        method = scope.get("method", "?")
+        self.metrics.http_requests.inc(method, template, str(status))
+        self.metrics.http_seconds.observe(seconds, method, template)
+        path = scope.get("path", "")
+        access_log.info(
+            "%s %s %d %.1f ms",
+            method,
+            path,
+            status,
+            seconds * 1000,
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "path": path,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 2),
+            },
+        )

@@ -1,0 +1,164 @@
+"""The bodies the HTTP API accepts and returns (they make up /openapi.json)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.journal import CallRecord, ConversationRecord, MessageRecord
+from bridge.types import ToolRun
+
+__all__ = [
+    "CONVERSATION_ID_PATTERN",
+    "MAX_QUERY_CHARS",
+    "ConversationCreated",
+    "ConversationDetail",
+    "ConversationPage",
+    "CreateConversation",
+    "ErrorBody",
+    "ErrorInfo",
+    "Health",
+    "MessageResult",
+    "Readiness",
+    "ReloadResult",
+    "SendMessage",
+    "ToolInfo",
+    "ToolList",
+]
+
+MAX_QUERY_CHARS = 16_000
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="Stable machine-readable code, e.g. `conversation_busy`.")
+    message: str = Field(description="What was wrong and what was expected.")
+    request_id: str = Field(description="The daemon's request id (also in `X-Request-Id`).")
+    platform_request_id: str | None = Field(
+        default=None, description="The agent platform's request id, when it gave one."
+    )
+
+
+class ErrorBody(BaseModel):
+    """Every error response has this shape."""
+
+    error: ErrorInfo
+
+
+class CreateConversation(_Request):
+    """Open a conversation."""
+
+    end_user_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f]+$",
+        description="Who the conversation is for; sent to the platform with every run.",
+    )
+
+
+class ConversationCreated(BaseModel):
+    """A new conversation."""
+
+    conversation_id: str
+    end_user_id: str | None = None
+    created_at: datetime
+
+
+class SendMessage(_Request):
+    """A user message: the query and how to answer it."""
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    stream: bool = Field(
+        default=False, description="Answer with Server-Sent Events of the run's events."
+    )
+    tool_choice: str | None = Field(
+        default=None, pattern=_NAME_PATTERN, description="Force the agent to call this tool."
+    )
+
+
+class MessageResult(BaseModel):
+    """A finished run (the loop's `Result`)."""
+
+    conversation_id: str
+    message_id: int | None
+    status: Literal["finished", "waiting_input"]
+    answer: str
+    rounds: int
+    tool_runs: list[ToolRun]
+    usage: dict[str, Any] | None = None
+    request_ids: list[str] = Field(description="The platform's request ids of this run.")
+    human_input_prompt: str | None = Field(
+        default=None, description="Set when a workflow asks a question; answer with a message."
+    )
+
+
+class ConversationPage(BaseModel):
+    """One page of conversations, most recently updated first."""
+
+    items: list[ConversationRecord]
+    total: int
+    limit: int
+    offset: int
+
+
+class ConversationDetail(BaseModel):
+    """A conversation with its messages and tool calls."""
+
+    conversation: ConversationRecord
+    busy: bool = Field(description="True while a run is in progress.")
+    messages: list[MessageRecord]
+    tool_calls: list[CallRecord]
+
+
+class ToolInfo(BaseModel):
+    """One loaded tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    idempotent: bool
+    confirm: bool
+    timeout: float | None
+    origin: str
+
+
+class ToolList(BaseModel):
+    """The current toolbox."""
+
+    tools: list[ToolInfo]
+    generation: int = Field(description="Goes up by one with every successful reload.")
+    loaded_at: datetime
+    specs: list[str]
+    last_reload_error: str | None = None
+
+
+class ReloadResult(BaseModel):
+    """A successful reload."""
+
+    generation: int
+    tools: list[str]
+
+
+class Health(BaseModel):
+    """Liveness."""
+
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    """Readiness: serving, or why not."""
+
+    status: Literal["ready", "draining"]
+    tools: int
+    in_flight: int
+    recovering: int = Field(description="Interrupted messages still being resumed.")

@@ -1,0 +1,250 @@
+"""One run in the daemon: its events as Server-Sent Events, its subscribers, its outcome.
+
+The run itself happens on a worker thread (`bridge.daemon.service`); it hands each loop event
+to `RunHandle.publish` on the event loop, which keeps a bounded history (so a client that
+connects late replays the run so far) and fans the event out to every follower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bridge.daemon.models import MessageResult
+from bridge.errors import (
+    BridgeError,
+    MaxRoundsError,
+    PlatformError,
+    PlatformTimeoutError,
+    RunFailedError,
+    UsageError,
+    redact,
+)
+from bridge.types import (
+    Event,
+    HumanInputRequested,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallsRequested,
+    ToolCallStarted,
+    ToolRun,
+)
+
+__all__ = ["RunFailure", "RunHandle", "RunOutcome", "RunTally", "SseEvent", "event_payload"]
+
+MAX_HISTORY = 5000
+"""Events kept for late followers; past this, text deltas are only sent live."""
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One Server-Sent Event."""
+
+    id: int
+    name: str
+    data: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The wire form: ``id``, ``event`` and one ``data`` line of JSON."""
+        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        return f"id: {self.id}\nevent: {self.name}\ndata: {payload}\n\n".encode()
+
+
+def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
+    """The SSE name and JSON data of a loop event (None for events clients do not need)."""
+    if isinstance(event, TextDelta):
+        return "text_delta", {"text": event.text}
+    if isinstance(event, ToolCallsRequested):
+        calls = [c.model_dump(mode="json", exclude={"raw_arguments"}) for c in event.batch.calls]
+        return "tool_calls", {
+            "batch_id": event.batch.batch_id,
+            "calls": calls,
+            "platform_request_id": event.batch.resume.get("request_id"),
+        }
+    if isinstance(event, ToolCallStarted):
+        return "tool_call_started", event.call.model_dump(mode="json", exclude={"raw_arguments"})
+    if isinstance(event, ToolCallFinished):
+        return "tool_call_finished", event.run.model_dump(mode="json")
+    if isinstance(event, RunFinished):
+        return "finished", {"answer": event.answer, "platform_request_id": event.request_id}
+    if isinstance(event, RunFailed):
+        return "failed", {
+            "code": event.code,
+            "message": event.message,
+            "platform_request_id": event.request_id,
+        }
+    if isinstance(event, HumanInputRequested):
+        return "human_input", {"interrupt_id": event.interrupt_id, "prompt": event.prompt}
+    return None
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """Why a run did not finish, as an API error."""
+
+    status: int
+    code: str
+    message: str
+    platform_request_id: str | None = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> RunFailure:
+        """Map a loop error to an HTTP status and code."""
+        request_id = getattr(exc, "request_id", None)
+        message = redact(str(exc)) or type(exc).__name__
+        if isinstance(exc, RunFailedError):
+            return cls(502, "run_failed", message, request_id)
+        if isinstance(exc, MaxRoundsError):
+            return cls(502, "max_rounds", message, request_id)
+        if isinstance(exc, PlatformTimeoutError):
+            return cls(504, "platform_timeout", message, request_id)
+        if isinstance(exc, PlatformError):
+            return cls(502, "platform_error", message, request_id)
+        if isinstance(exc, UsageError):
+            return cls(400, "bad_request", message, request_id)
+        if isinstance(exc, BridgeError):
+            return cls(502, "run_error", message, request_id)
+        return cls(500, "internal_error", "internal error; the daemon's log has the details")
+
+    def to_json(self) -> dict[str, Any]:
+        """The `ErrorInfo`-like body (without the request id, added by the route)."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "platform_request_id": self.platform_request_id,
+        }
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: a result, or a failure."""
+
+    status: Literal["finished", "waiting_input", "failed"]
+    result: MessageResult | None = None
+    failure: RunFailure | None = None
+
+
+@dataclass
+class RunTally:
+    """Collects what the HTTP result needs from a run's events (on the worker thread)."""
+
+    text: list[str] = field(default_factory=list)
+    runs: list[ToolRun] = field(default_factory=list)
+    request_ids: list[str] = field(default_factory=list)
+    end: RunFinished | RunFailed | HumanInputRequested | None = None
+
+    def see(self, event: Event) -> None:
+        """Take note of one event."""
+        found: object = None
+        if isinstance(event, TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ToolCallFinished):
+            self.runs.append(event.run)
+        elif isinstance(event, ToolCallsRequested):
+            found = event.batch.resume.get("request_id")
+        elif isinstance(event, RunFinished | RunFailed | HumanInputRequested):
+            self.end = event
+            found = getattr(event, "request_id", None)
+        if isinstance(found, str) and found and found not in self.request_ids:
+            self.request_ids.append(found)
+
+    def outcome(self, conversation_id: str, message_id: int | None, rounds: int) -> RunOutcome:
+        """The outcome once the events ran out without an exception."""
+        end = self.end
+        if isinstance(end, RunFailed):
+            failure = RunFailure(
+                502, "run_failed", f"the agent run failed: {end.message}", end.request_id
+            )
+            return RunOutcome("failed", failure=failure)
+        text = "".join(self.text)
+        if isinstance(end, RunFinished) and not text:
+            text = end.answer
+        waiting = isinstance(end, HumanInputRequested)
+        result = MessageResult(
+            conversation_id=conversation_id,
+            message_id=message_id,
+            status="waiting_input" if waiting else "finished",
+            answer=text,
+            rounds=rounds,
+            tool_runs=self.runs,
+            usage=end.usage if isinstance(end, RunFinished) else None,
+            request_ids=self.request_ids,
+            human_input_prompt=end.prompt if isinstance(end, HumanInputRequested) else None,
+        )
+        return RunOutcome(result.status, result=result)
+
+
+class RunHandle:
+    """A run in progress: its events so far, its followers and, at the end, its outcome.
+
+    Every method runs on the event loop thread (the worker thread goes through
+    `loop.call_soon_threadsafe`), so no locks are needed.
+    """
+
+    def __init__(self, conversation_id: str, request_id: str, *, recovered: bool = False) -> None:
+        self.conversation_id = conversation_id
+        self.request_id = request_id
+        self.recovered = recovered
+        self.message_id: int | None = None
+        self.began = time.monotonic()
+        self.history: list[SseEvent] = []
+        self.outcome: RunOutcome | None = None
+        self._done = asyncio.Event()
+        self._followers: set[asyncio.Queue[SseEvent | None]] = set()
+        self._next_id = 1
+
+    @property
+    def done(self) -> bool:
+        """True once the run has an outcome."""
+        return self._done.is_set()
+
+    def publish(self, name: str, data: dict[str, Any]) -> None:
+        """Record one event and send it to every follower."""
+        event = SseEvent(self._next_id, name, data)
+        self._next_id += 1
+        if len(self.history) < MAX_HISTORY or name != "text_delta":
+            self.history.append(event)
+        for queue in self._followers:
+            queue.put_nowait(event)
+
+    def finish(self, outcome: RunOutcome) -> None:
+        """Set the outcome, send the closing ``done`` event and release the followers."""
+        self.outcome = outcome
+        data: dict[str, Any] = {"status": outcome.status, "message_id": self.message_id}
+        if outcome.result is not None:
+            data["result"] = outcome.result.model_dump(mode="json")
+        if outcome.failure is not None:
+            data["error"] = {**outcome.failure.to_json(), "request_id": self.request_id}
+        self.publish("done", data)
+        self._done.set()
+        for queue in self._followers:
+            queue.put_nowait(None)
+
+    async def wait(self) -> RunOutcome:
+        """Wait for the outcome."""
+        await self._done.wait()
+        assert self.outcome is not None
+        return self.outcome
+
+    async def follow(self) -> AsyncIterator[SseEvent]:
+        """Every event of the run: the history first, then live ones until ``done``."""
+        queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
+        replay = list(self.history)
+        finished = self.done
+        if not finished:
+            self._followers.add(queue)
+        try:
+            for event in replay:
+                yield event
+            if finished:
+                return
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._followers.discard(queue)

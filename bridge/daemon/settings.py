@@ -1,0 +1,187 @@
+"""The daemon's settings: command-line flags > environment (``TOOLBRIDGE_*``) > TOML file.
+
+    toolbridge serve --tools tools.py --port 8411          flags
+    TOOLBRIDGE_PORT=8411 TOOLBRIDGE_API_KEY=...            environment
+    toolbridge serve --config toolbridge.toml              file (or TOOLBRIDGE_CONFIG)
+
+Every setting has the same name everywhere: ``--max-body-bytes``, ``TOOLBRIDGE_MAX_BODY_BYTES``,
+``max_body_bytes`` (or ``max-body-bytes``) in the file. A list in the environment
+(``TOOLBRIDGE_TOOLS``) is comma-separated. Errors name the source of the bad value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from bridge.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 (mypy checks as 3.10 but runs where tomli may be absent)
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+__all__ = ["ENV_PREFIX", "MIN_API_KEY_CHARS", "DaemonSettings", "SettingsError", "load_settings"]
+
+ENV_PREFIX = "TOOLBRIDGE_"
+MIN_API_KEY_CHARS = 16
+
+
+class SettingsError(UsageError):
+    """A setting is missing, unknown or out of range; the message names where it came from."""
+
+
+class DaemonSettings(BaseModel):
+    """Everything `toolbridge serve` can be told."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: list[str] = Field(default_factory=list)
+    """Tool SPECs: .py files or module names."""
+    platform: Literal["appbuilder", "openai"] = "appbuilder"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8411, ge=0, le=65535)
+    db: str = "toolbridge.db"
+    """The SQLite journal; ":memory:" keeps nothing across restarts."""
+    api_key: SecretStr | None = None
+    """Bearer key every /v1 request and /metrics must carry; required off loopback."""
+    workers: int = Field(default=16, ge=1, le=1024)
+    """Conversations answered at the same time; more wait in a queue."""
+    queue_limit: int = Field(default=256, ge=0, le=100_000)
+    """Messages allowed to wait for a worker before new ones get 503."""
+    grace: float = Field(default=30.0, ge=0, le=3600)
+    """Seconds a SIGTERM/SIGINT waits for running tool calls and runs."""
+    log_json: bool = False
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    max_rounds: int = Field(default=10, ge=1, le=1000)
+    tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
+    idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
+    """Seconds after its last message before a conversation's tool resources are released."""
+    app_id: str | None = None
+    base_url: str | None = None
+    token: SecretStr | None = None
+    """AppBuilder token (else APPBUILDER_TOKEN)."""
+    model: str | None = None
+    platform_api_key: SecretStr | None = None
+    """API key of an OpenAI-compatible server (else OPENAI_API_KEY)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> DaemonSettings:
+        key = self.api_key.get_secret_value() if self.api_key is not None else None
+        if key is not None and len(key) < MIN_API_KEY_CHARS:
+            raise ValueError(
+                f"api_key is too short ({len(key)} characters); use at least "
+                f"{MIN_API_KEY_CHARS} random characters, e.g. from `openssl rand -hex 24`"
+            )
+        if key is None and not is_loopback(self.host):
+            raise ValueError(
+                f"binding {self.host} exposes the daemon beyond this machine, so it needs an "
+                "API key: pass --api-key (or set TOOLBRIDGE_API_KEY), or bind 127.0.0.1"
+            )
+        if self.platform == "appbuilder" and (self.model or self.platform_api_key):
+            raise ValueError("model and platform_api_key are for platform openai only")
+        if self.platform == "openai" and (self.app_id or self.token):
+            raise ValueError(
+                "app_id and token are for platform appbuilder only (use platform_api_key)"
+            )
+        return self
+
+    def platform_options(self) -> dict[str, Any]:
+        """Keyword arguments for `bridge.platforms.create_platform` (None: from the env)."""
+        token = self.token.get_secret_value() if self.token else None
+        api_key = self.platform_api_key.get_secret_value() if self.platform_api_key else None
+        if self.platform == "appbuilder":
+            return {"app_id": self.app_id, "base_url": self.base_url, "token": token}
+        return {"base_url": self.base_url, "model": self.model, "api_key": api_key}
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+_FIELDS = tuple(DaemonSettings.model_fields)
+_LISTS = {"tools"}
+
+
+def load_settings(
+    flags: Mapping[str, Any],
+    *,
+    env: Mapping[str, str] | None = None,
+    config: str | Path | None = None,
+) -> DaemonSettings:
+    """Merge the three sources (flags win, then the environment, then the file) and validate.
+
+    Args:
+        flags: values from the command line; None (and an empty tools list) means "not given".
+        env: the environment (default `os.environ`); only ``TOOLBRIDGE_*`` names are read.
+        config: a TOML file; None reads ``TOOLBRIDGE_CONFIG`` if set.
+
+    Raises:
+        SettingsError: naming the source and the setting of each problem.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    path = config or env.get(ENV_PREFIX + "CONFIG") or None
+    if path is not None:
+        for key, value in _read_toml(Path(path)).items():
+            values[key], origin[key] = value, f"{path}: {key}"
+    for name in _FIELDS:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None and raw != "":
+            value = [p.strip() for p in raw.split(",") if p.strip()] if name in _LISTS else raw
+            values[name], origin[name] = value, f"{ENV_PREFIX}{name.upper()}={raw!r}"
+    for name, value in flags.items():
+        if name not in _FIELDS:
+            raise SettingsError(f"unknown setting {name!r}")
+        if value is None or (name in _LISTS and not value):
+            continue
+        values[name], origin[name] = value, f"--{name.replace('_', '-')}"
+    try:
+        return DaemonSettings.model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, origin)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read the config file: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    table = data.get("serve", data) if isinstance(data.get("serve"), dict) else data
+    result: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise SettingsError(
+                f"{path}: unknown setting {key!r}; expected one of: {', '.join(_FIELDS)}"
+            )
+        result[name] = value
+    return result
+
+
+def _describe(exc: ValidationError, origin: Mapping[str, str]) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = error.get("loc") or ()
+        name = str(loc[0]) if loc else ""
+        where = origin.get(name, name or "settings")
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        lines.append(f"{where}: {message}" if name else message)
+    return "; ".join(lines)

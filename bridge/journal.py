@@ -1,0 +1,413 @@
+"""The journal: what the loop writes down before each step, so a crash loses nothing.
+
+    conversation ── message (a user query: running -> finished | failed | waiting_input)
+                      └── tool call   received -> started -> finished(output) -> submitted
+
+Each state is written *before* the step it names happens: a call is `received` when its batch
+arrives, `started` before the dispatcher may run it, `finished` with its output as soon as it
+returns, and `submitted` before the outputs are sent. After a crash (even `kill -9`) the
+journal therefore says, for every call, what may have happened:
+
+- `finished`/`submitted`: it ran; its recorded output is sent again, it never runs twice;
+- `started`: it may have run; it runs again only if its tool is `idempotent=True`, otherwise
+  it gets an output saying it was interrupted by a restart (see `Ledger.plan`);
+- `received`: it never ran; it simply runs.
+
+`Journal` is the interface (another store can replace SQLite later); `MemoryJournal` (in
+`bridge._journal_memory`) is the library default, `SQLiteJournal` (in `bridge._journal_sqlite`)
+the durable one; both are importable from here. `Ledger` is one
+conversation's view, used by `bridge.conversation`. Text written to a journal goes through
+`bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.errors import BridgeError, redact
+from bridge.types import (
+    ErrorKind,
+    HumanInputRequested,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ToolBatch,
+    ToolCall,
+    ToolCallsRequested,
+    ToolRun,
+)
+
+if TYPE_CHECKING:
+    from bridge._journal_memory import MemoryJournal
+    from bridge._journal_sqlite import SQLiteJournal
+    from bridge.tools.toolbox import Toolbox
+    from bridge.types import Event
+
+__all__ = [
+    "INTERRUPTED_OUTPUT",
+    "CallRecord",
+    "CallState",
+    "ConversationRecord",
+    "Journal",
+    "Ledger",
+    "MemoryJournal",
+    "MessageRecord",
+    "MessageStatus",
+    "MessageTrail",
+    "SQLiteJournal",
+    "now",
+    "redacted_arguments",
+]
+
+logger = logging.getLogger(__name__)
+
+CallState = Literal["received", "started", "finished", "submitted"]
+MessageStatus = Literal["running", "finished", "failed", "waiting_input"]
+
+INTERRUPTED_OUTPUT = (
+    "The tool call {name!r} was interrupted by a restart of the bridge and was not run again: "
+    "the tool is not marked idempotent, so running it twice could repeat its effect. Whether "
+    "it completed is unknown."
+)
+"""The output a non-idempotent call gets when a crash interrupted it."""
+
+
+def now() -> datetime:
+    """The current UTC time (journal timestamps are timezone-aware)."""
+    return datetime.now(timezone.utc)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ConversationRecord(_Record):
+    """A conversation as the journal knows it."""
+
+    conversation_id: str
+    end_user_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    status: MessageStatus | Literal["new"] = "new"
+    """The status of its latest message ("new" before the first one)."""
+    messages: int = 0
+
+
+class MessageRecord(_Record):
+    """One user query and how its run ended."""
+
+    message_id: int
+    conversation_id: str
+    query: str
+    status: MessageStatus
+    answer: str = ""
+    error_code: str | None = None
+    error_message: str | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    rounds: int = 0
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+class CallRecord(_Record):
+    """One tool call and the furthest state it reached."""
+
+    conversation_id: str
+    call_id: str
+    message_id: int | None = None
+    name: str
+    arguments: dict[str, Any] | str
+    state: CallState
+    output: str | None = None
+    error: ErrorKind | None = None
+    started_at: datetime | None = None
+    duration_ms: float | None = None
+    updated_at: datetime
+
+    @property
+    def done(self) -> bool:
+        """True once the call has an output (finished or submitted)."""
+        return self.state in ("finished", "submitted")
+
+    def to_run(self) -> ToolRun:
+        """The `ToolRun` of a finished call (KeyError-free: callers check `done`)."""
+        return ToolRun(
+            call_id=self.call_id,
+            name=self.name,
+            arguments=self.arguments,
+            output=self.output or "",
+            error=self.error,
+            started_at=self.started_at or self.updated_at,
+            duration_ms=self.duration_ms or 0.0,
+        )
+
+
+class Journal(ABC):
+    """Where conversations, messages and tool-call states are written down.
+
+    Implementations must be safe to call from several threads and must make each write durable
+    before returning (that is what lets the loop write a state *before* its step).
+    """
+
+    # --- conversations and messages -------------------------------------------------------------
+
+    @abstractmethod
+    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+        """Record a conversation (nothing happens if it is known already)."""
+
+    @abstractmethod
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        """One conversation, or None."""
+
+    @abstractmethod
+    def list_conversations(
+        self, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ConversationRecord], int]:
+        """A page of conversations, most recently updated first, and the total count."""
+
+    @abstractmethod
+    def begin_message(self, conversation_id: str, query: str) -> int:
+        """Record a query whose run starts now (status "running"); returns its message id."""
+
+    @abstractmethod
+    def end_message(
+        self,
+        message_id: int,
+        *,
+        status: MessageStatus,
+        answer: str = "",
+        error_code: str | None = None,
+        error_message: str | None = None,
+        request_ids: Sequence[str] = (),
+        rounds: int = 0,
+    ) -> None:
+        """Record how a message's run ended."""
+
+    @abstractmethod
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        """Every message of a conversation, oldest first."""
+
+    @abstractmethod
+    def unfinished_messages(self) -> list[MessageRecord]:
+        """Messages still "running": after a restart, the ones a crash interrupted."""
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
+        """Record a batch and its calls as "received" (calls seen before keep their state)."""
+
+    @abstractmethod
+    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+        """Mark calls "started": written before any of them may run."""
+
+    @abstractmethod
+    def finish(self, conversation_id: str, run: ToolRun) -> None:
+        """Record a call's outcome ("finished")."""
+
+    @abstractmethod
+    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        """Mark a batch's outputs "submitted": written before they are sent."""
+
+    @abstractmethod
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        """One call's record, or None."""
+
+    @abstractmethod
+    def calls(self, conversation_id: str) -> list[CallRecord]:
+        """Every call of a conversation, in the order they were received."""
+
+    @abstractmethod
+    def pending_batch(self, message_id: int) -> ToolBatch | None:
+        """The message's latest batch if it was not submitted (what a crash left open)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for stores without resources
+        """Release the store (idempotent)."""
+
+
+def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
+    """The arguments with registered secrets masked (JSON round trip keeps the shape)."""
+    if isinstance(arguments, str):
+        return redact(arguments)
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    masked = redact(text)
+    if masked == text:
+        return arguments
+    try:
+        value = json.loads(masked)
+    except json.JSONDecodeError:
+        return masked
+    return value if isinstance(value, dict) else masked
+
+
+# --- what the loop uses ---------------------------------------------------------------------------
+
+
+class Ledger:
+    """One conversation's tool calls in a journal: what ran, what to run, what was cut short.
+
+    Args:
+        journal: where the states are written.
+        conversation_id: the conversation ("" before the platform gave it an id).
+    """
+
+    def __init__(self, journal: Journal, conversation_id: str) -> None:
+        self.journal = journal
+        self.conversation_id = conversation_id
+
+    def get(self, call_id: str) -> ToolRun | None:
+        """The recorded run of a call that finished, else None."""
+        record = self.journal.get_call(self.conversation_id, call_id)
+        return record.to_run() if record is not None and record.done else None
+
+    def __contains__(self, call_id: object) -> bool:
+        return isinstance(call_id, str) and self.get(call_id) is not None
+
+    def __getitem__(self, call_id: str) -> ToolRun:
+        run = self.get(call_id)
+        if run is None:
+            raise KeyError(call_id)
+        return run
+
+    def receive(self, batch: ToolBatch, message_id: int | None) -> None:
+        """Write the batch down ("received") before anything else happens to it."""
+        self.journal.receive(self.conversation_id, batch, message_id=message_id)
+
+    def plan(self, batch: ToolBatch, toolbox: Toolbox) -> tuple[list[ToolCall], list[ToolRun]]:
+        """Split a received batch into calls to run now and records for interrupted calls.
+
+        Finished calls are in neither list (their recorded output is sent); a call "started"
+        but never finished is run again only if its tool is idempotent.
+        """
+        fresh: list[ToolCall] = []
+        interrupted: list[ToolRun] = []
+        for call in batch.calls:
+            record = self.journal.get_call(self.conversation_id, call.call_id)
+            if record is not None and record.done:
+                logger.info("call %s already ran; sending its recorded output", call.call_id)
+            elif record is not None and record.state == "started":
+                spec = toolbox.get(call.name)
+                if spec is not None and spec.options.idempotent:
+                    logger.warning(
+                        "call %s was interrupted; re-running idempotent tool %r",
+                        call.call_id,
+                        call.name,
+                    )
+                    fresh.append(call)
+                else:
+                    logger.warning(
+                        "call %s was interrupted; tool %r is not idempotent, so it "
+                        "is not run again",
+                        call.call_id,
+                        call.name,
+                    )
+                    interrupted.append(_interrupted_run(call, record.started_at))
+            else:
+                fresh.append(call)
+        return fresh, interrupted
+
+    def start(self, calls: Iterable[ToolCall]) -> None:
+        """Mark calls "started" before the dispatcher gets them."""
+        ids = [call.call_id for call in calls]
+        if ids:
+            self.journal.start(self.conversation_id, ids)
+
+    def finish(self, run: ToolRun) -> None:
+        """Record a call's outcome."""
+        self.journal.finish(self.conversation_id, run)
+
+    def submit(self, batch: ToolBatch) -> None:
+        """Mark the batch "submitted" before its outputs are sent."""
+        self.journal.submit(self.conversation_id, batch)
+
+
+def _interrupted_run(call: ToolCall, started_at: datetime | None) -> ToolRun:
+    return ToolRun(
+        call_id=call.call_id,
+        name=call.name,
+        arguments=call.arguments,
+        output=INTERRUPTED_OUTPUT.format(name=call.name),
+        error="tool_error",
+        started_at=started_at or now(),
+        duration_ms=0.0,
+    )
+
+
+class MessageTrail:
+    """Watches a run's events and writes how its message ended."""
+
+    def __init__(self, journal: Journal, message_id: int) -> None:
+        self.journal = journal
+        self.message_id = message_id
+        self._text: list[str] = []
+        self._request_ids: list[str] = []
+        self._end: RunFinished | RunFailed | HumanInputRequested | None = None
+
+    def see(self, event: Event) -> None:
+        """Take note of one event."""
+        request_id: object = None
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ToolCallsRequested):
+            request_id = event.batch.resume.get("request_id")
+        elif isinstance(event, RunFinished | RunFailed | HumanInputRequested):
+            self._end = event
+            request_id = getattr(event, "request_id", None)
+        if isinstance(request_id, str) and request_id and request_id not in self._request_ids:
+            self._request_ids.append(request_id)
+
+    def close(self, error: BaseException | None, *, rounds: int) -> None:
+        """Write the message's end: from the terminal event, or from `error`."""
+        end = self._end
+        text = "".join(self._text)
+        common: dict[str, Any] = {"request_ids": self._request_ids, "rounds": rounds}
+        if error is not None:
+            code = type(error).__name__ if isinstance(error, BridgeError) else "interrupted"
+            message = str(error) or type(error).__name__
+            if isinstance(error, GeneratorExit):
+                message = "the caller stopped reading the run before it ended"
+            self.journal.end_message(
+                self.message_id,
+                status="failed",
+                answer=text,
+                error_code=code,
+                error_message=message,
+                **common,
+            )
+        elif isinstance(end, RunFailed):
+            self.journal.end_message(
+                self.message_id,
+                status="failed",
+                answer=text,
+                error_code=end.code,
+                error_message=end.message,
+                **common,
+            )
+        elif isinstance(end, HumanInputRequested):
+            self.journal.end_message(
+                self.message_id, status="waiting_input", answer=text or end.prompt, **common
+            )
+        else:
+            answer = text or (end.answer if isinstance(end, RunFinished) else "")
+            self.journal.end_message(self.message_id, status="finished", answer=answer, **common)
+
+
+def __getattr__(name: str) -> Any:
+    # The implementations live in their own modules (they import the records above); loading
+    # them on first use also keeps `import bridge` light.
+    if name == "MemoryJournal":
+        from bridge._journal_memory import MemoryJournal
+
+        return MemoryJournal
+    if name == "SQLiteJournal":
+        from bridge._journal_sqlite import SQLiteJournal
+
+        return SQLiteJournal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

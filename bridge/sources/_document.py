@@ -1,0 +1,240 @@
+"""Read YAML or JSON documents and report their problems by file, line and key.
+
+`read_document` parses a file and remembers where each key and item starts, so that a pydantic
+`ValidationError` about the data can be told as ``tools.yaml: line 7: tools[0].method: should
+be 'GET', 'POST', ... (got 'FETCH')`` by `describe_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from bridge.errors import UsageError
+
+__all__ = ["DocumentError", "Positions", "describe_errors", "parse_document", "read_document"]
+
+Positions = dict[tuple[int | str, ...], int]
+"""Path of a key or item in the data -> its 1-based line in the file."""
+
+_SECRET_KEYS = frozenset(("token", "password", "key", "username", "headers"))
+_MAX_SHOWN = 20
+
+
+class DocumentError(UsageError, ValueError):
+    """A file that cannot be used: unreadable, not YAML/JSON, or not the expected shape."""
+
+
+def read_document(path: str | Path, *, what: str) -> tuple[Any, Positions]:
+    """Parse a YAML or JSON file.
+
+    Args:
+        path: The file (`.json` is parsed as JSON, anything else as YAML).
+        what: What the file should be, for messages ("HTTP tools manifest").
+
+    Raises:
+        DocumentError: Missing file, or a syntax error (with its line and column).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DocumentError(f"no such file: {file} (expected a {what})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"cannot read {file}: {exc}") from None
+    return parse_document(text, source=str(file), what=what, json_only=file.suffix == ".json")
+
+
+def parse_document(
+    text: str, *, source: str, what: str, json_only: bool = False
+) -> tuple[Any, Positions]:
+    """Parse YAML (or strict JSON) text and find the line of every key and item.
+
+    Raises:
+        DocumentError: A syntax error, with its line and column.
+    """
+    if json_only:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DocumentError(
+                f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
+                f"expected a {what}"
+            ) from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise DocumentError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from None
+    return data, _positions(text)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}" + (f" ({context})" if context else "")
+
+
+def _positions(text: str) -> Positions:
+    """Lines of keys and items; JSON is YAML for this purpose. Empty when it cannot tell."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    found: Positions = {}
+
+    def visit(node: yaml.Node, path: tuple[int | str, ...]) -> None:
+        found.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                child = (*path, str(key.value))
+                found[child] = key.start_mark.line + 1
+                visit(value, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                visit(item, (*path, index))
+
+    if root is not None:
+        visit(root, ())
+    return found
+
+
+def describe_errors(
+    exc: ValidationError,
+    positions: Positions,
+    *,
+    source: str,
+    what: str,
+    model: type[BaseModel],
+) -> str:
+    """One message for every problem of `exc`: file, line, key path, what was expected."""
+    lines = []
+    errors = exc.errors(include_url=False)
+    for error in errors[:_MAX_SHOWN]:
+        loc = tuple(error["loc"])
+        path = _real_path(loc, positions)
+        kind = error["type"]
+        message = _message(error["msg"])
+        if kind == "missing":
+            where, name = path[:-1], path[-1] if path else "?"
+            message = f"missing required key {name!r}"
+            path = where
+        elif kind == "extra_forbidden":
+            allowed = _allowed_keys(model, loc[:-1])
+            message = f"unknown key {path[-1]!r}" + (
+                f"; expected one of: {', '.join(allowed)}" if allowed else ""
+            )
+            path = path[:-1]
+        elif kind not in ("value_error", "assertion_error") and not (
+                set(map(str, loc)) & _SECRET_KEYS
+            ):
+            message += f" (got {_got(error.get('input'))})"
+        line = _line(path, positions)
+        where = f"line {line}: " if line else ""
+        lines.append(f"  {where}{_dotted(path) or 'top level'}: {message}")
+    if len(errors) > _MAX_SHOWN:
+        lines.append(f"  ... and {len(errors) - _MAX_SHOWN} more problems")
+    count = f"{len(errors)} problem{'s' if len(errors) > 1 else ''}"
+    return f"{source}: invalid {what} ({count}):\n" + "\n".join(lines)
+
+
+def _real_path(loc: tuple[Any, ...], positions: Positions) -> tuple[int | str, ...]:
+    """The error's location without pydantic's extra parts (union tags, 'function-after')."""
+    if not positions:
+        return tuple(part for part in loc if isinstance(part, (str, int)))
+    path: tuple[int | str, ...] = ()
+    for index, part in enumerate(loc):
+        candidate = (*path, part)
+        if candidate in positions or (index == len(loc) - 1 and isinstance(part, (str, int))):
+            path = candidate
+    return path
+
+
+def _line(path: tuple[int | str, ...], positions: Positions) -> int | None:
+    for end in range(len(path), -1, -1):
+        line = positions.get(path[:end])
+        if line is not None:
+            return line
+    return None
+
+
+def _dotted(path: Sequence[int | str]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _message(msg: str) -> str:
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    if msg.startswith("Input should"):
+        return "should" + msg[len("Input should") :]
+    return msg[:1].lower() + msg[1:]
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model expects at `loc` (empty when it cannot tell)."""
+    current: Any = model
+    for part in loc:
+        found = _step(current, part)
+        if found is None:
+            return []
+        current = found
+    target = _models_in(current)
+    if len(target) != 1:
+        return []
+    fields = target[0].model_fields
+    return [info.alias or name for name, info in fields.items()]
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    models = _models_in(annotation)
+    if isinstance(part, str):
+        for candidate in models:
+            info = candidate.model_fields.get(part) or next(
+                (f for f in candidate.model_fields.values() if f.alias == part), None
+            )
+            if info is not None:
+                return info.annotation
+        for candidate in models:  # a tag of a discriminated union
+            tag = candidate.model_fields.get("type")
+            if tag is not None and part in typing.get_args(tag.annotation):
+                return candidate
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict):
+        return typing.get_args(annotation)[-1]
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) in (list, dict):
+            return typing.get_args(arg)[-1]
+    return None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []

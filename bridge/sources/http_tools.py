@@ -1,0 +1,371 @@
+"""Declarative HTTP tools: endpoints described in a YAML or JSON manifest become tools.
+
+    toolbox = Toolbox()
+    source = HttpToolSource.from_file("manifests/intranet.yaml", allow_hosts=["10.0.0.5"])
+    toolbox.add_source(source)          # closed (its session too) by toolbox.close()
+
+or, from the command line, ``--tools manifests/intranet.yaml``. The file format is described
+in `bridge.sources._http_manifest`. A call validates its arguments against the tool's JSON
+Schema, builds the request (path, query, header, cookie, JSON body), sends it through one
+pooled session guarded by the host allowlist, and turns the response into the output: the JSON
+(or the field `response.select` names) or the text, cut to the size limit. A non-2xx status
+raises `HttpToolError` ("HTTP 404 Not Found from GET ...: <trimmed body>"), which the
+dispatcher reports as a `tool_error` output. Secrets come from `${ENV_NAME}` references,
+resolved at call time and registered with `bridge.errors.register_secret`, so no output, log
+line or error ever shows them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+
+from bridge.errors import redact, register_secret
+from bridge.sources._arguments import SchemaArguments
+from bridge.sources._document import DocumentError, describe_errors, read_document
+from bridge.sources._http_manifest import (
+    ENV_REFERENCE,
+    ApiKeyAuth,
+    BasicAuth,
+    BearerAuth,
+    HttpManifest,
+    HttpTool,
+    NoAuth,
+    default_location,
+    env_names,
+)
+from bridge.sources._outbound import (
+    HostAllowlist,
+    HttpToolError,
+    Outbound,
+    Reply,
+    env_allow_hosts,
+    host_of,
+)
+from bridge.sources._schema import canonical_schema
+from bridge.tools._output import truncate
+from bridge.tools.spec import ToolOptions, ToolSpec
+
+__all__ = ["HttpToolError", "HttpToolSource", "load_http_manifest"]
+
+logger = logging.getLogger(__name__)
+
+_WHAT = "HTTP tools manifest"
+_SELECT_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_ERROR_BODY_CHARS = 500
+
+
+def load_http_manifest(path: str | Path) -> HttpManifest:
+    """Read and validate a manifest file.
+
+    Raises:
+        DocumentError: The file is missing, is not YAML/JSON, or does not fit the format; the
+            message names the file, the line and key of each problem, and what was expected.
+    """
+    data, positions = read_document(path, what=_WHAT)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise DocumentError(
+            f"{path}: invalid {_WHAT}: the file is {kind}; expected a mapping with a 'tools' "
+            "list (and optionally base_url, allow_hosts, headers, auth, timeout)"
+        )
+    try:
+        return HttpManifest.model_validate(data)
+    except ValidationError as exc:
+        raise DocumentError(
+            describe_errors(exc, positions, source=str(path), what=_WHAT, model=HttpManifest)
+        ) from None
+
+
+class HttpToolSource:
+    """The tools of one manifest; they share one `requests.Session` and one host allowlist.
+
+    Args:
+        manifest: The validated manifest.
+        origin: Where it came from (a file, ``openapi:...``), for messages.
+        allow_hosts: Hosts allowed on top of the manifest's (e.g. from ``--allow-host``); the
+            `TOOLBRIDGE_ALLOW_HOSTS` environment variable adds more.
+    """
+
+    def __init__(
+        self, manifest: HttpManifest, *, origin: str, allow_hosts: Iterable[str] = ()
+    ) -> None:
+        self.manifest = manifest
+        self.origin = origin
+        base = manifest.allow_hosts if manifest.allow_hosts is not None else _named_hosts(manifest)
+        self.allowlist = HostAllowlist([*base, *allow_hosts, *env_allow_hosts()])
+        self._outbound = Outbound(self.allowlist)
+        self._specs = [self._spec(tool) for tool in manifest.tools]
+        missing = sorted({name for name in _env_references(manifest) if name not in os.environ})
+        if missing:
+            logger.warning(
+                "%s: environment variable%s %s not set; calls that need %s will fail until %s",
+                origin,
+                "s" if len(missing) > 1 else "",
+                ", ".join(missing),
+                "them" if len(missing) > 1 else "it",
+                "they are" if len(missing) > 1 else "it is",
+            )
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, allow_hosts: Iterable[str] = ()) -> HttpToolSource:
+        """Load a manifest file (see `load_http_manifest` for its errors)."""
+        return cls(load_http_manifest(path), origin=str(path), allow_hosts=allow_hosts)
+
+    def __repr__(self) -> str:
+        names = [spec.name for spec in self._specs]
+        return f"HttpToolSource({self.origin!r}, tools={names!r}, allow_hosts={self.allowlist})"
+
+    def specs(self) -> list[ToolSpec]:
+        """One spec per tool of the manifest."""
+        return list(self._specs)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._outbound.close()
+
+    # --- building the specs --------------------------------------------------------------------
+
+    def _spec(self, tool: HttpTool) -> ToolSpec:
+        parameters = canonical_schema(tool.parameters)
+
+        def call(**arguments: Any) -> str:
+            return self.call(tool, arguments)
+
+        timeout = tool.timeout or self.manifest.timeout
+        return ToolSpec(
+            name=tool.name,
+            description=tool.description or f"{tool.method} {tool.url}",
+            parameters=parameters,
+            function=call,
+            validate=SchemaArguments(parameters),
+            options=ToolOptions(
+                timeout=timeout,
+                idempotent=tool.method in ("GET", "HEAD", "PUT", "DELETE"),
+                confirm=tool.confirm,
+            ),
+            origin=f"{self.origin}:{tool.name}",
+        )
+
+    # --- one call ----------------------------------------------------------------------------
+
+    def call(self, tool: HttpTool, arguments: Mapping[str, Any]) -> str:
+        """Send the request for validated `arguments` and return the output text.
+
+        Raises:
+            HttpToolError: Refused host, unreachable host, non-2xx status, missing environment
+                variable, or a response selector that finds nothing.
+        """
+        path: dict[str, str] = {}
+        query: list[tuple[str, str]] = []
+        headers: dict[str, str] = {}
+        cookies: dict[str, str] = {}
+        body: Any = None
+        has_body = False
+        for name, value in arguments.items():
+            where = tool.locations.get(name) or default_location(name, tool)
+            wire = where.name or name
+            if where.in_ == "path":
+                path[name] = quote(_text(value), safe="")
+            elif where.in_ == "query":
+                values = value if isinstance(value, list) else [value]
+                query.extend((wire, _text(item)) for item in values if item is not None)
+            elif where.in_ == "header":
+                headers[wire] = _text(value)
+            elif where.in_ == "cookie":
+                cookies[wire] = _text(value)
+            elif where.in_ == "whole_body":
+                body, has_body = value, True
+            else:
+                body = body if isinstance(body, dict) else {}
+                body[wire] = value
+                has_body = True
+        url = self._url(tool, path)
+        static, secret = self._headers(tool)
+        reply = self._outbound.send(
+            tool.method,
+            url,
+            params=query,
+            headers={**static, **headers},
+            secret_headers=secret,
+            cookies=cookies,
+            json_body=body,
+            has_body=has_body,
+            timeout=tool.timeout or self.manifest.timeout,
+            max_bytes=self.manifest.max_response_bytes,
+        )
+        logger.debug("%s %s -> %s", tool.method, reply.url, reply.status)
+        limit = tool.response.max_chars or self.manifest.max_output_chars
+        return truncate(redact(self._output(tool, reply)), limit)
+
+    def _url(self, tool: HttpTool, path: Mapping[str, str]) -> str:
+        url = tool.url
+        if url.startswith("/"):
+            url = (self.manifest.base_url or "").rstrip("/") + url
+        return re.sub(r"\{([^{}/]+)\}", lambda m: path.get(m.group(1), m.group(0)), url)
+
+    def _headers(self, tool: HttpTool) -> tuple[dict[str, str], dict[str, str]]:
+        """Plain headers, and those that carry secrets (dropped on cross-host redirects)."""
+        plain: dict[str, str] = {}
+        secret: dict[str, str] = {}
+        for name, value in {**self.manifest.headers, **tool.headers}.items():
+            if ENV_REFERENCE.search(value):
+                secret[name] = self._expand(value, f"header {name}")
+            else:
+                plain[name] = value
+        auth = tool.auth or self.manifest.auth
+        if isinstance(auth, BearerAuth):
+            secret["Authorization"] = "Bearer " + self._expand(auth.token, "auth.token")
+        elif isinstance(auth, BasicAuth):
+            user = self._expand(auth.username, "auth.username")
+            password = self._expand(auth.password, "auth.password")
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            register_secret(token)
+            secret["Authorization"] = f"Basic {token}"
+        elif isinstance(auth, ApiKeyAuth):
+            secret[auth.header] = self._expand(auth.key, "auth.key")
+        else:
+            assert auth is None or isinstance(auth, NoAuth)
+        return plain, secret
+
+    def _expand(self, text: str, where: str) -> str:
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            found = os.environ.get(name)
+            if found is None:
+                raise HttpToolError(
+                    f"The environment variable {name} is not set ({where} in {self.origin} "
+                    "needs it); set it where toolbridge runs and try again."
+                )
+            register_secret(found)
+            return found
+
+        return ENV_REFERENCE.sub(value, text)
+
+    def _output(self, tool: HttpTool, reply: Reply) -> str:
+        status = f"HTTP {reply.status} {reply.reason}".rstrip()
+        if not 200 <= reply.status < 300:
+            text = " ".join(reply.text().split())
+            if len(text) > _ERROR_BODY_CHARS:
+                text = text[:_ERROR_BODY_CHARS] + "..."
+            raise HttpToolError(
+                f"{status} from {tool.method} {_without_query(reply.url)}: "
+                f"{text or '(empty body)'}"
+            )
+        note = (
+            f"\n[only the first {len(reply.body)} bytes of the response were read]"
+            if reply.truncated
+            else ""
+        )
+        if tool.method == "HEAD" or not reply.body:
+            return f"{status} (no content)"
+        data = _json(reply)
+        if data is _NOT_JSON:
+            if tool.response.select:
+                raise HttpToolError(
+                    f"{status} but the response is not JSON, so response.select "
+                    f"{tool.response.select!r} cannot apply; content type: "
+                    f"{reply.headers.get('Content-Type', 'unknown')}"
+                )
+            return reply.text() + note
+        if tool.response.select:
+            data = _select(data, tool.response.select)
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+        return text + note
+
+
+_NOT_JSON: Any = object()
+
+
+def _json(reply: Reply) -> Any:
+    kind = reply.headers.get("Content-Type", "").lower()
+    text = reply.text()
+    if "json" not in kind and text.lstrip()[:1] not in ("{", "["):
+        return _NOT_JSON
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return _NOT_JSON
+
+
+def _select(data: Any, path: str) -> Any:
+    """The value at a field path: ``data.items[0].name`` (``items.0`` works too)."""
+    current = data
+    walked = ""
+    for match in _SELECT_PART.finditer(path):
+        key, index = match.group(1), match.group(2)
+        if index is None and key.isdigit() and isinstance(current, list):
+            index = key
+        if index is not None:
+            position = int(index)
+            if not isinstance(current, list) or position >= len(current):
+                size = f"a list of {len(current)}" if isinstance(current, list) else _kind(current)
+                raise HttpToolError(
+                    f"the response has no item [{position}] at {walked or 'the top'} "
+                    f"(response.select {path!r}); found {size}"
+                )
+            current = current[position]
+            walked += f"[{position}]"
+            continue
+        if not isinstance(current, dict) or key not in current:
+            keys = ", ".join(list(current)[:20]) if isinstance(current, dict) else ""
+            found = f"keys: {keys}" if keys else f"found {_kind(current)}"
+            raise HttpToolError(
+                f"the response has no field {key!r} at {walked or 'the top'} "
+                f"(response.select {path!r}); {found}"
+            )
+        current = current[key]
+        walked += f".{key}" if walked else key
+    return current
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def _without_query(url: str) -> str:
+    return url.split("?", 1)[0]
+
+
+def _named_hosts(manifest: HttpManifest) -> list[str]:
+    urls = [manifest.base_url or ""] + [tool.url for tool in manifest.tools]
+    return [host_of(url) for url in urls if url.startswith(("http://", "https://"))]
+
+
+def _env_references(manifest: HttpManifest) -> set[str]:
+    texts: list[str] = list(manifest.headers.values())
+    auths: list[Any] = [manifest.auth]
+    for tool in manifest.tools:
+        texts.extend(tool.headers.values())
+        auths.append(tool.auth)
+    for auth in auths:
+        if isinstance(auth, BearerAuth):
+            texts.append(auth.token)
+        elif isinstance(auth, BasicAuth):
+            texts.extend((auth.username, auth.password))
+        elif isinstance(auth, ApiKeyAuth):
+            texts.append(auth.key)
+    return {name for text in texts for name in env_names(text)}

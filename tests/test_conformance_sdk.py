@@ -1,0 +1,257 @@
+"""Conformance: the OFFICIAL appbuilder-sdk 1.1.5 accepts the emulator.
+
+The SDK pins old dependencies, so it runs in its own venv (`.venv-conformance/`, built once by
+`tests.support.sdk_venv`) as a subprocess that drives one emulator through the SDK's public
+API (`tests/support/sdk_drive.py`) and prints what it saw as JSON. If the venv cannot be built
+(PyPI unreachable, no Python 3.10-3.12) these tests fail loudly; they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.emulator import Emulator, RecordedRequest
+from tests.support.sdk_venv import ensure_sdk_venv
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(1800)]
+
+SCRIPT = Path(__file__).parent / "support" / "sdk_drive.py"
+
+SCENARIO: dict[str, Any] = {
+    "settings": {"chunk_chars": 5},
+    "rules": [
+        {
+            "name": "compare",
+            "match": r"Compare (?P<a>\w+) and (?P<b>\w+)",
+            "steps": [
+                {
+                    "calls": [
+                        {
+                            "tool": "get_current_weather",
+                            "as": "a",
+                            "arguments": {"location": "{a}", "unit": "celsius"},
+                        },
+                        {
+                            "tool": "get_current_weather",
+                            "as": "b",
+                            "arguments": {"location": "{b}", "unit": "celsius"},
+                        },
+                    ]
+                }
+            ],
+            "answer": "{a}: {outputs.a.temp}°C; {b}: {outputs.b.temp}°C",
+        },
+        {
+            "name": "wear",
+            "match": r"wear in (?P<city>\w+)",
+            "steps": [
+                {
+                    "tool": "get_current_weather",
+                    "arguments": {"location": "{city}", "unit": "celsius"},
+                },
+                {
+                    "tool": "suggest_clothes",
+                    "arguments": {"temperature": "{outputs.get_current_weather.temp}"},
+                },
+            ],
+            "answer": "It is {outputs.get_current_weather.temp}°C in {city}: "
+            "{outputs.suggest_clothes}",
+        },
+        {
+            "name": "rate-limit",
+            "match": "^rate limit me",
+            "answer": "finally through",
+            "faults": "status=429,retry_after=1,times=1",
+        },
+        {"name": "malformed", "match": "^malformed", "answer": "never", "faults": "malformed=1"},
+        {
+            "name": "inband",
+            "match": "^in-band",
+            "answer": "never",
+            "faults": "inband=ServiceError,message=code node failed",
+        },
+    ],
+}
+
+_SDK_ENV_PREFIXES = ("APPBUILDER_", "GATEWAY_URL", "CONSOLE_OPENAPI_", "SECRET_KEY_PREFIX")
+
+
+@pytest.fixture(scope="module")
+def conformance() -> Iterator[tuple[dict[str, Any], Emulator, list[RecordedRequest]]]:
+    """Build the SDK venv, run the SDK script against one emulator, return what it saw."""
+    python = ensure_sdk_venv()
+    with Emulator(scenario=SCENARIO, faults="") as emu:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SDK_ENV_PREFIXES)}
+        env.update({"GATEWAY_URL_V2": emu.base_url, "APPBUILDER_TOKEN": emu.token})
+        done = subprocess.run(
+            [str(python), str(SCRIPT), emu.app_id],
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, f"SDK script failed:\n{done.stdout}\n{done.stderr}"
+        results = json.loads(done.stdout.strip().splitlines()[-1])
+        crashed = {k: v for k, v in results.items() if isinstance(v, dict) and "crashed" in v}
+        assert not crashed, json.dumps(crashed, indent=2, ensure_ascii=False)
+        yield results, emu, emu.requests
+
+
+def test_the_sdk_is_the_pinned_version(conformance: tuple[dict[str, Any], Any, Any]) -> None:
+    results, _, _ = conformance
+    assert results["sdk_version"] == "1.1.5"
+
+
+def test_non_stream_run_with_a_manifest_tool(conformance: tuple[dict[str, Any], Any, Any]) -> None:
+    got = conformance[0]["non_stream_manifest"]
+    assert (got["status"], got["event_type"], got["content_type"]) == (
+        "interrupt",
+        "Interrupt",
+        "contexts",
+    )
+    assert got["tool"] == "get_current_weather"
+    assert got["arguments"] == {"location": "Beijing", "unit": "fahrenheit"}
+    assert "get_current_weather" in got["thought"]
+    assert got["interrupt_answer"] == ""
+    assert got["answer"] == got["output"]  # the default planner answers with the tool output
+    statuses = got["final_statuses"]
+    assert statuses[0] == "preparing" and statuses[-2:] == ["done", "success"]
+    assert set(statuses[1:-2]) == {"running"}
+    assert got["message_ids"][0] == got["message_ids"][1]
+    text_usage = [u for u in got["usage"] if u]
+    assert text_usage and all(u["name"] == "ERNIE-4.0-8K" for u in text_usage)
+
+
+def test_stream_run_with_a_dict_tool(conformance: tuple[dict[str, Any], Any, Any]) -> None:
+    got = conformance[0]["stream_dict_tool"]
+    assert got["first_statuses"] == ["preparing", "interrupt"]
+    assert got["tool"] == "get_time" and got["arguments"] == {"timezone": "Asia/Tokyo"}
+    assert got["statuses"][0] == "preparing" and got["statuses"][-2:] == ["done", "success"]
+    assert set(got["statuses"][1:-2]) == {"running"}
+    assert got["empty_last_chunk"] is True
+    assert got["answer"] == "10:30" and got["deltas"] == ["10:30"]
+
+
+def test_tool_call_event_handler_parallel_stream(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, _ = conformance
+    got = results["parallel_handler_stream"]
+    assert got["result"] == "Paris: 21°C; London: 21°C"
+    (message,) = emu.conversation(got["conversation_id"]).messages
+    assert [c.arguments["location"] for c in message.tool_calls] == ["Paris", "London"]
+
+
+def test_tool_call_event_handler_parallel_non_stream(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, _ = conformance
+    got = results["parallel_handler_non_stream"]
+    # SDK 1.1.5 bug (appbuilder-wire.md §6): non-stream, after a tool round, reset_state()
+    # wipes `result`. The run itself finished; the emulator has the answer.
+    assert got["result"] == ""
+    (message,) = emu.conversation(got["conversation_id"]).messages
+    assert message.answer == "Paris: 21°C; London: 21°C" and message.status == "success"
+
+
+def test_tool_call_event_handler_chained_rounds(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, _ = conformance
+    got = results["chained_handler"]
+    assert got["result"] == "It is 21°C in Oslo: a light jacket"
+    (message,) = emu.conversation(got["conversation_id"]).messages
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [
+        ("get_current_weather", {"location": "Oslo", "unit": "celsius"}),
+        ("suggest_clothes", {"temperature": 21}),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["stream", "non_stream"])
+def test_custom_event_handler(conformance: tuple[dict[str, Any], Any, Any], mode: str) -> None:
+    got = conformance[0][f"recorder_{mode}"]
+    assert got["calls"] == [{"name": "get_current_weather", "arguments": {"location": "Shanghai"}}]
+    assert got["thoughts"] == [
+        "To answer the question I need to call get_current_weather: weather in Shanghai please"
+    ]
+    assert json.loads(got["answer"]) == {"location": "Shanghai", "temp": 21, "condition": "sunny"}
+    if mode == "stream":
+        assert got["seen"][:3] == ["preparing", "interrupt", "preparing"]
+        assert got["seen"][-2:] == ["done", "success"]
+        assert set(got["seen"][3:-2]) == {"running"}
+    else:  # the SDK looks at the last event of each response only
+        assert got["seen"] == ["interrupt", "success"]
+
+
+def test_files_and_feedback(conformance: tuple[dict[str, Any], Emulator, Any]) -> None:
+    results, emu, _ = conformance
+    got = results["files_and_feedback"]
+    for file_id in got["file_ids"]:
+        uuid.UUID(file_id)
+    snapshot = emu.conversation(got["conversation_id"])
+    local, remote = snapshot.files
+    assert local.filename and local.filename.endswith(".txt") and local.size == 17
+    assert remote.url == "https://example.com/chart.png"
+    assert "No tool matched" in got["answer"]
+    uuid.UUID(got["feedback_request_id"])
+    (feedback,) = snapshot.feedback
+    assert feedback["type"] == "downvote" and feedback["flag"] == ["没有帮助"]
+
+
+def test_errors_reach_the_sdk_as_its_own_exceptions(
+    conformance: tuple[dict[str, Any], Any, Any],
+) -> None:
+    got = conformance[0]["errors"]
+    assert got["bad_token"]["type"] == "UnAuthorizedException"
+    assert "http status code is 401" in got["bad_token"]["message"]
+    assert "PermissionDeniedError" in got["bad_token"]["message"]
+    assert "request_id= ," not in got["bad_token"]["message"]  # the header id was read
+    assert got["unknown_app"]["type"] == "NotFoundException"
+    assert got["unknown_conversation"]["type"] == "NotFoundException"
+    assert got["wrong_tool_call_id"]["type"] == "BadRequestException"
+    assert "unknown tool_call_id(s) made-up" in got["wrong_tool_call_id"]["message"]
+    assert got["rate_limited"]["type"] == "TooManyRequestsException"
+    assert got["after_rate_limit"] == {"type": None, "value": "finally through"}
+    assert got["malformed_stream"]["type"] == "AppBuilderServerException"
+    assert "json decoder failed" in got["malformed_stream"]["message"]
+    # 1.1.5 reads an in-band error as an empty answer (appbuilder-wire.md §4).
+    assert got["inband"] == {"type": None, "value": {"answer": "", "events": 0}}
+
+
+def test_the_emulator_recorded_the_sdk_wire(
+    conformance: tuple[dict[str, Any], Any, list[RecordedRequest]],
+) -> None:
+    requests = conformance[2]
+    runs = [r for r in requests if r.path == "/v2/app/conversation/runs"]
+    first = runs[0]
+    assert list(first.json) == [
+        "query",
+        "stream",
+        "conversation_id",
+        "file_ids",
+        "app_id",
+        "tools",
+        "tool_outputs",
+        "tool_choice",
+        "end_user_id",
+        "action",
+        "mcp_authorization",
+        "parameters",
+        "custom_metadata",
+    ]
+    submission = runs[1]
+    assert submission.json["query"] == "" and submission.json["tools"] == []
+    assert first.headers["x-appbuilder-origin"] == "appbuilder_sdk"
+    assert json.loads(first.headers["x-appbuilder-sdk-config"])["appbuilder_sdk_version"] == "1.1.5"
+    assert first.headers["authorization"] == "Bearer [secure]"
+    assert all(r.status is not None for r in requests)
