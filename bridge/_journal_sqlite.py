@@ -325,17 +325,25 @@ class SQLiteJournal(Journal):
     def finish(self, conversation_id: str, run: ToolRun) -> None:
         stamp = now().isoformat()
         with self._tx("finished") as db:
+            # An upsert: a call finished without being received (direct use) is recorded too.
             db.execute(
-                "UPDATE calls SET state = 'finished', output = ?, error = ?, started_at = ?, "
-                "duration_ms = ?, updated_at = ? WHERE conversation_id = ? AND call_id = ?",
+                "INSERT INTO calls (conversation_id, call_id, seq, name, arguments, state, output, "
+                "error, started_at, duration_ms, updated_at) "
+                "VALUES (?, ?, 0, ?, ?, 'finished', ?, ?, ?, ?, ?) "
+                "ON CONFLICT (conversation_id, call_id) DO UPDATE SET state = 'finished', "
+                "output = excluded.output, error = excluded.error, "
+                "started_at = excluded.started_at, duration_ms = excluded.duration_ms, "
+                "updated_at = excluded.updated_at",
                 (
+                    conversation_id,
+                    run.call_id,
+                    run.name,
+                    json.dumps(redacted_arguments(run.arguments), ensure_ascii=False, default=str),
                     redact(run.output),
                     run.error,
                     run.started_at.isoformat(),
                     run.duration_ms,
                     stamp,
-                    conversation_id,
-                    run.call_id,
                 ),
             )
 

@@ -203,7 +203,7 @@ class Conversation:
         return self._collect(self.stream(query, **options))
 
     def resume(self, answer: str, **options: Any) -> Result:
-        """Answer the human-input interrupt the last run paused on."""
+        """Answer the human-input interrupt the last run paused on (or `interrupt_id=`)."""
         return self._collect(self.stream_resume(answer, **options))
 
     def stream(
@@ -232,20 +232,28 @@ class Conversation:
         except BaseException as exc:
             MessageTrail(bridge.journal, message_id).close(exc, rounds=0)
             raise
+        self.pending_input = None  # accepted: a new question abandons an unanswered pause
         use_stream = bridge.stream if stream is None else stream
         return self._journaled(self._rounds(first, stream=use_stream), message_id)
 
-    def stream_resume(self, answer: str, *, stream: bool | None = None) -> Iterator[Event]:
-        """Like `resume`, yielding events."""
-        if self.pending_input is None:
-            raise UsageError("nothing to resume: the last run did not ask for human input")
-        interrupt, self.pending_input = self.pending_input, None
+    def stream_resume(
+        self, answer: str, *, interrupt_id: str | None = None, stream: bool | None = None
+    ) -> Iterator[Event]:
+        """Like `resume`, yielding events.
+
+        `interrupt_id` answers a pause this object did not see (one reported by an earlier
+        process, e.g. `toolbridge run --resume ID`); by default the last run's pause.
+        """
+        if interrupt_id is None:
+            if self.pending_input is None:
+                raise UsageError("nothing to resume: the last run did not ask for human input")
+            interrupt_id = self.pending_input.interrupt_id
         use_stream = self.bridge.stream if stream is None else stream
         message_id = self._begin(answer)
         try:
             first = self.bridge.platform.resume(
                 self.id,
-                interrupt.interrupt_id,
+                interrupt_id,
                 answer,
                 tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
                 end_user_id=self.end_user_id,
@@ -254,6 +262,7 @@ class Conversation:
         except BaseException as exc:
             MessageTrail(self.bridge.journal, message_id).close(exc, rounds=0)
             raise
+        self.pending_input = None  # only now: a refused resume leaves the pause answerable
         return self._journaled(self._rounds(first, stream=use_stream), message_id)
 
     def stream_recovered(

@@ -368,11 +368,23 @@ class MessageTrail:
         end = self._end
         text = "".join(self._text)
         common: dict[str, Any] = {"request_ids": self._request_ids, "rounds": rounds}
-        if error is not None:
+        if isinstance(error, GeneratorExit):
+            # Nobody is left to tell: the caller abandoned the stream (or it is being
+            # garbage-collected), so a failed write is logged rather than raised.
+            try:
+                self.journal.end_message(
+                    self.message_id,
+                    status="failed",
+                    answer=text,
+                    error_code="abandoned",
+                    error_message="the caller stopped reading the run before it ended",
+                    **common,
+                )
+            except Exception:
+                logger.exception("could not record the end of message %s", self.message_id)
+        elif error is not None:
             code = type(error).__name__ if isinstance(error, BridgeError) else "interrupted"
             message = str(error) or type(error).__name__
-            if isinstance(error, GeneratorExit):
-                message = "the caller stopped reading the run before it ended"
             self.journal.end_message(
                 self.message_id,
                 status="failed",

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from bridge.cli import call_cmd, demo_cmd, doctor_cmd, emulator_cmd, run_cmd, tools_cmd  # noqa: F401
+from bridge.cli import (  # noqa: F401
+    call_cmd,
+    demo_cmd,
+    doctor_cmd,
+    emulator_cmd,
+    run_cmd,
+    serve_cmd,
+    sources_cmd,
+    tools_cmd,
+)
 from bridge.cli._app import app
 
 __all__ = ["app"]

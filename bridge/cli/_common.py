@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_NETWORK",
     "EXIT_OK",
     "EXIT_USAGE",
+    "AllowHostOpt",
     "ApiKeyOpt",
     "AppIdOpt",
     "BaseUrlOpt",
@@ -54,7 +55,17 @@ ToolsOpt = Annotated[
     typer.Option(
         "--tools",
         "-t",
-        help="Where tools come from: a .py file or a module name. Repeat for more.",
+        help="Where tools come from: a .py file, a module name, a .yaml/.json HTTP tools "
+        "manifest, 'openapi:PATH_OR_URL [--include X] [--server-url URL]', 'mcp:COMMAND ARGS' "
+        "or mcp+http://HOST:PORT/PATH. Repeat for more.",
+    ),
+]
+AllowHostOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--allow-host",
+        help="Host ('host', 'host:port' or '*.domain') HTTP and OpenAPI tools may reach besides "
+        "those their manifest names. Repeat for more; env TOOLBRIDGE_ALLOW_HOSTS adds more.",
     ),
 ]
 PlatformOpt = Annotated[
@@ -113,11 +124,11 @@ def fail(exc: BaseException, *, code: int | None = None) -> NoReturn:
     raise typer.Exit(code if code is not None else exit_code_for(exc)) from None
 
 
-def build_toolbox(specs: Sequence[str]) -> Toolbox:
-    """Load every SPEC into one toolbox (UsageError on a bad spec)."""
+def build_toolbox(specs: Sequence[str], *, allow_hosts: Sequence[str] = ()) -> Toolbox:
+    """Load every SPEC into one toolbox (UsageError on a bad spec); close it when done."""
     from bridge.tools.loader import load_tools
 
-    return load_tools(list(specs))
+    return load_tools(list(specs), allow_hosts=allow_hosts)
 
 
 def build_platform(name: str, **options: Any) -> Platform:

@@ -117,8 +117,9 @@ def result_json(
     tool_runs: list[ToolRun],
     request_ids: list[str],
     error: dict[str, Any] | None = None,
+    human_input: dict[str, Any] | None = None,
 ) -> str:
-    """The `--json` output: one object."""
+    """The `--json` output: one object (`human_input` and `error` only when they apply)."""
     body: dict[str, Any] = {
         "conversation_id": conversation_id,
         "answer": answer,
@@ -136,6 +137,8 @@ def result_json(
         ],
         "request_ids": request_ids,
     }
+    if human_input is not None:
+        body["human_input"] = human_input
     if error is not None:
         body["error"] = error
     return json.dumps(body, ensure_ascii=False)

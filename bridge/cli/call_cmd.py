@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from bridge.cli._app import app, state
-from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, fail
+from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, AllowHostOpt, fail
 
 __all__ = ["call"]
 
@@ -66,7 +66,11 @@ def _quiet_dispatcher() -> Iterator[None]:
 @app.command("call")
 def call(
     spec: Annotated[
-        str, typer.Argument(help="Where the tool comes from: a .py file or a module name.")
+        str,
+        typer.Argument(
+            help="Where the tool comes from: a .py file, a module name, a .yaml/.json HTTP tools "
+            "manifest, 'openapi:...' or 'mcp:...'."
+        ),
     ],
     tool: Annotated[str, typer.Argument(help="The name of the tool to run.")],
     args_json: Annotated[
@@ -80,6 +84,7 @@ def call(
             help="Seconds before the call is abandoned, unless the tool sets its own timeout.",
         ),
     ] = 60.0,
+    allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Run one tool through the dispatcher and print its output.
 
@@ -97,7 +102,7 @@ def call(
     try:
         arguments = _parse_arguments(args_json)
         try:
-            toolbox = load_tools([spec])
+            toolbox = load_tools([spec], allow_hosts=allow_host)
         except UsageError:
             raise
         except Exception as exc:  # an import-time error of the user's file, never a traceback
@@ -105,7 +110,7 @@ def call(
         dispatcher = Dispatcher(toolbox, default_timeout=timeout)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
-    with dispatcher, _quiet_dispatcher():
+    with toolbox, dispatcher, _quiet_dispatcher():  # the toolbox stops MCP servers it started
         [run] = dispatcher.run([ToolCall(call_id="cli", name=tool, arguments=arguments)])
     if run.error is None:
         typer.echo(run.output)

@@ -130,6 +130,14 @@ def run(
     stream: StreamOpt = True,
     max_rounds: MaxRoundsOpt = 10,
     yes: YesOpt = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="INTERRUPT_ID",
+            help="QUERY answers this human-input pause (needs --conversation-id).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Ask the agent one question, running the tools it calls, and print the answer.
@@ -140,6 +148,8 @@ def run(
     from bridge.cli._render import Renderer, result_json
 
     renderer = None if as_json else Renderer()
+    if resume is not None and conversation_id is None:
+        fail(UsageError("--resume needs the --conversation-id of the paused conversation"))
     try:
         bridge = _make_bridge(
             tools=tools,
@@ -162,7 +172,10 @@ def run(
     try:
         if renderer is not None:
             renderer.waiting()
-        result = conversation.ask(query)
+        if resume is not None:
+            result = conversation.resume(query, interrupt_id=resume)
+        else:
+            result = conversation.ask(query)
     except BridgeError as exc:
         if renderer is not None:
             renderer.close()
@@ -190,8 +203,11 @@ def run(
         renderer.close()
         if result.human_input is not None:
             renderer.err.print(
-                "[yellow]The agent is waiting for input; continue with[/yellow] "
-                f"toolbridge chat --conversation-id {result.conversation_id}"
+                f"[yellow]The agent asks:[/yellow] {result.human_input.prompt}\n"
+                "[yellow]Answer with[/yellow] toolbridge run ANSWER "
+                f"--conversation-id {result.conversation_id} "
+                f"--resume {result.human_input.interrupt_id}",
+                markup=True,
             )
     else:
         typer.echo(
@@ -201,6 +217,14 @@ def run(
                 rounds=result.rounds,
                 tool_runs=result.tool_runs,
                 request_ids=result.request_ids,
+                human_input=(
+                    {
+                        "interrupt_id": result.human_input.interrupt_id,
+                        "prompt": result.human_input.prompt,
+                    }
+                    if result.human_input is not None
+                    else None
+                ),
             )
         )
     raise typer.Exit(EXIT_OK)

@@ -123,7 +123,8 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"no such endpoint: {request.method} {request.url.path}"
         elif exc.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}"
-        return error_response(request, exc.status_code, code, message, headers=exc.headers)
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(request, exc.status_code, code, message, headers=headers)
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

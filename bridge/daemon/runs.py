@@ -232,19 +232,28 @@ class RunHandle:
         assert self.outcome is not None
         return self.outcome
 
-    async def follow(self) -> AsyncIterator[SseEvent]:
-        """Every event of the run: the history first, then live ones until ``done``."""
+    async def follow(self, keepalive: float | None = None) -> AsyncIterator[SseEvent | None]:
+        """Every event of the run: the history first, then live ones until ``done``.
+
+        With `keepalive`, None is yielded after that many quiet seconds (send a comment so
+        proxies keep the connection open).
+        """
         queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
         replay = list(self.history)
         finished = self.done
         if not finished:
             self._followers.add(queue)
         try:
-            for event in replay:
-                yield event
-            if finished:
-                return
-            while (event := await queue.get()) is not None:
+            for old in replay:
+                yield old
+            while not finished:
+                try:
+                    event = await asyncio.wait_for(queue.get(), keepalive)
+                except asyncio.TimeoutError:
+                    yield None
+                    continue
+                if event is None:
+                    return
                 yield event
         finally:
             self._followers.discard(queue)

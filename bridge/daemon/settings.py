@@ -5,8 +5,9 @@
     toolbridge serve --config toolbridge.toml              file (or TOOLBRIDGE_CONFIG)
 
 Every setting has the same name everywhere: ``--max-body-bytes``, ``TOOLBRIDGE_MAX_BODY_BYTES``,
-``max_body_bytes`` (or ``max-body-bytes``) in the file. A list in the environment
-(``TOOLBRIDGE_TOOLS``) is comma-separated. Errors name the source of the bad value.
+``max_body_bytes`` (or ``max-body-bytes``) in the file, at the top level or in a ``[serve]``
+table. A list in the environment (``TOOLBRIDGE_TOOLS``) is comma-separated. Errors name the
+source of the bad value (never the value of a secret).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bridge.errors import UsageError
 
@@ -71,15 +80,20 @@ class DaemonSettings(BaseModel):
     platform_api_key: SecretStr | None = None
     """API key of an OpenAI-compatible server (else OPENAI_API_KEY)."""
 
+    @field_validator("api_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        size = len(value.get_secret_value()) if value is not None else MIN_API_KEY_CHARS
+        if size < MIN_API_KEY_CHARS:
+            raise ValueError(
+                f"too short ({size} characters); use at least {MIN_API_KEY_CHARS} random "
+                "characters, e.g. from `openssl rand -hex 24`"
+            )
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> DaemonSettings:
-        key = self.api_key.get_secret_value() if self.api_key is not None else None
-        if key is not None and len(key) < MIN_API_KEY_CHARS:
-            raise ValueError(
-                f"api_key is too short ({len(key)} characters); use at least "
-                f"{MIN_API_KEY_CHARS} random characters, e.g. from `openssl rand -hex 24`"
-            )
-        if key is None and not is_loopback(self.host):
+        if self.api_key is None and not is_loopback(self.host):
             raise ValueError(
                 f"binding {self.host} exposes the daemon beyond this machine, so it needs an "
                 "API key: pass --api-key (or set TOOLBRIDGE_API_KEY), or bind 127.0.0.1"
@@ -113,6 +127,7 @@ def is_loopback(host: str) -> bool:
 
 _FIELDS = tuple(DaemonSettings.model_fields)
 _LISTS = {"tools"}
+_SECRETS = {"api_key", "token", "platform_api_key"}
 
 
 def load_settings(
@@ -137,12 +152,13 @@ def load_settings(
     path = config or env.get(ENV_PREFIX + "CONFIG") or None
     if path is not None:
         for key, value in _read_toml(Path(path)).items():
-            values[key], origin[key] = value, f"{path}: {key}"
+            values[key], origin[key] = value, f"{key} in {path}"
     for name in _FIELDS:
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None and raw != "":
             value = [p.strip() for p in raw.split(",") if p.strip()] if name in _LISTS else raw
-            values[name], origin[name] = value, f"{ENV_PREFIX}{name.upper()}={raw!r}"
+            shown = "" if name in _SECRETS else f"={raw!r}"
+            values[name], origin[name] = value, f"{ENV_PREFIX}{name.upper()}{shown}"
     for name, value in flags.items():
         if name not in _FIELDS:
             raise SettingsError(f"unknown setting {name!r}")
@@ -183,5 +199,6 @@ def _describe(exc: ValidationError, origin: Mapping[str, str]) -> str:
         name = str(loc[0]) if loc else ""
         where = origin.get(name, name or "settings")
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        lines.append(f"{where}: {message}" if name else message)
+        # "(from X)" after the message: "api_key: ..." would be masked by `redact`.
+        lines.append(f"{message} (from {where})" if name else message)
     return "; ".join(lines)

@@ -2,8 +2,13 @@
 
 Every request is checked in the same order: token (401), request body (400), app (404),
 conversation (404), conversation state (400), then injected faults, and only then does the
-conversation change. Every answer carries `X-Appbuilder-Request-Id` and, in its body,
-`request_id`; errors use the platform's body ``{"request_id", "code", "message"}``.
+conversation change. A conversation's state allows one kind of next run: a new query when
+nothing is pending, ``tool_outputs`` for exactly the pending tool calls, or, when a scenario's
+``ask`` step is waiting, the reply as ``query`` with ``action`` resume naming the pending
+``interrupt_event_id``; anything else is a 400 that names what is pending and the id expected.
+
+Every answer carries `X-Appbuilder-Request-Id` and, in its body, `request_id`; errors use the
+platform's body ``{"request_id", "code", "message"}``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 from bridge.emulator import wire
 from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
-from bridge.emulator.planner import CompletedCall, ForcedTool, Planner, RunContext
+from bridge.emulator.planner import CompletedAsk, CompletedCall, ForcedTool, Planner, RunContext
 from bridge.emulator.render import merge_chunks, render_step
 from bridge.emulator.scenario import Scenario, load_scenario
 from bridge.emulator.state import (
@@ -39,6 +44,7 @@ from bridge.emulator.state import (
     EmulatorState,
     FileRecord,
     MessageRecord,
+    PendingInput,
 )
 from bridge.emulator.transport import (
     BlockResponse,
@@ -137,7 +143,11 @@ class EmulatorApp:
                 _check_files(conv, req.file_ids or [])
                 if req.tool_outputs:
                     run = _pending_run(conv, req.tool_outputs)
-                    round_index = len(run.context.rounds) + 1
+                    round_index = run.context.steps_done + 1
+                    match = run.context.match
+                elif req.action is not None:
+                    run = _paused_run(conv, req.action)
+                    round_index = run.context.steps_done + 1
                     match = run.context.match
                 else:
                     run = None
@@ -150,8 +160,10 @@ class EmulatorApp:
                 if run is None:
                     run = ActiveRun(message_id=str(uuid.uuid4()), context=context)
                     conv.active = run
+                elif req.tool_outputs:
+                    _take_outputs(run, req.tool_outputs)
                 else:
-                    _take_outputs(run, req.tool_outputs or [])
+                    _take_answer(run, req.query or "")
                 rendered = render_step(
                     self.planner.next_step(run.context),
                     conv=conv,
@@ -167,13 +179,18 @@ class EmulatorApp:
                     conv.messages.append(
                         MessageRecord(
                             message_id=run.message_id,
-                            query=run.context.query,
+                            query=run.query if run.query is not None else run.context.query,
                             answer=rendered.answer,
                             status=rendered.status,
-                            tool_calls=tuple(c for r in run.context.rounds for c in r),
+                            tool_calls=tuple(
+                                c for r in run.context.rounds[run.first_round :] for c in r
+                            ),
                         )
                     )
-                    conv.active = None
+                    if rendered.question is not None:
+                        run.pending_input = rendered.question
+                    else:
+                        conv.active = None
         except _ReplyError as reply:
             return _error(rid, reply.status, reply.message)
         logger.debug("run %s round %d: %s", conv.conversation_id, round_index, rendered.status)
@@ -281,6 +298,12 @@ class EmulatorApp:
         return conv
 
     def _new_context(self, conv: Conversation, req: wire.RunRequest) -> RunContext:
+        if conv.active is not None and conv.active.pending_input is not None:
+            raise _ReplyError(
+                400,
+                f"conversation {conv.conversation_id!r} is waiting for the person's reply to "
+                f"{_waiting_for(conv.active.pending_input)} before a new query",
+            )
         if conv.active is not None and conv.active.pending:
             ids = ", ".join(p.call_id for p in conv.active.pending)
             raise _ReplyError(
@@ -430,6 +453,12 @@ def _forced_tool(choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...]) ->
 
 def _pending_run(conv: Conversation, outputs: list[wire.ToolOutputItem]) -> ActiveRun:
     run = conv.active
+    if run is not None and run.pending_input is not None:
+        raise _ReplyError(
+            400,
+            f"conversation {conv.conversation_id!r} is waiting for the person's reply to "
+            f"{_waiting_for(run.pending_input)}, not for tool outputs",
+        )
     if run is None or not run.pending:
         raise _ReplyError(
             400,
@@ -457,6 +486,48 @@ def _pending_run(conv: Conversation, outputs: list[wire.ToolOutputItem]) -> Acti
     return run
 
 
+def _paused_run(conv: Conversation, action: wire.Action) -> ActiveRun:
+    """The run whose question `action` resumes; 400 unless it names the pending interrupt."""
+    given = action.parameters.interrupt_event.id
+    run = conv.active
+    if run is None or run.pending_input is None:
+        if run is not None and run.pending:
+            ids = ", ".join(p.call_id for p in run.pending)
+            raise _ReplyError(
+                400,
+                f"conversation {conv.conversation_id!r} is waiting for tool outputs for "
+                f"tool_call_id(s) {ids}, not for a reply; action resume (interrupt_event_id "
+                f"{given!r}) was not expected, submit tool_outputs instead",
+            )
+        raise _ReplyError(
+            400,
+            f"conversation {conv.conversation_id!r} has no pending question, so action resume "
+            f"(interrupt_event_id {given!r}) was not expected; send the query without action",
+        )
+    expected = run.pending_input.interrupt_id
+    if given != expected:
+        raise _ReplyError(
+            400,
+            f"action.parameters.interrupt_event.id {given!r} is not the pending interrupt of "
+            f"conversation {conv.conversation_id!r}; expected {expected!r} (the "
+            "interrupt_event_id of its last chatflow_interrupt event)",
+        )
+    return run
+
+
+def _take_answer(run: ActiveRun, answer: str) -> None:
+    """Record the person's reply; the run goes on as a new message whose query is the reply."""
+    question = run.pending_input
+    assert question is not None
+    run.context.answers.append(
+        CompletedAsk(question.interrupt_id, question.name, question.question, answer)
+    )
+    run.pending_input = None
+    run.message_id = str(uuid.uuid4())
+    run.query = answer
+    run.first_round = len(run.context.rounds)
+
+
 def _take_outputs(run: ActiveRun, outputs: list[wire.ToolOutputItem]) -> None:
     by_id = {o.tool_call_id: o.output for o in outputs}
     run.context.rounds.append(
@@ -466,6 +537,20 @@ def _take_outputs(run: ActiveRun, outputs: list[wire.ToolOutputItem]) -> None:
         ]
     )
     run.pending = []
+
+
+def _waiting_for(question: PendingInput) -> str:
+    """How 400 messages describe a pending question and the resume it needs."""
+    action = json.dumps(
+        {
+            "action_type": "resume",
+            "parameters": {"interrupt_event": {"id": question.interrupt_id, "type": "chat"}},
+        }
+    )
+    return (
+        f"the question {question.question!r} (interrupt_event_id {question.interrupt_id}); "
+        f"send the reply as query with action {action}"
+    )
 
 
 async def _form(request: Request) -> dict[str, Any]:
@@ -569,7 +654,10 @@ def _duplicate_interrupts(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for c in chunks:
         out.append(c)
-        if any(e.get("event_status") == "interrupt" for e in c["content"]):
+        if any(
+            e.get("event_status") == "interrupt" or e.get("content_type") == "chatflow_interrupt"
+            for e in c["content"]
+        ):
             out.append(c)
     return out
 

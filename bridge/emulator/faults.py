@@ -27,12 +27,14 @@ Keys:
 ``message=TEXT``      the message of a ``status`` or ``inband`` error (no ``,``/``;`` in it)
 ``malformed=N``       insert a ``data:`` line that is not JSON after N SSE messages
                       (non-stream: the body is not valid JSON)
-``duplicate_interrupt``  send the interrupt event twice (same tool call ids)
+``duplicate_interrupt``  send the interrupt event twice (same tool call ids), or the
+                      ``chatflow_interrupt`` event of a question twice (same id)
 ``times=N``           apply the fault to the first N requests it matches only, then behave;
                       counted per fault spec text and source (so a client's retries, which
                       repeat the header, get through after N failures)
 ``round=K``           only in round K of a run: 0 is the request with the query, 1 the first
-                      ``tool_outputs`` submission, ...
+                      ``tool_outputs`` submission (or resume of an ``ask`` step's question),
+                      ...; a scenario rule's run counts on across its questions
 ``on=PATHS``          which endpoints, ``|``-separated: ``runs``, ``create``, ``upload``,
                       ``feedback`` or ``any`` (default ``runs``; header faults ignore it)
 ===================== =======================================================================

@@ -8,6 +8,9 @@ Two sources of decisions, both deterministic:
    the tool that best matches the query with arguments read from it
    (`bridge.emulator.matching`), round 1 answers with the tool output. A query that matches no
    tool gets a plain answer. ``tool_choice`` of type ``function`` forces the named tool.
+
+Only a scenario can ask the person a question (an ``ask`` step, `AskStep`): the run pauses
+until the client resumes it with the reply, which `RunContext.answers` then holds.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from bridge.emulator.templates import TemplateError, render, render_value
 
 __all__ = [
     "AnswerStep",
+    "AskStep",
     "CallStep",
+    "CompletedAsk",
     "CompletedCall",
     "FailStep",
     "ForcedTool",
@@ -52,6 +57,15 @@ class CallStep:
 
 
 @dataclass(frozen=True)
+class AskStep:
+    """Pause the run and ask the person `question` (a chatflow interrupt)."""
+
+    question: str
+    name: str | None
+    """The ask step's ``as``: how templates name the reply."""
+
+
+@dataclass(frozen=True)
 class AnswerStep:
     """Finish the run with this answer."""
 
@@ -66,7 +80,7 @@ class FailStep:
     message: str
 
 
-Step = CallStep | AnswerStep | FailStep
+Step = CallStep | AskStep | AnswerStep | FailStep
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,16 @@ class CompletedCall:
     output_name: str
     arguments: dict[str, Any]
     output: str
+
+
+@dataclass(frozen=True)
+class CompletedAsk:
+    """A question the person answered (by resuming its interrupt)."""
+
+    interrupt_id: str
+    name: str | None
+    question: str
+    answer: str
 
 
 @dataclass(frozen=True)
@@ -106,6 +130,12 @@ class RunContext:
     forced: ForcedTool | None = None
     match: RuleMatch | None = None
     rounds: list[list[CompletedCall]] = field(default_factory=list)
+    answers: list[CompletedAsk] = field(default_factory=list)
+
+    @property
+    def steps_done(self) -> int:
+        """Steps completed so far: every step is one tool round or one answered question."""
+        return len(self.rounds) + len(self.answers)
 
     def tool(self, name: str) -> ToolInfo | None:
         """The tool called `name` among those sent with the run."""
@@ -114,6 +144,10 @@ class RunContext:
     def outputs(self) -> dict[str, str]:
         """Outputs by name (a call's `as` or its tool name); later rounds win."""
         return {c.output_name: c.output for round_ in self.rounds for c in round_}
+
+    def answer_values(self) -> dict[str, str]:
+        """Replies by their ask step's `as` (unnamed asks left out); later ones win."""
+        return {a.name: a.answer for a in self.answers if a.name is not None}
 
 
 class Planner:
@@ -178,15 +212,21 @@ class Planner:
     # --- scenario -----------------------------------------------------------------------
 
     def _scripted(self, run: RunContext, match: RuleMatch) -> Step:
-        rule, k = match.rule, len(run.rounds)
-        outputs = run.outputs()
+        rule, k = match.rule, run.steps_done
+        outputs, answers = run.outputs(), run.answer_values()
         where = f"scenario rule {match.index} ({rule.label})"
         if k < len(rule.steps):
             step = rule.steps[k]
+            if step.ask is not None:
+                try:
+                    question = render(step.ask, match.values, outputs, answers)
+                except TemplateError as exc:
+                    return FailStep("ScenarioTemplateError", f"{where}: steps[{k}].ask: {exc}")
+                return AskStep(question, step.alias)
             calls = []
             for c, call in enumerate(step.calls):
                 try:
-                    arguments = _render_arguments(call.arguments, match.values, outputs)
+                    arguments = _render_arguments(call.arguments, match.values, outputs, answers)
                 except TemplateError as exc:
                     return FailStep(
                         "ScenarioTemplateError",
@@ -199,7 +239,7 @@ class Planner:
             thought_template = step.thought or rule.thought
             try:
                 thought = (
-                    render(thought_template, match.values, outputs)
+                    render(thought_template, match.values, outputs, answers)
                     if thought_template
                     else _thought(run.query, [c.name for c in calls])
                 )
@@ -210,24 +250,29 @@ class Planner:
             done = [c for round_ in run.rounds for c in round_]
             return AnswerStep(_answer_from(done) if done else self._plain(run.query).text)
         try:
-            return AnswerStep(render(rule.answer, match.values, outputs))
+            return AnswerStep(render(rule.answer, match.values, outputs, answers))
         except TemplateError as exc:
             return FailStep("ScenarioTemplateError", f"{where}: answer: {exc}")
 
 
 def _render_arguments(
-    arguments: Mapping[str, Any], values: Mapping[str, Any], outputs: Mapping[str, str]
+    arguments: Mapping[str, Any],
+    values: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    answers: Mapping[str, str],
 ) -> dict[str, Any]:
-    return {key: _render_any(value, values, outputs) for key, value in arguments.items()}
+    return {key: _render_any(value, values, outputs, answers) for key, value in arguments.items()}
 
 
-def _render_any(value: Any, values: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
+def _render_any(
+    value: Any, values: Mapping[str, Any], outputs: Mapping[str, str], answers: Mapping[str, str]
+) -> Any:
     if isinstance(value, str):
-        return render_value(value, values, outputs)
+        return render_value(value, values, outputs, answers)
     if isinstance(value, dict):
-        return {k: _render_any(v, values, outputs) for k, v in value.items()}
+        return {k: _render_any(v, values, outputs, answers) for k, v in value.items()}
     if isinstance(value, list):
-        return [_render_any(v, values, outputs) for v in value]
+        return [_render_any(v, values, outputs, answers) for v in value]
     return value
 
 

@@ -7,6 +7,18 @@ in ``outputs.text``), and the stream ends there. An answer is ``status/preparing
 with empty ``content``. A failed step is ``status/preparing``, an ``error`` event with a
 non-zero ``event_code``, and the empty last chunk. Each chunk carries one event, so the official
 SDK's handler (which looks at the last event of each chunk) sees every status.
+
+A question (``ask`` step) is what an AppBuilder workflow's information-collection node sends:
+``status/preparing``, the question as a ``publish_message`` event (``event_type`` chatflow,
+``outputs`` ``{message, message_id}``, the chunk's ``answer`` left empty, as the official
+cookbook reads workflow messages from this event), a ``chatflow_interrupt`` event
+(``event_type`` chatflow, ``outputs`` ``{interrupt_event_id, interrupt_event_type: "chat"}``),
+``status/success`` and the empty last chunk. The interrupt event's ``event_status`` is
+``done``, not ``interrupt``: the official SDK's event handler treats ``interrupt`` as "tool
+outputs needed" (its default `interrupt()` then fails an assertion), and it only stops reading
+a stream at ``success``; the official chatflow samples (streaming) use that handler unchanged
+against the real service, which therefore does not send ``interrupt`` there (appbuilder-wire.md
+§6; checked against the SDK in tests/emulator/test_emulator_chatflow.py).
 """
 
 from __future__ import annotations
@@ -18,23 +30,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.emulator import wire
-from bridge.emulator.planner import AnswerStep, CallStep, FailStep, RunContext, Step
-from bridge.emulator.state import Conversation, PendingCall
+from bridge.emulator.planner import AnswerStep, AskStep, CallStep, FailStep, RunContext, Step
+from bridge.emulator.state import Conversation, PendingCall, PendingInput
 
 __all__ = ["Rendered", "estimate_tokens", "merge_chunks", "render_step"]
 
 AGENT = "ChatAgent"
+CHATFLOW = "chatflow"
+"""The `event_type` of workflow events (observed in the official chatflow tests)."""
+INTERRUPT_STATUS = "done"
+"""The `event_status` of a `chatflow_interrupt` event (see the module docstring)."""
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """The chunks of one response and, for a tool round, the calls now pending."""
+    """The chunks of one response and what is now pending: tool calls or a question."""
 
     chunks: list[dict[str, Any]]
     pending: list[PendingCall]
     answer: str
+    """What the agent said: the answer text, or the question of an ask step."""
     status: str
-    """`interrupt`, `success` or `error`."""
+    """`interrupt`, `human_input`, `success` or `error`."""
+    question: PendingInput | None = None
+    """The question now waiting for the person's reply (an ask step)."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -81,6 +100,11 @@ def render_step(
         ]
         chunks.append(make("", [_interrupt(conv, run, step, pending, prompt, model)]))
         return Rendered(chunks, pending, "", "interrupt")
+    if isinstance(step, AskStep):
+        question = PendingInput(str(uuid.uuid4()), step.question, step.name)
+        chunks += [make("", [e]) for e in _ask_events(conv, question)]
+        chunks.append(make("", [], done=True))
+        return Rendered(chunks, [], step.question, "human_input", question)
     if isinstance(step, FailStep):
         error = wire.event(
             event_id=conv.next_event_id(),
@@ -175,9 +199,36 @@ def _interrupt(
     )
 
 
+def _ask_events(conv: Conversation, question: PendingInput) -> list[dict[str, Any]]:
+    """The workflow events of a question: the message, the interrupt, the end of the run."""
+    message = wire.event(
+        event_id=conv.next_event_id(),
+        event_type=CHATFLOW,
+        status="done",
+        content_type="publish_message",
+        outputs={"message": question.question, "message_id": str(uuid.uuid4())},
+    )
+    interrupt = wire.event(
+        event_id=conv.next_event_id(),
+        event_type=CHATFLOW,
+        status=INTERRUPT_STATUS,
+        content_type="chatflow_interrupt",
+        outputs={"interrupt_event_id": question.interrupt_id, "interrupt_event_type": "chat"},
+    )
+    success = wire.event(
+        event_id=conv.next_event_id(),
+        event_type=CHATFLOW,
+        status="success",
+        content_type="status",
+        outputs={},
+    )
+    return [message, interrupt, success]
+
+
 def _prompt_tokens(run: RunContext) -> int:
     text = run.query + "".join(t.name + t.description for t in run.tools)
     text += "".join(c.output for round_ in run.rounds for c in round_)
+    text += "".join(a.question + a.answer for a in run.answers)
     return max(1, estimate_tokens(text))
 
 

@@ -21,6 +21,29 @@ from a template. Example (the shipped ``scenarios/weather.yaml`` is a longer one
         answer: "{city}: {outputs.get_weather.temp} degrees. {outputs.advice}"
         faults: "delay=0.01"                     # optional, see bridge.emulator.faults
 
+A step can also ask the person a question instead of calling tools, the way an AppBuilder
+workflow's information-collection node (信息收集节点) does::
+
+      - name: booking
+        match: "预订(?P<what>会议室|餐厅)"
+        steps:
+          - ask: "您要预订哪一天？"                 # the run pauses here
+            as: date                              # the reply is {answers.date}
+          - tool: book
+            arguments: {what: "{what}", date: "{answers.date}"}
+        answer: "已为您预订{answers.date}的{what}：{outputs.book}"
+
+Reaching an ``ask`` step ends the response with the question (a ``publish_message`` event) and
+a ``chatflow_interrupt`` event carrying a fresh ``interrupt_event_id`` (the wire shape is in
+`bridge.emulator.render`). The next request of the conversation must resume it: its ``query``
+is the person's reply and its ``action`` is ``{"action_type": "resume", "parameters":
+{"interrupt_event": {"id": <interrupt_event_id>, "type": "chat"}}}``; the rule then goes on with
+its next step. Like pending tool calls, a pending question must be answered first: a new query,
+tool outputs, or a resume with another id get HTTP 400 naming the expected id. ``{query}`` stays
+the query that matched the rule; replies are only reachable by name, so give ``as`` to an ask
+whose reply a later template uses. The question itself is a template too. An ask step takes
+no ``thought`` and no ``calls``.
+
 Template syntax: see `bridge.emulator.templates`. Every placeholder is checked when the file is
 loaded, and errors name the file and the key (``weather.yaml: rules[0].steps[1]...``).
 """
@@ -37,7 +60,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from bridge.emulator.faults import FaultSpec, FaultSpecError, parse_faults
-from bridge.emulator.templates import Placeholder, TemplateSyntaxError, parse_template
+from bridge.emulator.templates import (
+    NAMED_ROOTS,
+    Placeholder,
+    TemplateSyntaxError,
+    parse_template,
+)
 from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
 from bridge.errors import UsageError
 
@@ -88,20 +116,57 @@ class Call(_Model):
 
 
 class Step(_Model):
-    """One round: its calls are sent together in one interrupt."""
+    """One round: its calls are sent together in one interrupt, or one question is asked."""
 
-    calls: list[Call] = Field(min_length=1)
+    calls: list[Call] = Field(default_factory=list, min_length=1)
     thought: str | None = None
+    ask: str | None = Field(default=None, min_length=1)
+    """Template of a question for the person; the run pauses until it is answered."""
+    alias: str | None = Field(default=None, alias="as", pattern=TOOL_NAME_PATTERN)
+    """Name of the reply in templates (``{answers.NAME}``); only for an `ask` step."""
 
     @model_validator(mode="before")
     @classmethod
     def _single_call(cls, data: Any) -> Any:
         # A step may be written as a bare call: {tool: x, arguments: {...}}.
         if isinstance(data, dict) and "tool" in data:
+            if "ask" in data:
+                raise ValueError(_ONE_KIND)
             thought = data.get("thought")
             call = {k: v for k, v in data.items() if k != "thought"}
             return {"calls": [call], "thought": thought}
         return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Step:
+        if self.ask is None:
+            if not self.calls:
+                raise ValueError(
+                    "a step needs 'tool' or 'calls' (to call tools) or 'ask' (to ask the "
+                    "person a question)"
+                )
+            if self.alias is not None:
+                raise ValueError(
+                    "'as' on a step names the reply to its 'ask'; this step has none (to name "
+                    "a tool's output, put 'as' on the call)"
+                )
+            return self
+        if self.calls:
+            raise ValueError(_ONE_KIND)
+        if self.thought is not None:
+            raise ValueError("an 'ask' step takes no 'thought' (thoughts explain tool calls)")
+        return self
+
+    @property
+    def is_ask(self) -> bool:
+        """True for a step that asks the person a question."""
+        return self.ask is not None
+
+
+_ONE_KIND = (
+    "a step either calls tools ('tool' or 'calls') or asks a question ('ask'), not both; "
+    "split it into two steps"
+)
 
 
 class Rule(_Model):
@@ -228,14 +293,26 @@ def _check_rule(rule: Rule, where: str) -> None:
             rule._faults = parse_faults(rule.faults)
         except FaultSpecError as exc:
             raise ScenarioError(f"{where}.faults: {exc.message}") from None
+    reserved = sorted(set(pattern.groupindex) & set(NAMED_ROOTS))
+    if reserved:
+        raise ScenarioError(
+            f"{where}.match: the group name {reserved[0]!r} is reserved for "
+            f"{{{reserved[0]}.NAME}} placeholders; rename the group"
+        )
     names = {"query", *pattern.groupindex}
     outputs: set[str] = set()
+    answers: set[str] = set()
     if rule.thought is not None:
-        _check_template(rule.thought, f"{where}.thought", names, outputs)
+        _check_template(rule.thought, f"{where}.thought", names, outputs, answers)
     for s, step in enumerate(rule.steps):
         step_where = f"{where}.steps[{s}]"
+        if step.ask is not None:
+            _check_template(step.ask, f"{step_where}.ask", names, outputs, answers)
+            if step.alias is not None:
+                answers.add(step.alias)
+            continue
         if step.thought is not None:
-            _check_template(step.thought, f"{step_where}.thought", names, outputs)
+            _check_template(step.thought, f"{step_where}.thought", names, outputs, answers)
         seen: set[str] = set()
         for c, call in enumerate(step.calls):
             call_where = f"{step_where}.calls[{c}]"
@@ -245,24 +322,32 @@ def _check_rule(rule: Rule, where: str) -> None:
                     "give each its own 'as' so their outputs can be told apart"
                 )
             seen.add(call.output_name)
-            _check_arguments(call.arguments, f"{call_where}.arguments", names, outputs)
+            _check_arguments(call.arguments, f"{call_where}.arguments", names, outputs, answers)
         outputs |= seen
     if rule.answer is not None:
-        _check_template(rule.answer, f"{where}.answer", names, outputs)
+        _check_template(rule.answer, f"{where}.answer", names, outputs, answers)
 
 
-def _check_arguments(value: Any, where: str, names: set[str], outputs: set[str]) -> None:
+def _check_arguments(
+    value: Any, where: str, names: set[str], outputs: set[str], answers: set[str]
+) -> None:
     if isinstance(value, str):
-        _check_template(value, where, names, outputs)
+        _check_template(value, where, names, outputs, answers)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_arguments(item, f"{where}.{key}", names, outputs)
+            _check_arguments(item, f"{where}.{key}", names, outputs, answers)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _check_arguments(item, f"{where}[{i}]", names, outputs)
+            _check_arguments(item, f"{where}[{i}]", names, outputs, answers)
 
 
-def _check_template(template: str, where: str, names: set[str], outputs: set[str]) -> None:
+def _check_template(
+    template: str,
+    where: str,
+    names: set[str],
+    outputs: set[str],
+    answers: set[str] | None = None,
+) -> None:
     try:
         parts = parse_template(template)
     except TemplateSyntaxError as exc:
@@ -277,10 +362,23 @@ def _check_template(template: str, where: str, names: set[str], outputs: set[str
                     f"{where}: {{{part.text}}} uses the output {part.alias!r}, which no earlier "
                     f"step produces (available: {known})"
                 )
+        elif part.root == "answers":
+            if part.alias not in (answers or set()):
+                known = ", ".join(sorted(answers or ())) or "none: no earlier ask step has 'as'"
+                raise ScenarioError(
+                    f"{where}: {{{part.text}}} uses the answer {part.alias!r}, which no earlier "
+                    f"'ask' step names with 'as: {part.alias}' (available: {known})"
+                )
+            if part.path:
+                raise ScenarioError(
+                    f"{where}: {{{part.text}}}: only outputs.NAME can be followed by a path "
+                    "(an answer is plain text)"
+                )
         elif part.root not in names:
             raise ScenarioError(
                 f"{where}: unknown placeholder {{{part.text}}}; known names: "
-                f"{', '.join(sorted(names))}, and outputs.TOOL for earlier outputs"
+                f"{', '.join(sorted(names))}, and outputs.TOOL for earlier outputs, "
+                "answers.NAME for earlier replies"
             )
         elif part.path:
             raise ScenarioError(

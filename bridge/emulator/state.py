@@ -1,4 +1,4 @@
-"""What the emulator remembers: conversations, their pending tool calls, and every request.
+"""What the emulator remembers: conversations, their pending tool calls or question, requests.
 
 One `EmulatorState` per app. The server mutates it from its event loop thread; tests read it
 from theirs, so every access takes the lock and readers get frozen snapshots.
@@ -23,6 +23,7 @@ __all__ = [
     "FileRecord",
     "MessageRecord",
     "PendingCall",
+    "PendingInput",
     "RecordedRequest",
 ]
 
@@ -56,6 +57,17 @@ class PendingCall:
 
 
 @dataclass(frozen=True)
+class PendingInput:
+    """A question (an ``ask`` step) waiting for the person's reply: a chatflow interrupt."""
+
+    interrupt_id: str
+    """The ``interrupt_event_id`` the client must send back in ``action`` to resume."""
+    question: str
+    name: str | None
+    """The ask step's ``as``: how templates name the reply."""
+
+
+@dataclass(frozen=True)
 class FileRecord:
     """An uploaded file (the content is not kept, only its size and digest)."""
 
@@ -68,7 +80,11 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class MessageRecord:
-    """A finished run: its query, answer and the tool calls it made."""
+    """A finished run (or one paused on a question): query, answer, tool calls made.
+
+    `status` is ``success``, ``error``, or ``human_input`` for a run that ended by asking the
+    person a question (then `answer` is the question).
+    """
 
     message_id: str
     query: str
@@ -79,11 +95,20 @@ class MessageRecord:
 
 @dataclass
 class ActiveRun:
-    """A run between its query and its final answer."""
+    """A run between its query and its final answer.
+
+    A question (``ask`` step) splits it into messages: the paused one is recorded, and the
+    resume continues the same `context` under a new `message_id`.
+    """
 
     message_id: str
     context: RunContext
     pending: list[PendingCall] = field(default_factory=list)
+    pending_input: PendingInput | None = None
+    query: str | None = None
+    """The query of the current message when it is a reply (None: `context.query`)."""
+    first_round: int = 0
+    """Index in `context.rounds` of the first tool round of the current message."""
 
 
 @dataclass
@@ -115,11 +140,18 @@ class ConversationSnapshot:
     messages: tuple[MessageRecord, ...]
     files: tuple[FileRecord, ...]
     feedback: tuple[dict[str, Any], ...]
+    pending_input: PendingInput | None = None
+    """The question waiting for the person's reply, if any."""
 
     @property
     def pending_call_ids(self) -> tuple[str, ...]:
         """Ids of the tool calls waiting for outputs (empty when none)."""
         return tuple(call.call_id for call in self.pending_calls)
+
+    @property
+    def pending_interrupt_id(self) -> str | None:
+        """The ``interrupt_event_id`` a resume must carry (None when no question waits)."""
+        return self.pending_input.interrupt_id if self.pending_input else None
 
 
 class EmulatorState:
@@ -164,6 +196,7 @@ class EmulatorState:
                 messages=tuple(conv.messages),
                 files=tuple(conv.files.values()),
                 feedback=tuple(dict(f) for f in conv.feedback),
+                pending_input=conv.active.pending_input if conv.active else None,
             )
 
     def conversation_ids(self) -> list[str]:

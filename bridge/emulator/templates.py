@@ -2,9 +2,11 @@
 
 ``{name}`` inserts a named regex group (or ``{query}``, the whole query); ``{outputs.ALIAS}``
 inserts the output of an earlier tool call (ALIAS is the call's ``as`` or its tool name);
-``{outputs.ALIAS.key[0].field}`` parses that output as JSON and walks into it. ``{{`` and ``}}``
-are literal braces. A template that is exactly one placeholder keeps the value's JSON type (a
-number stays a number), anything else renders to text.
+``{outputs.ALIAS.key[0].field}`` parses that output as JSON and walks into it;
+``{answers.NAME}`` inserts the person's reply to an earlier ``ask`` step named ``as: NAME``
+(plain text, so it takes no path). ``{{`` and ``}}`` are literal braces. A template that is
+exactly one placeholder keeps the value's JSON type (a number stays a number), anything else
+renders to text.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "NAMED_ROOTS",
     "Placeholder",
     "TemplateError",
     "TemplateSyntaxError",
@@ -23,6 +26,9 @@ __all__ = [
     "render",
     "render_value",
 ]
+
+NAMED_ROOTS = ("outputs", "answers")
+"""Placeholder roots followed by a name: ``outputs.TOOL`` and ``answers.NAME``."""
 
 _SEGMENT = re.compile(r"\.([^.\[\]]+)|\[(-?\d+)\]")
 _ROOT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*")
@@ -39,7 +45,7 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True)
 class Placeholder:
-    """One ``{...}``: its root (`outputs` or a value name), alias and JSON path."""
+    """One ``{...}``: its root (`outputs`, `answers` or a value name), alias and JSON path."""
 
     text: str
     root: str
@@ -90,15 +96,16 @@ def _parse_placeholder(template: str, text: str) -> Placeholder:
     if not root_match:
         raise TemplateSyntaxError(
             f"template {template!r}: {{{text}}} is not a placeholder; expected a group name, "
-            "query, or outputs.TOOL"
+            "query, outputs.TOOL or answers.NAME"
         )
     root, rest = root_match.group(0), text[root_match.end() :]
     alias = None
-    if root == "outputs":
+    if root in NAMED_ROOTS:
         alias_match = _ALIAS.match(rest)
         if not alias_match:
+            what = "a tool name or alias" if root == "outputs" else "the name of an ask step"
             raise TemplateSyntaxError(
-                f"template {template!r}: {{{text}}} needs a tool name or alias: outputs.NAME"
+                f"template {template!r}: {{{text}}} needs {what}: {root}.NAME"
             )
         alias, rest = alias_match.group(1), rest[alias_match.end() :]
     path: list[str | int] = []
@@ -115,20 +122,38 @@ def _parse_placeholder(template: str, text: str) -> Placeholder:
     return Placeholder(text=text, root=root, alias=alias, path=tuple(path))
 
 
-def render_value(template: str, values: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
-    """Render `template`; a lone placeholder returns the value itself, not its text."""
+def render_value(
+    template: str,
+    values: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    answers: Mapping[str, str] | None = None,
+) -> Any:
+    """Render `template`; a lone placeholder returns the value itself, not its text.
+
+    Args:
+        template: the template text.
+        values: named regex groups and ``query``.
+        outputs: earlier tool outputs by call name.
+        answers: earlier replies to ``ask`` steps by their ``as`` name.
+    """
     parts = parse_template(template)
+    found = answers or {}
     if len(parts) == 1 and isinstance(parts[0], Placeholder):
-        return _resolve(parts[0], values, outputs)
+        return _resolve(parts[0], values, outputs, found)
     return "".join(
-        part if isinstance(part, str) else _as_text(_resolve(part, values, outputs))
+        part if isinstance(part, str) else _as_text(_resolve(part, values, outputs, found))
         for part in parts
     )
 
 
-def render(template: str, values: Mapping[str, Any], outputs: Mapping[str, str]) -> str:
-    """Render `template` to text."""
-    return _as_text(render_value(template, values, outputs))
+def render(
+    template: str,
+    values: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    answers: Mapping[str, str] | None = None,
+) -> str:
+    """Render `template` to text (arguments as for `render_value`)."""
+    return _as_text(render_value(template, values, outputs, answers))
 
 
 def _as_text(value: Any) -> str:
@@ -139,13 +164,24 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _resolve(ph: Placeholder, values: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
-    if ph.root == "outputs":
+def _resolve(
+    ph: Placeholder,
+    values: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    answers: Mapping[str, str],
+) -> Any:
+    if ph.root == "answers":
+        assert ph.alias is not None
+        if ph.alias not in answers:
+            known = ", ".join(sorted(answers)) or "none yet"
+            raise TemplateError(f"{{{ph.text}}}: no answer named {ph.alias!r} (answers: {known})")
+        value: Any = answers[ph.alias]
+    elif ph.root == "outputs":
         assert ph.alias is not None
         if ph.alias not in outputs:
             known = ", ".join(sorted(outputs)) or "none yet"
             raise TemplateError(f"{{{ph.text}}}: no output named {ph.alias!r} (outputs: {known})")
-        value: Any = outputs[ph.alias]
+        value = outputs[ph.alias]
         if ph.path:
             try:
                 value = json.loads(value)

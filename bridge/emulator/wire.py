@@ -17,9 +17,12 @@ __all__ = [
     "ERROR_CODES",
     "MAX_QUERY_CHARS",
     "TOOL_NAME_PATTERN",
+    "Action",
+    "ActionParameters",
     "CreateConversationRequest",
     "FeedbackRequest",
     "FunctionSpec",
+    "InterruptEvent",
     "RunRequest",
     "ToolChoice",
     "ToolChoiceFunction",
@@ -112,6 +115,28 @@ class ToolChoice(_Strict):
         return self
 
 
+class InterruptEvent(_Strict):
+    """The chatflow interrupt a `resume` answers."""
+
+    id: str = Field(min_length=1)
+    """The ``interrupt_event_id`` of the ``chatflow_interrupt`` event."""
+    type: Literal["chat"]
+    """Always ``chat`` (the SDK: "当前仅chat")."""
+
+
+class ActionParameters(_Strict):
+    """The parameters of a `resume` action."""
+
+    interrupt_event: InterruptEvent
+
+
+class Action(_Strict):
+    """`action`: ``resume`` answers a workflow's question (appbuilder-wire.md §2)."""
+
+    action_type: Literal["resume"]
+    parameters: ActionParameters
+
+
 class RunRequest(_Strict):
     """The body of `POST /v2/app/conversation/runs` (appbuilder-wire.md §2)."""
 
@@ -124,7 +149,7 @@ class RunRequest(_Strict):
     tool_outputs: list[ToolOutputItem] | None = None
     tool_choice: ToolChoice | None = None
     end_user_id: str | None = Field(default=None, min_length=6, max_length=64)
-    action: dict[str, Any] | None = None
+    action: Action | None = None
     mcp_authorization: list[dict[str, Any]] | None = None
     parameters: dict[str, Any] | None = None
     custom_metadata: dict[str, Any] | None = None
@@ -138,6 +163,13 @@ class RunRequest(_Strict):
 
     @model_validator(mode="after")
     def _query_or_outputs(self) -> RunRequest:
+        if self.action is not None and self.tool_outputs:
+            raise ValueError(
+                "action (resume a question) and tool_outputs (answer tool calls) exclude each "
+                "other; send one of them"
+            )
+        if self.action is not None and not self.query:
+            raise ValueError("action resume needs the person's reply in query, which is empty")
         if not self.query and not self.tool_outputs:
             raise ValueError("query and tool_outputs cannot both be empty")
         names = [t.function.name for t in self.tools or [] if t.function is not None]
@@ -171,7 +203,8 @@ def format_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False):
         loc = _format_loc(err.get("loc", ()))
-        msg = str(err.get("msg", "invalid"))
+        # A validator's own message reads better without pydantic's prefix.
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown field (not part of the AppBuilder API)"
         elif err.get("type") == "missing":

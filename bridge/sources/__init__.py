@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 
 from bridge.errors import UsageError
 from bridge.sources._document import DocumentError
-from bridge.sources._outbound import ALLOW_HOSTS_ENV, HostNotAllowedError, HttpToolError
+from bridge.sources._outbound import (
+    ALLOW_HOSTS_ENV,
+    HostAllowlist,
+    HostNotAllowedError,
+    HttpToolError,
+    Outbound,
+)
 from bridge.sources.http_tools import HttpToolSource, load_http_manifest
 from bridge.sources.openapi import open_openapi, openapi_manifest, read_openapi
 
@@ -28,9 +34,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLOW_HOSTS_ENV",
     "DocumentError",
+    "HostAllowlist",
     "HostNotAllowedError",
     "HttpToolError",
     "HttpToolSource",
+    "Outbound",
     "is_source_spec",
     "load_http_manifest",
     "open_openapi",
@@ -69,10 +77,12 @@ def open_source(spec: str, *, allow_hosts: Iterable[str] = ()) -> ToolSource:
         try:
             command = shlex.split(spec[len("mcp:") :])
         except ValueError as exc:
-            raise UsageError(f"cannot split the SPEC {spec!r} like a command line ({exc})") from None
+            raise UsageError(
+                f"cannot split the SPEC {spec!r} like a command line ({exc})"
+            ) from None
         if not command:
             raise UsageError(
-                "mcp: needs a command, e.g. --tools \"mcp:uvx mcp-server-time\" (one argument)"
+                'mcp: needs a command, e.g. --tools "mcp:uvx mcp-server-time" (one argument)'
             )
         return McpSource.stdio(command)
     if spec.startswith(_MCP_HTTP):

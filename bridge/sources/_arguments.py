@@ -2,8 +2,9 @@
 
 The problems read like those of Python tools ("limit: 500 is greater than the maximum of 100",
 "unknown argument 'colour': accepted arguments are city, days"). Coercion is lax where the
-schema leaves no doubt: "3" for an integer argument becomes 3, "true" for a boolean True, and a
-JSON string sent for an object or array argument is parsed (models often double-encode).
+schema leaves no doubt: "3" for an integer argument becomes 3, "true" for a boolean True, 42
+for a string argument "42", and a JSON string sent for an object or array argument is parsed
+(models often double-encode).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class SchemaArguments:
                 if self._props
                 else "this tool takes no arguments"
             )
-            problems.append(f"unknown argument{'s' if len(unknown) > 1 else ''} {names}: {accepted}")
+            problems.append(
+                f"unknown argument{'s' if len(unknown) > 1 else ''} {names}: {accepted}"
+            )
         errors = sorted(self._validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
         problems.extend(self._line(error) for error in errors[:_MAX_PROBLEMS])
         if len(errors) > _MAX_PROBLEMS:
@@ -82,11 +85,13 @@ class SchemaArguments:
     def _line(self, error: ValidationError) -> str:
         path = _path(error.absolute_path)
         if error.validator == "required" and isinstance(error.instance, Mapping):
-            missing = [name for name in error.validator_value if name not in error.instance]
-            name = missing[0] if missing else "?"
+            wanted = error.validator_value if isinstance(error.validator_value, list) else []
+            missing = [name for name in wanted if name not in error.instance]
+            name = str(missing[0]) if missing else "?"
             where = f"{path}.{name}" if error.absolute_path else name
             kind = "field" if error.absolute_path else "argument"
-            prop = error.schema.get("properties", {}).get(name) if error.schema else None
+            schema = error.schema if isinstance(error.schema, Mapping) else {}
+            prop = schema.get("properties", {}).get(name)
             expected = f" (expected {describe(prop, {})})" if isinstance(prop, Mapping) else ""
             return f"{where}: missing required {kind}{expected}"
         if error.validator == "type":
@@ -110,6 +115,13 @@ def _parse(raw: str | bytes) -> Any:
 
 def _coerce(value: Any, allowed: set[str]) -> Any:
     """Lax coercion of a top-level argument, only where the schema admits one kind of value."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and "string" in allowed
+        and not allowed & {"integer", "number", "any"}
+    ):
+        return str(value)  # an id sent as a number where the API wants text
     if not isinstance(value, str) or "string" in allowed or "any" in allowed:
         return value
     text = value.strip()

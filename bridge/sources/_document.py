@@ -25,6 +25,7 @@ Positions = dict[tuple[int | str, ...], int]
 """Path of a key or item in the data -> its 1-based line in the file."""
 
 _SECRET_KEYS = frozenset(("token", "password", "key", "username", "headers"))
+_SECRET_WORDS = frozenset(("token", "password", "secret", "authorization", "api_key", "apikey"))
 _MAX_SHOWN = 20
 
 
@@ -121,26 +122,31 @@ def describe_errors(
     errors = exc.errors(include_url=False)
     for error in errors[:_MAX_SHOWN]:
         loc = tuple(error["loc"])
+        line_path: tuple[int | str, ...] | None = None
         path = _real_path(loc, positions)
         kind = error["type"]
         message = _message(error["msg"])
         if kind == "missing":
-            where, name = path[:-1], path[-1] if path else "?"
+            name = path[-1] if path else "?"
             message = f"missing required key {name!r}"
-            path = where
+            path = path[:-1]
         elif kind == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1])
             message = f"unknown key {path[-1]!r}" + (
                 f"; expected one of: {', '.join(allowed)}" if allowed else ""
             )
+            line_path = path  # the line of the unknown key itself, shown under its parent
             path = path[:-1]
         elif kind not in ("value_error", "assertion_error") and not (
-                set(map(str, loc)) & _SECRET_KEYS
-            ):
+            set(map(str, loc)) & _SECRET_KEYS
+        ):
             message += f" (got {_got(error.get('input'))})"
-        line = _line(path, positions)
+        line = _line(line_path or path, positions)
         where = f"line {line}: " if line else ""
-        lines.append(f"  {where}{_dotted(path) or 'top level'}: {message}")
+        shown = _dotted(path) or "top level"
+        if path and str(path[-1]).lower() in _SECRET_WORDS:
+            shown += " value"  # "token: x" reads as a secret to `redact`, which would mask x
+        lines.append(f"  {where}{shown}: {message}")
     if len(errors) > _MAX_SHOWN:
         lines.append(f"  ... and {len(errors) - _MAX_SHOWN} more problems")
     count = f"{len(errors)} problem{'s' if len(errors) > 1 else ''}"

@@ -138,6 +138,11 @@ class Location(_Model):
     def _shorthand(cls, data: Any) -> Any:
         return {"in": data} if isinstance(data, str) else data
 
+    @classmethod
+    def at(cls, where: str, name: str | None = None) -> Location:
+        """A location by its `in` value (``Location.at("query", "q")``)."""
+        return cls.model_validate({"in": where, "name": name})
+
 
 class ResponseSpec(_Model):
     """What the model reads of the response."""
@@ -151,10 +156,10 @@ class ResponseSpec(_Model):
 def default_location(name: str, tool: HttpTool) -> Location:
     """Where an argument without an entry in `locations` goes."""
     if name in url_placeholders(tool.url):
-        return Location(in_="path")
+        return Location.at("path")
     if tool.method in ("GET", "HEAD", "DELETE"):
-        return Location(in_="query")
-    return Location(in_="body")
+        return Location.at("query")
+    return Location.at("body")
 
 
 class HttpTool(_Model):
@@ -165,9 +170,7 @@ class HttpTool(_Model):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
     url: str = Field(min_length=1)
     """Absolute (``http(s)://...``) or a path appended to `base_url`; ``{arg}`` placeholders."""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     """JSON Schema of the arguments object."""
     locations: dict[str, Location] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
@@ -202,8 +205,7 @@ class HttpTool(_Model):
         for name in url_placeholders(self.url):
             if name not in props:
                 raise ValueError(
-                    f"url placeholder {{{name}}} has no parameter {name!r} in "
-                    "parameters.properties"
+                    f"url placeholder {{{name}}} has no parameter {name!r} in parameters.properties"
                 )
             if name not in required:
                 raise ValueError(f"path parameter {name!r} must be listed in parameters.required")

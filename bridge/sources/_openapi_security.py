@@ -19,7 +19,7 @@ __all__ = ["env_name", "operation_auth"]
 
 
 def env_name(scheme: str) -> str:
-    """An environment variable name for a security scheme: ``APIKeyHeader`` -> ``API_KEY_HEADER``."""
+    """An environment variable name for a scheme: ``APIKeyHeader`` -> ``API_KEY_HEADER``."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", scheme)
     name = re.sub(r"[^A-Za-z0-9]+", "_", snake).strip("_").upper()
     return name if name and not name[0].isdigit() else f"API_{name}"

@@ -17,6 +17,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import redact
 
@@ -114,6 +115,7 @@ class Reply:
     reason: str
     url: str
     headers: Mapping[str, str]
+    """Case-insensitive, as HTTP header names are."""
     body: bytes
     truncated: bool
     encoding: str | None
@@ -191,7 +193,7 @@ class Outbound:
                         status=response.status_code,
                         reason=response.reason or "",
                         url=current,
-                        headers=dict(response.headers),
+                        headers=CaseInsensitiveDict(response.headers),
                         body=body,
                         truncated=truncated,
                         encoding=response.encoding,

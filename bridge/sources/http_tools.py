@@ -258,8 +258,7 @@ class HttpToolSource:
             if len(text) > _ERROR_BODY_CHARS:
                 text = text[:_ERROR_BODY_CHARS] + "..."
             raise HttpToolError(
-                f"{status} from {tool.method} {_without_query(reply.url)}: "
-                f"{text or '(empty body)'}"
+                f"{status} from {tool.method} {_without_query(reply.url)}: {text or '(empty body)'}"
             )
         note = (
             f"\n[only the first {len(reply.body)} bytes of the response were read]"

@@ -114,8 +114,7 @@ def read_openapi(source: str, *, timeout: float = FETCH_TIMEOUT) -> dict[str, An
             ) from None
         if response.status_code != 200:
             raise DocumentError(
-                f"cannot fetch the {_WHAT} {source}: HTTP {response.status_code} "
-                f"{response.reason}"
+                f"cannot fetch the {_WHAT} {source}: HTTP {response.status_code} {response.reason}"
             )
         data, _ = parse_document(response.text, source=source, what=_WHAT)
     else:
@@ -181,7 +180,7 @@ def openapi_manifest(
         name = _unique(_tool_name(op.get("operationId"), method, path), label, used, notes)
         try:
             tool = _tool(document, method, path, item, op, name, is30, notes)
-        except _Skip as skip:
+        except _SkipError as skip:
             notes.append(f"{label} skipped: {skip}")
             continue
         tools.append(tool)
@@ -190,7 +189,7 @@ def openapi_manifest(
         raise UsageError(f"{source}: no operation could be turned into a tool ({'; '.join(notes)})")
     shared = auths[0] if all(auth == auths[0] for auth in auths) else None
     if shared is None:
-        tools = [t.model_copy(update={"auth": a}) for t, a in zip(tools, auths)]
+        tools = [t.model_copy(update={"auth": a}) for t, a in zip(tools, auths, strict=True)]
     manifest = HttpManifest(
         base_url=base_url,
         allow_hosts=[host_of(base_url)],
@@ -200,7 +199,7 @@ def openapi_manifest(
     return manifest, notes
 
 
-class _Skip(Exception):
+class _SkipError(Exception):
     """This operation cannot become a tool (the message says why)."""
 
 
@@ -274,7 +273,7 @@ def _select(
 
 def _tool_name(operation_id: Any, method: str, path: str) -> str:
     raw = str(operation_id) if operation_id else f"{method}_{path}"
-    name = re.sub(r"[^A-Za-z0-9_-]+", "_", raw).strip("_-")
+    name = re.sub(r"_{2,}", "_", re.sub(r"[^A-Za-z0-9_-]+", "_", raw)).strip("_-")
     return name[:64] or method
 
 
@@ -298,12 +297,12 @@ def _deref(document: Mapping[str, Any], node: Any) -> Any:
     while isinstance(node, dict) and isinstance(node.get("$ref"), str):
         ref = node["$ref"]
         if ref in seen:
-            raise _Skip(f"the reference {ref} points to itself")
+            raise _SkipError(f"the reference {ref} points to itself")
         seen.add(ref)
         try:
             node = resolve_pointer(document, ref)
         except KeyError:
-            raise _Skip(f"the reference {ref} points to nothing in the document") from None
+            raise _SkipError(f"the reference {ref} points to nothing in the document") from None
     return node
 
 
@@ -325,16 +324,16 @@ def _tool(
     for param in sorted(params, key=lambda p: order.get(str(p.get("in")), 9)):
         where, wire = str(param.get("in")), str(param.get("name"))
         if where not in order:
-            raise _Skip(f"parameter {wire!r} is in {where!r}, which is not supported")
+            raise _SkipError(f"parameter {wire!r} is in {where!r}, which is not supported")
         if where == "header" and wire.lower() in _IGNORED_HEADERS:
             continue
         prop = wire if wire not in props else f"{where}_{wire}"
         if prop in props:
-            raise _Skip(f"parameter {wire!r} appears twice in {where!r}")
+            raise _SkipError(f"parameter {wire!r} appears twice in {where!r}")
         props[prop] = _param_schema(document, param, is30, notes, name)
         if where == "path" or param.get("required") is True:
             required.append(prop)
-        locations[prop] = Location(in_=where, name=wire if wire != prop else None)  # type: ignore[arg-type]
+        locations[prop] = Location.at(where, wire if wire != prop else None)
     _body(document, method, op, props, required, locations, is30, notes, name)
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:
@@ -357,7 +356,7 @@ def _tool(
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise _Skip(str(first["msg"]).removeprefix("Value error, ")) from None
+        raise _SkipError(str(first["msg"]).removeprefix("Value error, ")) from None
 
 
 def _parameters(
@@ -378,7 +377,9 @@ def _param_schema(
     if raw is None and isinstance(param.get("content"), dict) and param["content"]:
         raw = next(iter(param["content"].values())).get("schema")
     found: list[str] = []
-    schema = canonical_schema(raw if raw is not None else {}, root=document, openapi30=is30, notes=found)
+    schema = canonical_schema(
+        raw if raw is not None else {}, root=document, openapi30=is30, notes=found
+    )
     notes.extend(f"{tool}: {note}" for note in dict.fromkeys(found))
     if param.get("description"):
         schema["description"] = str(param["description"])
@@ -414,12 +415,12 @@ def _body(
             else f"a {method.upper()} request cannot carry a body"
         )
         if needed:
-            raise _Skip(why)
+            raise _SkipError(why)
         notes.append(f"{tool}: the optional request body is left out: {why}")
         return
     found: list[str] = []
     raw = (content[media] or {}).get("schema", {})
-    schema = canonical_schema(raw, root=document, openapi30=is30, notes=found)
+    schema = _merged_all_of(canonical_schema(raw, root=document, openapi30=is30, notes=found))
     notes.extend(f"{tool}: {note}" for note in dict.fromkeys(found))
     fields = schema.get("properties") if schema.get("type") == "object" else None
     writable = {
@@ -432,15 +433,40 @@ def _body(
         inner = set(schema.get("required") or [])
         required.extend(key for key in writable if needed and key in inner)
         for key in writable:
-            locations[key] = Location(in_="body")
+            locations[key] = Location.at("body")
         return
     prop = "body" if "body" not in props else "request_body"
     if body.get("description") and "description" not in schema:
         schema["description"] = str(body["description"])
     props[prop] = schema
-    locations[prop] = Location(in_="whole_body")
+    locations[prop] = Location.at("whole_body")
     if needed:
         required.append(prop)
+
+
+def _merged_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """An `allOf` of plain object schemas (a common way to extend a model) as one object."""
+    parts = schema.get("allOf")
+    if not isinstance(parts, list) or not parts:
+        return schema
+    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+    props: dict[str, Any] = dict(merged.get("properties") or {})
+    required: list[str] = list(merged.get("required") or [])
+    for part in parts:
+        plain = isinstance(part, dict) and (part.get("type") == "object" or "properties" in part)
+        if not plain or {"anyOf", "oneOf", "not", "allOf"} & part.keys():
+            return schema
+        for key, value in (part.get("properties") or {}).items():
+            if key in props and props[key] != value:
+                return schema  # two different shapes for one field: keep the allOf as it is
+            props[key] = value
+        required.extend(r for r in part.get("required") or [] if r not in required)
+        if part.get("description") and "description" not in merged:
+            merged["description"] = part["description"]
+    merged.update(type="object", properties=props)
+    if required:
+        merged["required"] = required
+    return merged
 
 
 def _description(op: Mapping[str, Any], method: str, path: str) -> str:

@@ -15,10 +15,10 @@ import contextlib
 import hashlib
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import sys
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path

@@ -8,7 +8,8 @@ Mapping of one run (stream or not) to `bridge.types` events:
 - interrupt events carrying `tool_calls` (in any event of any chunk, duplicates merged by call
   id) -> one `ToolCallsRequested` when the response ends, answered by `submit`;
 - a `chatflow_interrupt` event -> `HumanInputRequested` when the response ends, answered by
-  `resume`;
+  `resume`; its `prompt` is the text of the response's workflow `publish_message` events
+  (where a workflow puts its question; the chunk `answer` stays empty), else the answer text;
 - every other event -> `Other(raw=event)`;
 - otherwise, when the response ends, `RunFinished` with the full answer and the last usage seen.
 
@@ -221,6 +222,8 @@ class _RunState:
         self.usage: dict[str, Any] | None = None
         self.calls: dict[str, ToolCall] = {}
         self.human: HumanInputRequested | None = None
+        self.published: list[str] = []
+        """Texts of `publish_message` events: a workflow's messages, such as its question."""
         self.succeeded = False
         self.final_chunk = False
         self.last_raw: Any = None
@@ -251,6 +254,10 @@ class _RunState:
             if event.content_type == "chatflow_interrupt":
                 self.human = self._human(event)
                 continue
+            if event.content_type == "publish_message":
+                message = event.outputs.get("message")
+                if isinstance(message, str) and message:
+                    self.published.append(message)
             if event.is_interrupt and self._take_calls(event):
                 continue
             if event.event_status == "success":
@@ -266,7 +273,9 @@ class _RunState:
                 batch=ToolBatch(batch_id=batch_id, calls=tuple(self.calls.values()), resume=resume)
             )
         if self.human is not None:
-            return self.human
+            # The whole response is read by now, so the question is there wherever it came.
+            prompt = "\n".join(self.published) or "".join(self.answer)
+            return self.human.model_copy(update={"prompt": prompt})
         text = "".join(self.answer)
         if complete or self.succeeded or (text and self.final_chunk):
             return RunFinished(
@@ -306,7 +315,6 @@ class _RunState:
         return HumanInputRequested(
             interrupt_id=str(interrupt_id),
             interrupt_type=str(outputs.get("interrupt_event_type") or "chat"),
-            prompt="".join(self.answer),
             raw=event.model_dump(mode="json"),
         )
 

@@ -1,0 +1,137 @@
+"""`toolbridge serve`: the long-lived bridge daemon (HTTP API, journal, web console).
+
+Two keys, two names: `--api-key` is the *daemon's own* key, which clients must send as
+``Authorization: Bearer <key>``; `--platform-api-key` is the key of an OpenAI-compatible
+server the daemon talks to (`--platform openai`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bridge.cli._app import app, state
+from bridge.cli._common import AppIdOpt, BaseUrlOpt, ModelOpt, TokenOpt, fail
+from bridge.errors import BridgeError
+
+__all__ = ["serve"]
+
+
+@app.command()
+def serve(
+    tools: Annotated[
+        list[str],
+        typer.Option(
+            "--tools", "-t", help="Where tools come from: a .py file or a module. Repeatable."
+        ),
+    ] = [],  # noqa: B006 - typer needs a literal default
+    platform: Annotated[
+        str | None, typer.Option("--platform", help="appbuilder (default) or openai.")
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to bind [default: 127.0.0.1]; others need --api-key."),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port [default: 8411]; 0 picks a free one.")
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="SQLite journal [default: toolbridge.db]; ':memory:' for none."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="Key clients must send as 'Authorization: Bearer KEY' [env: TOOLBRIDGE_API_KEY].",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Conversations answered at once [default: 16].")
+    ] = None,
+    grace: Annotated[
+        float | None,
+        typer.Option("--grace", help="Seconds SIGTERM waits for running tool calls [default: 30]."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings file [env: TOOLBRIDGE_CONFIG]."),
+    ] = None,
+    log_json: Annotated[
+        bool | None, typer.Option("--log-json/--log-text", help="Log JSON lines to stderr.")
+    ] = None,
+    queue_limit: Annotated[
+        int | None, typer.Option("--queue-limit", help="Messages that may wait for a worker.")
+    ] = None,
+    max_body_bytes: Annotated[
+        int | None, typer.Option("--max-body-bytes", help="Largest request body [64 KiB].")
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", help="Most tool rounds per message [10].")
+    ] = None,
+    tool_timeout: Annotated[
+        float | None, typer.Option("--tool-timeout", help="Default seconds per tool call [60].")
+    ] = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-timeout",
+            help="Seconds before an idle conversation's tool resources are released [900].",
+        ),
+    ] = None,  # fmt: skip
+    app_id: AppIdOpt = None,
+    base_url: BaseUrlOpt = None,
+    token: TokenOpt = None,
+    model: ModelOpt = None,
+    platform_api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--platform-api-key",
+            help="API key of the OpenAI-compatible server (--platform openai) "
+            "[env: OPENAI_API_KEY].",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
+
+    Every setting also comes from TOOLBRIDGE_<NAME> variables and --config (flags win). Binding
+    anything but loopback requires --api-key. SIGTERM/SIGINT drain for --grace seconds.
+
+    Exit codes: 0 stopped; 1 could not serve (e.g. port in use); 2 bad configuration.
+    """
+    from bridge.daemon.logs import configure_logging
+    from bridge.daemon.server import serve as run_server
+    from bridge.daemon.settings import load_settings
+
+    flags = {
+        "tools": tools,
+        "platform": platform,
+        "host": host,
+        "port": port,
+        "db": db,
+        "api_key": api_key,
+        "workers": workers,
+        "grace": grace,
+        "log_json": log_json,
+        "queue_limit": queue_limit,
+        "max_body_bytes": max_body_bytes,
+        "max_rounds": max_rounds,
+        "tool_timeout": tool_timeout,
+        "idle_timeout": idle_timeout,
+        "app_id": app_id,
+        "base_url": base_url,
+        "token": token,
+        "model": model,
+        "platform_api_key": platform_api_key,
+    }
+    try:
+        settings = load_settings(flags, config=config)
+        configure_logging(json_lines=settings.log_json, verbose=bool(state.get("verbose")))
+        code = run_server(settings)
+    except BridgeError as exc:
+        fail(exc)
+    raise typer.Exit(code)

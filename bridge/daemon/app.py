@@ -1,0 +1,105 @@
+"""The daemon's ASGI application: `create_app(settings)`.
+
+The factory builds what can fail on bad configuration (platform, journal, toolbox) right
+away, so `toolbridge serve` exits with a clear message instead of a half-started server. The
+`lifespan` starts the workers, recovers interrupted messages before the first request is
+served, and on shutdown drains the runs for `grace` seconds and releases everything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from bridge import __version__
+from bridge.daemon.errors import install_error_handlers
+from bridge.daemon.failpoints import failpoint_from_env
+from bridge.daemon.middleware import RequestContextMiddleware
+from bridge.daemon.recovery import recover
+from bridge.daemon.routers import console, conversations, health, tools
+from bridge.daemon.service import Service
+from bridge.daemon.settings import DaemonSettings
+from bridge.errors import register_secret
+from bridge.journal import Journal, SQLiteJournal
+from bridge.platforms.base import Platform
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: DaemonSettings,
+    *,
+    platform: Platform | None = None,
+    journal: Journal | None = None,
+) -> FastAPI:
+    """The daemon's FastAPI app.
+
+    Args:
+        settings: what to serve and how.
+        platform: the agent platform; default: built from `settings`.
+        journal: default: a `SQLiteJournal` at `settings.db`.
+
+    Raises:
+        UsageError: bad configuration (missing token, unloadable tools, unusable db).
+    """
+    for secret in (settings.api_key, settings.token, settings.platform_api_key):
+        if secret is not None:
+            register_secret(secret.get_secret_value())
+    if platform is None:
+        platform = _platform(settings)
+    if journal is None:
+        journal = SQLiteJournal(settings.db, on_write=failpoint_from_env())
+    service = Service(settings, platform, journal)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        recover(service)
+        try:
+            yield
+        finally:
+            left = await service.drain()
+            app.state.runs_left = left
+            await service.close(left)
+
+    app = FastAPI(
+        title="toolbridge daemon",
+        version=__version__,
+        description="Conversations with a hosted agent whose tools run on this machine.",
+        lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: not on an intranet
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.service = service
+    app.state.runs_left = 0
+    install_error_handlers(app)
+    app.include_router(conversations.router)
+    app.include_router(tools.router)
+    app.include_router(health.router)
+    app.include_router(console.router)
+    app.add_middleware(
+        RequestContextMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=service.metrics,
+    )
+    return app
+
+
+def _platform(settings: DaemonSettings) -> Platform:
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    from bridge.platforms import create_platform
+
+    # One connection per worker, so concurrent runs do not discard pooled connections.
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(10, settings.workers))
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return create_platform(settings.platform, session=session, **settings.platform_options())

@@ -1,0 +1,3 @@
+"""One router module per resource: conversations, tools, health (and metrics), console."""
+
+__all__: list[str] = []

@@ -1,0 +1,163 @@
+"""/v1/conversations: open, list, inspect, send messages (JSON or Server-Sent Events)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from bridge.daemon.dependencies import RequestId, ServiceDep, require_api_key
+from bridge.daemon.errors import ERROR_RESPONSES, ApiError, error_response
+from bridge.daemon.models import (
+    CONVERSATION_ID_PATTERN,
+    ConversationCreated,
+    ConversationDetail,
+    ConversationPage,
+    CreateConversation,
+    ErrorBody,
+    MessageResult,
+    SendMessage,
+)
+from bridge.daemon.runs import RunHandle
+
+__all__ = ["router"]
+
+KEEPALIVE_SECONDS = 15.0
+
+router = APIRouter(
+    prefix="/v1/conversations",
+    tags=["conversations"],
+    dependencies=[Depends(require_api_key)],
+    responses=ERROR_RESPONSES,
+)
+
+ConversationId = Annotated[
+    str, Path(pattern=CONVERSATION_ID_PATTERN, description="The conversation's id.")
+]
+_SSE: dict[str, Any] = {"text/event-stream": {"schema": {"type": "string"}}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "unknown conversation"}
+}
+
+
+def _sse(handle: RunHandle) -> StreamingResponse:
+    async def events() -> AsyncIterator[bytes]:
+        async for event in handle.follow(KEEPALIVE_SECONDS):
+            yield b": keepalive\n\n" if event is None else event.encode()
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Open a conversation",
+    responses={
+        502: {"model": ErrorBody, "description": "the platform refused"},
+        503: {"model": ErrorBody, "description": "shutting down"},
+    },
+)
+async def create_conversation(
+    service: ServiceDep, body: Annotated[CreateConversation | None, Body()] = None
+) -> ConversationCreated:
+    """Open a conversation with the agent; send messages to it next."""
+    record = await service.create_conversation(body.end_user_id if body else None)
+    return ConversationCreated(
+        conversation_id=record.conversation_id,
+        end_user_id=record.end_user_id,
+        created_at=record.created_at,
+    )
+
+
+@router.get("", summary="List conversations")
+def list_conversations(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> ConversationPage:
+    """Conversations, most recently updated first, one page at a time."""
+    items, total = service.journal.list_conversations(limit=limit, offset=offset)
+    return ConversationPage(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/{conversation_id}", summary="One conversation", responses=_NOT_FOUND)
+def get_conversation(service: ServiceDep, conversation_id: ConversationId) -> ConversationDetail:
+    """A conversation with every message and tool call the journal holds."""
+    record = service.journal.get_conversation(conversation_id)
+    if record is None:
+        raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
+    return ConversationDetail(
+        conversation=record,
+        busy=service.active(conversation_id) is not None,
+        messages=service.journal.messages(conversation_id),
+        tool_calls=service.journal.calls(conversation_id),
+    )
+
+
+@router.post(
+    "/{conversation_id}/messages",
+    summary="Send a message",
+    response_model=MessageResult,
+    responses={
+        200: {"content": _SSE, "description": "The result, or with stream=true an SSE stream."},
+        **_NOT_FOUND,
+        409: {"model": ErrorBody, "description": "a run is in progress in this conversation"},
+        502: {"model": ErrorBody, "description": "the agent run or the platform failed"},
+        503: {"model": ErrorBody, "description": "overloaded or shutting down"},
+        504: {"model": ErrorBody, "description": "the platform timed out"},
+    },
+)
+async def send_message(
+    request: Request,
+    service: ServiceDep,
+    conversation_id: ConversationId,
+    body: SendMessage,
+    request_id: RequestId,
+) -> Any:
+    """Ask the agent; the tools it calls run here. One message at a time per conversation.
+
+    With `stream: true` the answer is a Server-Sent Events stream: `tool_calls`,
+    `tool_call_started`, `tool_call_finished`, `text_delta`, `finished` / `failed` /
+    `human_input`, and always a last `done` event with the result or the error.
+    """
+    handle = await service.start_message(conversation_id, body.query, body.tool_choice, request_id)
+    if body.stream:
+        return _sse(handle)
+    outcome = await handle.wait()
+    if outcome.failure is not None:
+        failure = outcome.failure
+        return error_response(
+            request,
+            failure.status,
+            failure.code,
+            failure.message,
+            platform_request_id=failure.platform_request_id,
+        )
+    assert outcome.result is not None
+    return JSONResponse(outcome.result.model_dump(mode="json"))
+
+
+@router.get(
+    "/{conversation_id}/events",
+    summary="Follow the run in progress",
+    responses={200: {"content": _SSE, "description": "SSE stream"}, **_NOT_FOUND},
+)
+async def follow_conversation(service: ServiceDep, conversation_id: ConversationId) -> Any:
+    """The events of the conversation's run in progress (from its start), as SSE.
+
+    Without a run in progress the stream holds a single `idle` event.
+    """
+    handle = service.active(conversation_id)
+    if handle is not None:
+        return _sse(handle)
+    if service.journal.get_conversation(conversation_id) is None:
+        raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
+    return StreamingResponse(
+        iter([b'event: idle\ndata: {"busy":false}\n\n']), media_type="text/event-stream"
+    )

@@ -1,0 +1,53 @@
+"""/healthz (alive), /readyz (serving), /metrics (Prometheus)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import PlainTextResponse
+
+from bridge.daemon.dependencies import ServiceDep, require_api_key
+from bridge.daemon.errors import ApiError
+from bridge.daemon.metrics import CONTENT_TYPE
+from bridge.daemon.models import ErrorBody, Health, Readiness
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="Liveness")
+def healthz() -> Health:
+    """Always ok while the process serves HTTP."""
+    return Health()
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness",
+    responses={503: {"model": ErrorBody, "description": "shutting down"}},
+)
+def readyz(service: ServiceDep) -> Readiness:
+    """Ready to take messages (503 once a shutdown began)."""
+    if service.draining:
+        raise ApiError(503, "shutting_down", "the daemon is shutting down")
+    return Readiness(
+        status="ready",
+        tools=len(service.generation.toolbox),
+        in_flight=service.in_flight,
+        recovering=service.recovering,
+    )
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    dependencies=[Depends(require_api_key)],
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}},
+        401: {"model": ErrorBody, "description": "missing or wrong API key"},
+    },
+)
+def metrics(service: ServiceDep) -> PlainTextResponse:
+    """Runs by outcome, tool calls by tool and outcome, latencies, in-flight conversations."""
+    return PlainTextResponse(service.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,90 @@
+"""Run the daemon in the foreground with uvicorn until SIGTERM/SIGINT.
+
+On the signal: stop accepting connections (uvicorn), answer new messages on open
+connections with 503 (`Service.begin_drain`), give running runs `grace` seconds, and exit 0.
+Runs still going after that are left exactly as a crash would leave them: the journal already
+holds their state, and the next start on the same `--db` recovers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from types import FrameType
+
+import uvicorn
+
+from bridge.daemon.app import create_app
+from bridge.daemon.service import Service
+from bridge.daemon.settings import DaemonSettings
+
+__all__ = ["serve"]
+
+logger = logging.getLogger("bridge.daemon")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, plus: report the bound address, start draining at the first signal."""
+
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self.service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.service.begin_drain()
+        super().handle_exit(sig, frame)
+        # Recent uvicorn re-raises the signal after a graceful stop, so the process would die
+        # of SIGTERM; a drained daemon exits 0 instead (what systemd and tests expect).
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
+    async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
+        await super().startup(sockets=sockets)  # type: ignore[arg-type]
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in host else host
+                logger.info("toolbridge daemon listening on http://%s:%d", shown, port)
+
+
+def serve(settings: DaemonSettings) -> int:
+    """Serve until stopped; returns the exit code (0 after a clean or grace-limited stop).
+
+    Raises:
+        UsageError: bad configuration, found before anything listens.
+    """
+    app = create_app(settings)
+    service: Service = app.state.service
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=max(1, int(settings.grace + 0.999)),
+        server_header=False,
+        proxy_headers=False,
+    )
+    server = _Server(config, service)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits 3 when it cannot bind; ours is 1 (3 is auth)
+        if exc.code in (0, None):
+            raise
+        logger.error("the daemon could not start serving (see the error above)")
+        return 1
+    if not server.started:
+        return 1
+    if app.state.runs_left:
+        # Worker threads are still inside tools; their state is journaled. Exit now rather
+        # than wait for them (an interpreter shutdown would run into their next write).
+        logger.warning("exiting with %d run(s) left for recovery", app.state.runs_left)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    logger.info("stopped")
+    return 0

@@ -1,0 +1,413 @@
+"""The daemon's core, without HTTP: toolboxes, live conversations, runs, drain.
+
+    Service
+      generation            the current toolbox + dispatcher + Bridge (a reload makes a new one;
+                            running conversations finish on the one they started with)
+      start_message()       one run per conversation (409 otherwise), queued on the `RunPool`
+      _execute()            worker thread: Conversation.stream -> events -> RunHandle
+      drain()               SIGTERM: refuse new work, wait `grace` for running runs
+
+Conversations stay in memory between messages, with their `ToolContext` state and resources,
+until they have been idle for `idle_timeout` seconds; then their resources are released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import importlib
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from bridge.conversation import Bridge, Conversation
+from bridge.daemon.errors import ApiError
+from bridge.daemon.metrics import Metrics
+from bridge.daemon.pool import RunPool
+from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, event_payload
+from bridge.errors import BridgeError, PlatformError, UsageError
+from bridge.journal import ConversationRecord, Journal, now
+from bridge.tools.dispatch import Dispatcher
+from bridge.tools.loader import load_tools
+from bridge.types import Event, ToolBatch, ToolCallFinished, ToolCallsRequested
+
+if TYPE_CHECKING:
+    from bridge.daemon.settings import DaemonSettings
+    from bridge.platforms.base import Platform
+    from bridge.tools.toolbox import Toolbox
+
+__all__ = ["Generation", "Service"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One loaded toolbox and the `Bridge` that runs it."""
+
+    number: int
+    toolbox: Toolbox
+    dispatcher: Dispatcher
+    bridge: Bridge
+    loaded_at: datetime
+    specs: tuple[str, ...]
+
+
+@dataclass
+class _Job:
+    query: str = ""
+    tool_choice: str | None = None
+    end_user_id: str | None = None
+    recover: tuple[int, ToolBatch] | None = None
+
+
+@dataclass
+class _Live:
+    conversation: Conversation
+    last_used: float = field(default_factory=time.monotonic)
+    running: bool = False
+
+
+class Service:
+    """Owns the platform, the journal, the toolbox and every run.
+
+    Args:
+        settings: the daemon's settings.
+        platform: the agent platform (closed by `close`).
+        journal: where everything is written down (closed by `close` unless runs are left).
+
+    Raises:
+        UsageError: the tool specs cannot be loaded.
+    """
+
+    def __init__(self, settings: DaemonSettings, platform: Platform, journal: Journal) -> None:
+        self.settings = settings
+        self.platform = platform
+        self.journal = journal
+        self.generation = self._load(1)
+        self.last_reload_error: str | None = None
+        self.draining = False
+        self.recovering = 0
+        self._drain_deadline = 0.0
+        self._active: dict[str, RunHandle] = {}
+        self._live: dict[str, _Live] = {}
+        self._live_lock = threading.Lock()
+        self.pool: RunPool | None = None
+        self.metrics = Metrics(
+            in_flight=lambda: self.in_flight,
+            queued=lambda: self.pool.waiting if self.pool else 0,
+            tools_loaded=lambda: len(self.generation.toolbox),
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reload_lock: asyncio.Lock | None = None
+        self._janitor: asyncio.Task[None] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the workers and the idle-conversation janitor (on the serving loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._reload_lock = asyncio.Lock()
+        self.pool = RunPool(self.settings.workers)
+        self._janitor = asyncio.create_task(self._sweep_idle())
+
+    def begin_drain(self) -> None:
+        """Refuse new work from now on; runs in progress get `grace` seconds."""
+        if not self.draining:
+            self.draining = True
+            self._drain_deadline = time.monotonic() + self.settings.grace
+            logger.info(
+                "stopping: %d run(s) in progress get up to %g s to finish",
+                len(self._active),
+                self.settings.grace,
+            )
+
+    async def drain(self) -> int:
+        """Wait until every run ended or the grace period is over; returns how many are left."""
+        self.begin_drain()
+        handles = list(self._active.values())
+        remaining = self._drain_deadline - time.monotonic()
+        if handles and remaining > 0:
+            await asyncio.wait(
+                [asyncio.ensure_future(h.wait()) for h in handles], timeout=remaining
+            )
+        left = [h for h in handles if not h.done]
+        for handle in left:
+            logger.warning(
+                "the run of conversation %s did not end within the grace period; it stays in "
+                "the journal and is recovered on the next start",
+                handle.conversation_id,
+                extra={"conversation_id": handle.conversation_id},
+            )
+        return len(left)
+
+    async def close(self, runs_left: int) -> None:
+        """Release everything; with runs left, keep what they still use (they are abandoned)."""
+        if self._janitor is not None:
+            self._janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._janitor
+        if self.pool is not None:
+            self.pool.close()
+        with self._live_lock:
+            idle = [live for live in self._live.values() if not live.running]
+            self._live.clear()
+        for live in idle:
+            await asyncio.to_thread(live.conversation.close)
+        if runs_left == 0:
+            self.generation.dispatcher.close()
+            self.platform.close()
+            self.journal.close()
+
+    # --- toolbox ---------------------------------------------------------------------------------
+
+    def _load(self, number: int) -> Generation:
+        specs = tuple(self.settings.tools)
+        _refresh_modules(specs)
+        toolbox = load_tools(list(specs))
+        dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
+        bridge = Bridge(
+            self.platform,
+            dispatcher=dispatcher,
+            journal=self.journal,
+            max_rounds=self.settings.max_rounds,
+            stream=True,
+        )
+        return Generation(number, toolbox, dispatcher, bridge, now(), specs)
+
+    async def reload(self) -> Generation:
+        """Load the tool specs again; on any error keep the current toolbox and raise 422."""
+        assert self._reload_lock is not None
+        async with self._reload_lock:
+            old = self.generation
+            try:
+                new = await asyncio.to_thread(self._load, old.number + 1)
+            except Exception as exc:
+                reason = (
+                    str(exc) if isinstance(exc, BridgeError) else f"{type(exc).__name__}: {exc}"
+                )
+                self.last_reload_error = reason
+                self.metrics.reloads.inc("failed")
+                logger.warning("tool reload failed, keeping generation %d: %s", old.number, reason)
+                raise ApiError(
+                    422,
+                    "reload_failed",
+                    f"the tool specs could not be loaded, so the previous toolbox "
+                    f"({len(old.toolbox)} tools) is kept: {reason}",
+                ) from None
+            self.generation = new
+            self.last_reload_error = None
+            self.metrics.reloads.inc("ok")
+            logger.info("tools reloaded: generation %d, %d tool(s)", new.number, len(new.toolbox))
+            return new
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    def _check_accepting(self) -> None:
+        if self.draining:
+            raise ApiError(
+                503, "shutting_down", "the daemon is shutting down; retry against the next one"
+            )
+
+    async def create_conversation(self, end_user_id: str | None) -> ConversationRecord:
+        """Open a conversation on the platform and record it."""
+        self._check_accepting()
+        try:
+            conversation_id = await asyncio.to_thread(
+                self.platform.create_conversation, end_user_id=end_user_id
+            )
+        except PlatformError as exc:
+            raise ApiError(
+                502,
+                "platform_error",
+                f"the platform could not open a conversation: {exc}",
+                platform_request_id=exc.request_id,
+            ) from None
+        await asyncio.to_thread(
+            self.journal.add_conversation, conversation_id, end_user_id=end_user_id
+        )
+        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+        assert record is not None
+        return record
+
+    @property
+    def in_flight(self) -> int:
+        """Runs in progress or queued."""
+        return len(self._active)
+
+    def active(self, conversation_id: str) -> RunHandle | None:
+        """The run in progress in a conversation, if any."""
+        return self._active.get(conversation_id)
+
+    async def start_message(
+        self, conversation_id: str, query: str, tool_choice: str | None, request_id: str
+    ) -> RunHandle:
+        """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping)."""
+        self._check_accepting()
+        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+        if record is None:
+            raise ApiError(
+                404,
+                "conversation_not_found",
+                f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
+            )
+        if tool_choice is not None and self.generation.toolbox.get(tool_choice) is None:
+            names = ", ".join(self.generation.toolbox.names()) or "(none)"
+            raise ApiError(
+                422, "unknown_tool", f"tool_choice {tool_choice!r} is not a loaded tool: {names}"
+            )
+        self._check_accepting()  # the await above may have let a SIGTERM in
+        job = _Job(query=query, tool_choice=tool_choice, end_user_id=record.end_user_id)
+        return self._submit(RunHandle(conversation_id, request_id), job)
+
+    def start_recovery(self, message_id: int, conversation_id: str, batch: ToolBatch) -> RunHandle:
+        """Queue the run that finishes a message a crash interrupted."""
+        record = self.journal.get_conversation(conversation_id)
+        job = _Job(end_user_id=record.end_user_id if record else None, recover=(message_id, batch))
+        handle = RunHandle(conversation_id, f"recovery-{message_id}", recovered=True)
+        handle.message_id = message_id
+        self.recovering += 1
+        return self._submit(handle, job)
+
+    def _submit(self, handle: RunHandle, job: _Job) -> RunHandle:
+        busy = self._active.get(handle.conversation_id)
+        if busy is not None:
+            raise ApiError(
+                409,
+                "conversation_busy",
+                f"conversation {handle.conversation_id} is still answering message "
+                f"{busy.message_id or '(starting)'} (for {time.monotonic() - busy.began:.1f} s); "
+                "send the next message when it is done: follow it at GET "
+                f"/v1/conversations/{handle.conversation_id}/events or poll until busy is false",
+            )
+        limit = self.settings.workers + self.settings.queue_limit
+        if len(self._active) >= limit:
+            raise ApiError(
+                503,
+                "overloaded",
+                f"{len(self._active)} conversations are running or queued (the limit is "
+                f"workers + queue_limit = {limit}); retry shortly",
+                headers={"Retry-After": "1"},
+            )
+        assert self.pool is not None, "Service.start() was not called"
+        self._active[handle.conversation_id] = handle
+        context = contextvars.copy_context()
+        self.pool.submit(lambda: context.run(self._execute, handle, job))
+        return handle
+
+    # --- one run (worker thread) -----------------------------------------------------------------
+
+    def _execute(self, handle: RunHandle, job: _Job) -> None:
+        cid = handle.conversation_id
+        live = self._checkout(cid, job.end_user_id)
+        conversation = live.conversation
+        tally = RunTally()
+        try:
+            conversation.bridge = self.generation.bridge
+            if job.recover is not None:
+                events = conversation.stream_recovered(*job.recover)
+            elif conversation.pending_input is not None:
+                events = conversation.stream_resume(job.query)
+            else:
+                events = conversation.stream(job.query, tool_choice=job.tool_choice)
+            self._call_soon(setattr, handle, "message_id", conversation.message_id)
+            for event in events:
+                tally.see(event)
+                self._observe(event, cid)
+                payload = event_payload(event)
+                if payload is not None:
+                    self._call_soon(handle.publish, *payload)
+            outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
+        except Exception as exc:
+            if not isinstance(exc, BridgeError):
+                logger.exception("run of conversation %s crashed", cid)
+            failure = RunFailure.from_exception(exc)
+            self._call_soon(handle.publish, "failed", failure.to_json())
+            outcome = RunOutcome("failed", failure=failure)
+        finally:
+            with self._live_lock:
+                live.running = False
+                live.last_used = time.monotonic()
+        logger.info(
+            "run %s",
+            outcome.status,
+            extra={
+                "conversation_id": cid,
+                "message_id": conversation.message_id,
+                "platform_request_id": ",".join(tally.request_ids) or None,
+                "outcome": outcome.status,
+            },
+        )
+        self._call_soon(self._finish, handle, outcome)
+
+    def _checkout(self, conversation_id: str, end_user_id: str | None) -> _Live:
+        with self._live_lock:
+            live = self._live.get(conversation_id)
+            if live is None:
+                conversation = self.generation.bridge.conversation(
+                    conversation_id, end_user_id=end_user_id
+                )
+                live = self._live[conversation_id] = _Live(conversation)
+            live.running = True
+            return live
+
+    def _observe(self, event: Event, conversation_id: str) -> None:
+        if isinstance(event, ToolCallFinished):
+            run = event.run
+            tool = run.name if run.name in self.generation.toolbox else "(unknown)"
+            self.metrics.tool_calls.inc(tool, run.error or "ok")
+            self.metrics.tool_seconds.observe(run.duration_ms / 1000, tool)
+        elif isinstance(event, ToolCallsRequested):
+            logger.info(
+                "the agent asked for %d tool call(s): %s",
+                len(event.batch.calls),
+                ", ".join(c.name for c in event.batch.calls),
+                extra={
+                    "conversation_id": conversation_id,
+                    "platform_request_id": event.batch.resume.get("request_id"),
+                },
+            )
+
+    def _call_soon(self, fn: object, *args: object) -> None:
+        # After a shutdown that left runs behind the loop is gone: nobody is listening.
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]
+
+    def _finish(self, handle: RunHandle, outcome: RunOutcome) -> None:
+        handle.finish(outcome)
+        if self._active.get(handle.conversation_id) is handle:
+            del self._active[handle.conversation_id]
+        if handle.recovered:
+            self.recovering -= 1
+        self.metrics.runs.inc(outcome.status)
+        self.metrics.run_seconds.observe(time.monotonic() - handle.began, outcome.status)
+
+    async def _sweep_idle(self) -> None:
+        """Release the tool resources of conversations idle for `idle_timeout` seconds."""
+        period = min(30.0, max(0.05, self.settings.idle_timeout / 4))
+        while True:
+            await asyncio.sleep(period)
+            cutoff = time.monotonic() - self.settings.idle_timeout
+            with self._live_lock:
+                idle = [k for k, v in self._live.items() if not v.running and v.last_used < cutoff]
+                released = [self._live.pop(k) for k in idle]
+            for live in released:
+                logger.debug("releasing idle conversation %s", live.conversation.id)
+                await asyncio.to_thread(live.conversation.close)
+
+
+def _refresh_modules(specs: tuple[str, ...]) -> None:
+    """Re-import module SPECs already imported, so a reload sees their new code."""
+    for spec in specs:
+        module = sys.modules.get(spec)
+        if module is not None and not spec.endswith(".py"):
+            try:
+                importlib.reload(module)
+            except Exception as exc:
+                raise UsageError(f"cannot re-import {spec}: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,1 @@
+"""An intranet-style HTTP API (employee directory + tickets) to wrap with toolbridge."""

@@ -1,0 +1,75 @@
+"""The web console in a real headless browser (Debian's chromium driven by Playwright).
+
+`make test` installs chromium when it is missing; if it cannot be found this test fails (it
+is never skipped), naming what to install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import expect, sync_playwright
+
+from tests.daemon.conftest import API_KEY, DaemonProcess
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
+def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    assert CHROMIUM.exists(), (
+        f"{CHROMIUM} is missing: the console test needs Debian's chromium "
+        "(`apt-get install -y chromium`; `make test` does it)"
+    )
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=FLAGS,
+        )
+        try:
+            page = context.new_page()
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.goto(daemon.url + "/")
+            # The daemon has an API key: the console asks for it.
+            expect(page.locator("#key-form")).to_be_visible(timeout=15_000)
+            page.fill("#key-input", API_KEY)
+            page.click("#key-form button")
+            expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
+            expect(page.get_by_test_id("tools")).to_contain_text("get_weather")
+
+            page.get_by_test_id("new-conversation").click()
+            expect(page.get_by_test_id("message-input")).to_be_enabled(timeout=15_000)
+            page.get_by_test_id("message-input").fill("what is the weather in Paris?")
+            page.get_by_test_id("send-button").click()
+
+            answer = page.get_by_test_id("live-answer")
+            expect(answer).to_have_text("Paris: 18 degrees", timeout=30_000)
+            call = page.get_by_test_id("tool-call").first
+            expect(call.get_by_test_id("tool-name")).to_have_text("get_weather")
+            expect(call.get_by_test_id("tool-arguments")).to_contain_text('"city":"Paris"')
+            expect(call.get_by_test_id("tool-output")).to_contain_text('"temp": 18')
+            expect(call).to_contain_text(" ms")
+            expect(page.get_by_test_id("conversation-item").first).to_contain_text("1 message")
+
+            # Reopening the conversation renders it from the journal.
+            page.get_by_test_id("conversation-item").first.click()
+            expect(page.get_by_test_id("answer").last).to_contain_text("Paris: 18 degrees")
+            expect(page.get_by_test_id("tool-output").first).to_contain_text('"temp": 18')
+            page.screenshot(path=str(tmp_path / "console.png"))
+            assert problems == [], problems
+        finally:
+            context.close()

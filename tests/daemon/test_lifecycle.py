@@ -1,0 +1,92 @@
+"""Stopping and restarting: SIGTERM drains within --grace and exits 0; resources are released."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import requests
+
+from bridge.emulator import Emulator
+from tests.daemon.conftest import executions, start_daemon, wait_for
+
+
+def test_idle_release_and_sigterm_drain(
+    emulator: Emulator, tools_dir: Path, tmp_path: Path
+) -> None:
+    (tools_dir / "executions.log").unlink(missing_ok=True)
+    db = tmp_path / "journal.db"
+    daemon = start_daemon(emulator, tools_dir, db, "--idle-timeout", "0.3", "--grace", "30")
+    try:
+        cid = daemon.new_conversation()
+        assert daemon.ask(cid, "note first").json()["answer"] == "noted first"
+        wait_for(lambda: "session_closed -" in executions(tools_dir), "the idle session release")
+        assert executions(tools_dir).count("session_open -") == 1
+
+        answer: dict[str, requests.Response] = {}
+        thread = threading.Thread(target=lambda: answer.update(r=daemon.ask(cid, "slow 1.5")))
+        thread.start()
+        wait_for(lambda: "slow_step 1.5" in executions(tools_dir), "the slow tool to start")
+        daemon.proc.send_signal(signal.SIGTERM)
+        code = daemon.wait_exit()
+        thread.join(timeout=30)
+    finally:
+        daemon.stop()
+    assert code == 0, daemon.log
+    assert "slow_step_end 1.5" in executions(tools_dir), "the running tool call finished"
+    assert answer["r"].status_code == 200 and answer["r"].json()["answer"] == "slept 1.5"
+    assert "get up to 30 s to finish" in daemon.log
+
+    again = start_daemon(emulator, tools_dir, db)
+    try:
+        detail = again.request("GET", f"/v1/conversations/{cid}").json()
+        assert [m["status"] for m in detail["messages"]] == ["finished", "finished"]
+        assert again.ask(cid, "weather in Tokyo").json()["answer"] == "Tokyo: 22 degrees"
+    finally:
+        again.stop()
+
+
+def test_grace_expiry_leaves_the_rest_in_the_journal(
+    emulator: Emulator, tools_dir: Path, tmp_path: Path
+) -> None:
+    (tools_dir / "executions.log").unlink(missing_ok=True)
+    db = tmp_path / "journal.db"
+    daemon = start_daemon(emulator, tools_dir, db, "--grace", "0.5")
+    try:
+        cid = daemon.new_conversation()
+        thread = threading.Thread(target=lambda: _quietly(daemon.ask, cid, "slow 4.5"), daemon=True)
+        thread.start()
+        wait_for(lambda: "slow_step 4.5" in executions(tools_dir), "the slow tool to start")
+        daemon.proc.send_signal(signal.SIGINT)
+        code = daemon.wait_exit()
+    finally:
+        daemon.stop()
+    assert code == 0, daemon.log
+    assert "left for recovery" in daemon.log
+    assert "slow_step_end 4.5" not in executions(tools_dir)
+
+    again = start_daemon(emulator, tools_dir, db)
+    try:
+        message = wait_for(
+            lambda: (
+                (m := again.request("GET", f"/v1/conversations/{cid}").json()["messages"][-1])[
+                    "status"
+                ]
+                != "running"
+                and m
+            ),
+            "the interrupted message to end",
+        )
+    finally:
+        again.stop()
+    assert message["status"] == "finished"
+    assert "interrupted by a restart" in message["answer"]
+    assert executions(tools_dir).count("slow_step 4.5") == 1
+
+
+def _quietly(fn: object, *args: object) -> None:
+    try:
+        fn(*args)  # type: ignore[operator]
+    except requests.RequestException:
+        pass

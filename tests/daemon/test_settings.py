@@ -1,0 +1,139 @@
+"""Daemon settings (flags > environment > TOML) and the Prometheus exposition, in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.daemon.failpoints import failpoint_from_env
+from bridge.daemon.metrics import Counter, Histogram
+from bridge.daemon.settings import SettingsError, load_settings
+from bridge.errors import UsageError
+
+KEY = "k" * 24
+
+
+def test_defaults() -> None:
+    settings = load_settings({}, env={})
+    assert (settings.host, settings.port, settings.workers, settings.db) == (
+        "127.0.0.1", 8411, 16, "toolbridge.db",
+    )  # fmt: skip
+    assert settings.api_key is None and settings.max_body_bytes == 65536
+
+
+def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
+    config = tmp_path / "toolbridge.toml"
+    config.write_text(
+        'tools = ["a.py"]\nport = 9000\nworkers = 4\ngrace = 5.0\nmax-rounds = 3\n',
+        encoding="utf-8",
+    )
+    env = {"TOOLBRIDGE_PORT": "9100", "TOOLBRIDGE_WORKERS": "8", "TOOLBRIDGE_TOOLS": "b.py, c"}
+    settings = load_settings({"port": 9200, "tools": []}, env=env, config=config)
+    assert settings.port == 9200, "flag"
+    assert settings.workers == 8, "environment"
+    assert settings.tools == ["b.py", "c"], "environment (an empty flag list means not given)"
+    assert settings.grace == 5.0 and settings.max_rounds == 3, "file"
+
+
+def test_config_from_env_and_serve_table(tmp_path: Path) -> None:
+    config = tmp_path / "t.toml"
+    config.write_text("[serve]\nworkers = 2\n", encoding="utf-8")
+    assert load_settings({}, env={"TOOLBRIDGE_CONFIG": str(config)}).workers == 2
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "message"),
+    [
+        ({"host": "0.0.0.0"}, {}, "binding 0.0.0.0 exposes the daemon beyond this machine"),
+        ({"host": "10.1.2.3"}, {}, "needs an API key: pass --api-key"),
+        (
+            {"api_key": "short"},
+            {},
+            "too short (5 characters); use at least 16 random characters, e.g. from `openssl rand -hex 24` (from --api-key)",
+        ),
+        (
+            {},
+            {"TOOLBRIDGE_PORT": "eighty"},
+            "Input should be a valid integer, unable to parse string as an integer (from TOOLBRIDGE_PORT='eighty')",
+        ),
+        ({"workers": 0}, {}, "Input should be greater than or equal to 1 (from --workers)"),
+        ({"platform": "coze"}, {}, "Input should be 'appbuilder' or 'openai' (from --platform)"),
+        ({"model": "m"}, {}, "model and platform_api_key are for platform openai only"),
+        ({"platform": "openai", "token": "t" * 10}, {}, "app_id and token are for platform"),
+    ],
+)
+def test_bad_settings_name_their_source(
+    flags: dict[str, object], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(flags, env=env)
+    assert message in str(info.value)
+    assert isinstance(info.value, UsageError), "the CLI turns it into exit code 2"
+
+
+def test_loopback_aliases_need_no_key() -> None:
+    for host in ("localhost", "127.0.0.2", "::1"):
+        assert load_settings({"host": host}, env={}).host == host
+    assert load_settings({"host": "0.0.0.0", "api_key": KEY}, env={}).api_key is not None
+
+
+def test_bad_config_files(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="config file not found"):
+        load_settings({}, env={}, config=tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("port = = 1\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="broken.toml: not valid TOML"):
+        load_settings({}, env={}, config=broken)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("prot = 1\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="unknown setting 'prot'; expected one of: tools"):
+        load_settings({}, env={}, config=unknown)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('grace = "soon"\n', encoding="utf-8")
+    with pytest.raises(
+        SettingsError, match=r"Input should be a valid number.*\(from grace in .*wrong.toml\)"
+    ):
+        load_settings({}, env={}, config=wrong)
+
+
+def test_a_bad_secret_from_the_environment_is_not_echoed() -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings({}, env={"TOOLBRIDGE_API_KEY": "tiny-secret"})
+    assert "tiny-secret" not in str(info.value)
+    assert "(from TOOLBRIDGE_API_KEY)" in str(info.value)
+
+
+def test_secrets_stay_secret_in_reprs() -> None:
+    settings = load_settings({"api_key": KEY, "token": "bce-v3/ALTAK-secret"}, env={})
+    assert KEY not in repr(settings) and "ALTAK-secret" not in repr(settings)
+    assert settings.platform_options()["token"] == "bce-v3/ALTAK-secret"
+
+
+def test_prometheus_text_format() -> None:
+    counter = Counter("x_total", "Things.", ["tool", "outcome"])
+    counter.inc('we"ird\ntool', "ok")
+    counter.inc('we"ird\ntool', "ok", amount=2)
+    assert counter.render() == [
+        "# HELP x_total Things.",
+        "# TYPE x_total counter",
+        'x_total{tool="we\\"ird\\ntool",outcome="ok"} 3',
+    ]
+    histogram = Histogram("h_seconds", "Time.", ["tool"], buckets=[0.1, 1])
+    for value in (0.05, 0.1, 0.5, 3):
+        histogram.observe(value, "t")
+    assert histogram.render()[2:] == [
+        'h_seconds_bucket{tool="t",le="0.1"} 2',
+        'h_seconds_bucket{tool="t",le="1"} 3',
+        'h_seconds_bucket{tool="t",le="+Inf"} 4',
+        'h_seconds_sum{tool="t"} 3.65',
+        'h_seconds_count{tool="t"} 4',
+    ]
+    with pytest.raises(ValueError, match="takes labels"):
+        counter.inc("only-one")
+
+
+def test_failpoint_spec_is_checked() -> None:
+    assert failpoint_from_env({}) is None
+    with pytest.raises(UsageError, match="expected STEP:MARKER_FILE"):
+        failpoint_from_env({"TOOLBRIDGE_FAILPOINT": "sometime:/tmp/x"})

@@ -1,0 +1,258 @@
+"""The journal: the same contract for both stores, and the loop's use of it after a crash."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge import (
+    Bridge,
+    Toolbox,
+    ToolBatch,
+    ToolCall,
+    ToolCallsRequested,
+    ToolRun,
+    UsageError,
+    manifest,
+)
+from bridge.emulator import Emulator
+from bridge.errors import register_secret
+from bridge.journal import INTERRUPTED_OUTPUT, Journal, Ledger, MemoryJournal, SQLiteJournal
+from bridge.platforms.appbuilder import AppBuilderPlatform
+
+RUNS: Counter[str] = Counter()
+
+
+@manifest(description="Pay an invoice (never twice).")
+def pay(invoice: str) -> str:
+    """Pay.
+
+    Args:
+        invoice: Invoice number.
+    """
+    RUNS[f"pay {invoice}"] += 1
+    return f"paid {invoice}"
+
+
+@manifest(description="Read a price (safe to repeat).", idempotent=True)
+def price(item: str) -> str:
+    """Price.
+
+    Args:
+        item: Item.
+    """
+    RUNS[f"price {item}"] += 1
+    return f"{item}: 3 EUR"
+
+
+SCENARIO: dict[str, Any] = {
+    "rules": [
+        {
+            "match": r"pay (?P<i>\w+) and price (?P<p>\w+)",
+            "steps": [
+                {
+                    "calls": [
+                        {"tool": "pay", "arguments": {"invoice": "{i}"}},
+                        {"tool": "price", "arguments": {"item": "{p}"}},
+                    ]
+                }
+            ],
+            "answer": "{outputs.pay} / {outputs.price}",
+        }
+    ]
+}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
+    store: Journal = (
+        MemoryJournal() if request.param == "memory" else SQLiteJournal(tmp_path / "j.db")
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _run(call_id: str, output: str = "out") -> ToolRun:
+    return ToolRun(
+        call_id=call_id,
+        name="pay",
+        arguments={"invoice": "A1"},
+        output=output,
+        started_at=datetime.now(timezone.utc),
+        duration_ms=1.5,
+    )
+
+
+BATCH = ToolBatch(
+    batch_id="b1",
+    calls=(
+        ToolCall(call_id="c1", name="pay", arguments={"invoice": "A1"}),
+        ToolCall(call_id="c2", name="price", arguments='{"item": "tea"}'),
+    ),
+    resume={"request_id": "r-1", "message_id": "m-1"},
+)
+
+
+def test_call_states_in_order(journal: Journal) -> None:
+    journal.add_conversation("conv", end_user_id="u1")
+    message = journal.begin_message("conv", "pay A1")
+    journal.receive("conv", BATCH, message_id=message)
+    assert [c.state for c in journal.calls("conv")] == ["received", "received"]
+    assert journal.pending_batch(message) == BATCH
+    journal.start("conv", ["c1", "c2"])
+    assert journal.get_call("conv", "c1").state == "started"  # type: ignore[union-attr]
+    journal.finish("conv", _run("c1", "paid"))
+    record = journal.get_call("conv", "c1")
+    assert record is not None and record.done and record.to_run().output == "paid"
+    assert record.duration_ms == 1.5 and record.message_id == message
+    journal.finish("conv", _run("c2"))
+    journal.submit("conv", BATCH)
+    assert [c.state for c in journal.calls("conv")] == ["submitted", "submitted"]
+    assert journal.pending_batch(message) is None
+    assert journal.get_call("conv", "c2").arguments == '{"item": "tea"}'  # type: ignore[union-attr]
+
+
+def test_messages_and_conversations(journal: Journal) -> None:
+    journal.add_conversation("a")
+    journal.add_conversation("b", end_user_id="u2")
+    first = journal.begin_message("a", "hello")
+    assert [m.message_id for m in journal.unfinished_messages()] == [first]
+    journal.end_message(first, status="finished", answer="hi", request_ids=["r1"], rounds=2)
+    assert journal.unfinished_messages() == []
+    [message] = journal.messages("a")
+    assert (message.answer, message.status, message.request_ids, message.rounds) == (
+        "hi", "finished", ["r1"], 2,
+    )  # fmt: skip
+    items, total = journal.list_conversations(limit=1)
+    assert total == 2 and items[0].conversation_id == "a", "most recently updated first"
+    assert items[0].status == "finished" and items[0].messages == 1
+    record = journal.get_conversation("b")
+    assert record is not None and record.end_user_id == "u2" and record.status == "new"
+    assert journal.get_conversation("nope") is None
+
+
+def test_a_repeated_batch_is_one_batch_and_keeps_call_states(journal: Journal) -> None:
+    message = journal.begin_message("conv", "q")
+    journal.receive("conv", BATCH, message_id=message)
+    journal.start("conv", ["c1"])
+    journal.receive("conv", BATCH, message_id=message)  # recovery receives it again
+    assert journal.get_call("conv", "c1").state == "started"  # type: ignore[union-attr]
+    journal.finish("conv", _run("c1"))
+    journal.finish("conv", _run("c2"))
+    journal.submit("conv", BATCH)
+    assert journal.pending_batch(message) is None
+
+
+def test_registered_secrets_are_never_written(journal: Journal) -> None:
+    register_secret("sk-journal-secret-123456")
+    message = journal.begin_message("conv", "my key is sk-journal-secret-123456")
+    batch = ToolBatch(
+        batch_id="b",
+        calls=(ToolCall(call_id="c", name="pay", arguments={"k": "sk-journal-secret-123456"}),),
+    )
+    journal.receive("conv", batch, message_id=message)
+    journal.finish("conv", _run("c", "echo sk-journal-secret-123456"))
+    journal.end_message(message, status="failed", error_message="bad sk-journal-secret-123456")
+    text = repr(journal.messages("conv")) + repr(journal.calls("conv"))
+    assert "sk-journal-secret-123456" not in text and "[secure]" in text
+
+
+def test_sqlite_journal_is_versioned_and_durable(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = SQLiteJournal(path)
+    message = journal.begin_message("conv", "q")
+    journal.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    reopened = SQLiteJournal(path)
+    assert [m.message_id for m in reopened.unfinished_messages()] == [message]
+    reopened.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version=99")
+    with pytest.raises(UsageError, match="schema version 99, newer than"):
+        SQLiteJournal(path)
+
+
+def test_sqlite_journal_rejects_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database at all, just some words" * 100)
+    with pytest.raises(UsageError, match="cannot open the journal"):
+        SQLiteJournal(path)
+
+
+def test_memory_journal_forgets_old_conversations() -> None:
+    journal = MemoryJournal(max_conversations=2)
+    for name in ("a", "b", "c"):
+        journal.end_message(journal.begin_message(name, "q"), status="finished")
+    assert [c.conversation_id for c in journal.list_conversations()[0]] == ["c", "b"]
+
+
+def test_ledger_plans_after_a_crash() -> None:
+    journal = MemoryJournal()
+    toolbox = Toolbox([pay, price])
+    ledger = Ledger(journal, "conv")
+    batch = ToolBatch(
+        batch_id="b",
+        calls=(
+            ToolCall(call_id="done", name="pay", arguments={"invoice": "1"}),
+            ToolCall(call_id="cut", name="pay", arguments={"invoice": "2"}),
+            ToolCall(call_id="again", name="price", arguments={"item": "x"}),
+            ToolCall(call_id="new", name="pay", arguments={"invoice": "3"}),
+        ),
+    )
+    ledger.receive(batch, None)
+    ledger.start(batch.calls[:3])
+    ledger.finish(_run("done"))
+    fresh, interrupted = ledger.plan(batch, toolbox)
+    assert [c.call_id for c in fresh] == ["again", "new"]
+    [cut] = interrupted
+    assert cut.call_id == "cut" and cut.error == "tool_error"
+    assert cut.output == INTERRUPTED_OUTPUT.format(name="pay")
+    assert "done" in ledger and "cut" not in ledger
+
+
+def test_the_loop_resumes_a_journaled_batch_without_running_twice(tmp_path: Path) -> None:
+    """A process died with pay started and price started; a new Bridge finishes the run."""
+    RUNS.clear()
+    path = tmp_path / "loop.db"
+    with Emulator(scenario=SCENARIO) as emu:
+        platform = AppBuilderPlatform(app_id=emu.app_id, token=emu.token, base_url=emu.base_url)
+        # What the loop had written when the process died: the batch received, both calls
+        # started (the dispatcher may have begun them), nothing finished.
+        crashed = SQLiteJournal(path)
+        cid = platform.create_conversation()
+        message_id = crashed.begin_message(cid, "pay X1 and price tea")
+        tools = Toolbox([pay, price]).manifests("appbuilder")
+        events = platform.start(cid, "pay X1 and price tea", tools=tools)
+        [batch] = [e.batch for e in events if isinstance(e, ToolCallsRequested)]
+        crashed.receive(cid, batch, message_id=message_id)
+        crashed.start(cid, [c.call_id for c in batch.calls])
+        crashed.close()
+        platform.close()
+        assert RUNS == {}, "nothing ran before the crash"
+
+        platform = AppBuilderPlatform(app_id=emu.app_id, token=emu.token, base_url=emu.base_url)
+        journal = SQLiteJournal(path)
+        [interrupted] = journal.unfinished_messages()
+        pending = journal.pending_batch(interrupted.message_id)
+        assert pending == batch
+        with Bridge(platform, [pay, price], journal=journal) as bridge:
+            conv = bridge.conversation(interrupted.conversation_id)
+            events = list(conv.stream_recovered(interrupted.message_id, pending))
+        assert RUNS == {"price tea": 1}, "only the idempotent call runs again"
+        answer = "".join(e.text for e in events if e.kind == "text_delta")
+        assert answer.startswith("The tool call 'pay' was interrupted by a restart")
+        assert answer.endswith("/ tea: 3 EUR")
+        [message] = journal.messages(interrupted.conversation_id)
+        assert message.status == "finished" and message.answer == answer
+        assert {c.state for c in journal.calls(interrupted.conversation_id)} == {"submitted"}
+        journal.close()
