@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test lint bench clean
 
@@ -14,10 +15,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The web console's browser test drives Debian's chromium (never a downloaded browser).
+$(CHROMIUM):
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && apt-get install -y -qq chromium; \
+	else \
+		echo "warning: $(CHROMIUM) is missing and apt-get (as root) is not available:" \
+			"the console browser test will fail; install Debian's chromium" >&2; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/toolbridge demo
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check bridge tests examples bench manifests
 	$(BIN)/ruff format --check bridge tests examples bench manifests

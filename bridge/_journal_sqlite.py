@@ -5,9 +5,9 @@ method returns, its state survives a crash of the process *and* of the machine. 
 be enough against ``kill -9`` in WAL mode but may lose the last transactions on power loss,
 and a lost "started" would let a call run twice after the reboot: exactly-once needs FULL.
 
-Threads: one connection guarded by a lock (``check_same_thread=False``). Writes are serialised
-by SQLite anyway, and each operation is a few small statements, so a second (reader)
-connection was not worth its complexity.
+Threads: one connection, owned by one thread (`bridge._sqlite_writer.GroupCommitWriter`);
+callers queue their operations to it. Concurrent writes are committed together, one fsync per
+group, and each caller returns only once its own write is committed.
 
 Schema: versioned with ``PRAGMA user_version``; `_MIGRATIONS[i]` moves a file from version i
 to i + 1, applied in one transaction on open. A file from a newer toolbridge is refused.
@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from bridge._sqlite_writer import GroupCommitWriter
 from bridge.errors import UsageError, redact
 from bridge.journal import (
     CallRecord,
@@ -40,6 +39,8 @@ from bridge.types import ToolBatch, ToolCall, ToolRun
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _MIGRATIONS: list[str] = [
     # 0 -> 1: the first schema.
@@ -124,7 +125,6 @@ class SQLiteJournal(Journal):
     def __init__(self, path: str | Path, *, on_write: Callable[[str], None] | None = None) -> None:
         self.path = str(path)
         self.on_write = on_write
-        self._lock = threading.RLock()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -138,6 +138,7 @@ class SQLiteJournal(Journal):
             self._migrate()
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open the journal {self.path}: {exc}") from None
+        self._writer = GroupCommitWriter(self._db)
 
     def __repr__(self) -> str:
         return f"SQLiteJournal({self.path!r})"
@@ -150,52 +151,47 @@ class SQLiteJournal(Journal):
                 f"toolbridge understands ({SCHEMA_VERSION}); upgrade toolbridge"
             )
         for target in range(version + 1, SCHEMA_VERSION + 1):
-            with self._tx() as db:
-                db.executescript(
+            try:
+                self._db.executescript(
                     "BEGIN IMMEDIATE;" + _MIGRATIONS[target - 1] + f"PRAGMA user_version={target};"
+                    "COMMIT;"
                 )
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
             logger.info("journal %s migrated to schema version %d", self.path, target)
 
-    @contextmanager
-    def _tx(self, step: str | None = None) -> Iterator[sqlite3.Connection]:
-        """One transaction under the lock; `on_write(step)` once it is committed."""
-        with self._lock:
-            db = self._db
-            if step is not None:
-                db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                if db.in_transaction:
-                    db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-        if step is not None and self.on_write is not None:
+    def _write(self, step: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in a (group) transaction; `on_write(step)` once it is committed."""
+        result = self._writer.run(fn, write=True)
+        if self.on_write is not None:
             self.on_write(step)
+        return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        rows: list[sqlite3.Row] = self._writer.run(
+            lambda db: db.execute(sql, params).fetchall(), write=False
+        )
+        return rows
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self._db.close()
-            except sqlite3.Error:  # pragma: no cover - closing is best effort
-                logger.exception("closing the journal %s failed", self.path)
+        self._writer.close()
 
     # --- conversations and messages ---------------------------------------------------------------
 
     def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
         stamp = now().isoformat()
-        with self._tx("conversation") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO conversations (id, end_user_id, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                 "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id)",
                 (conversation_id, end_user_id, stamp, stamp),
             )
+
+        self._write("conversation", op)
 
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
         rows = self._read(_CONVERSATION_SELECT + " WHERE c.id = ?", (conversation_id,))
@@ -213,7 +209,8 @@ class SQLiteJournal(Journal):
 
     def begin_message(self, conversation_id: str, query: str) -> int:
         stamp = now().isoformat()
-        with self._tx("message") as db:
+
+        def op(db: sqlite3.Connection) -> int:
             db.execute(
                 "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
@@ -227,6 +224,8 @@ class SQLiteJournal(Journal):
             assert cursor.lastrowid is not None
             return cursor.lastrowid
 
+        return self._write("message", op)
+
     def end_message(
         self,
         message_id: int,
@@ -239,7 +238,8 @@ class SQLiteJournal(Journal):
         rounds: int = 0,
     ) -> None:
         stamp = now().isoformat()
-        with self._tx("message_end") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "UPDATE messages SET status = ?, answer = ?, error_code = ?, error_message = ?, "
                 "request_ids = ?, rounds = ?, finished_at = ? WHERE id = ?",
@@ -260,6 +260,8 @@ class SQLiteJournal(Journal):
                 (stamp, message_id),
             )
 
+        self._write("message_end", op)
+
     def messages(self, conversation_id: str) -> list[MessageRecord]:
         rows = self._read(
             "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
@@ -274,7 +276,8 @@ class SQLiteJournal(Journal):
 
     def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
         stamp = now().isoformat()
-        with self._tx("received") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (id) DO NOTHING",
@@ -313,18 +316,24 @@ class SQLiteJournal(Journal):
                 ],
             )
 
+        self._write("received", op)
+
     def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
         stamp = now().isoformat()
-        with self._tx("started") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             db.executemany(
                 "UPDATE calls SET state = 'started', started_at = ?, updated_at = ? "
                 "WHERE conversation_id = ? AND call_id = ? AND state IN ('received', 'started')",
                 [(stamp, stamp, conversation_id, call_id) for call_id in call_ids],
             )
 
+        self._write("started", op)
+
     def finish(self, conversation_id: str, run: ToolRun) -> None:
         stamp = now().isoformat()
-        with self._tx("finished") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             # An upsert: a call finished without being received (direct use) is recorded too.
             db.execute(
                 "INSERT INTO calls (conversation_id, call_id, seq, name, arguments, state, output, "
@@ -347,9 +356,12 @@ class SQLiteJournal(Journal):
                 ),
             )
 
+        self._write("finished", op)
+
     def submit(self, conversation_id: str, batch: ToolBatch) -> None:
         stamp = now().isoformat()
-        with self._tx("submitted") as db:
+
+        def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "UPDATE batches SET submitted_at = ? WHERE seq = (SELECT max(seq) FROM batches "
                 "WHERE conversation_id = ? AND batch_id = ? AND submitted_at IS NULL)",
@@ -360,6 +372,8 @@ class SQLiteJournal(Journal):
                 "WHERE conversation_id = ? AND call_id = ? AND state = 'finished'",
                 [(stamp, conversation_id, call.call_id) for call in batch.calls],
             )
+
+        self._write("submitted", op)
 
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
         rows = self._read(

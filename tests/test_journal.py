@@ -13,8 +13,8 @@ import pytest
 
 from bridge import (
     Bridge,
-    Toolbox,
     ToolBatch,
+    Toolbox,
     ToolCall,
     ToolCallsRequested,
     ToolRun,

@@ -10,6 +10,7 @@ import typer
 from bridge.cli._app import app
 from bridge.cli._common import (
     EXIT_OK,
+    AllowHostOpt,
     ApiKeyOpt,
     AppIdOpt,
     BaseUrlOpt,
@@ -64,23 +65,28 @@ def _make_bridge(
     max_rounds: int,
     renderer: Renderer | None,
     yes: bool,
+    allow_hosts: list[str],
 ) -> Bridge:
     from bridge.conversation import Bridge
 
-    toolbox = build_toolbox(tools)
-    if tool_choice is not None and toolbox.get(tool_choice) is None:
-        raise UsageError(
-            f"--tool-choice {tool_choice!r} is not a loaded tool; "
-            f"loaded: {', '.join(toolbox.names()) or '(none)'}"
+    toolbox = build_toolbox(tools, allow_hosts=allow_hosts)
+    try:
+        if tool_choice is not None and toolbox.get(tool_choice) is None:
+            raise UsageError(
+                f"--tool-choice {tool_choice!r} is not a loaded tool; "
+                f"loaded: {', '.join(toolbox.names()) or '(none)'}"
+            )
+        adapter = build_platform(
+            platform,
+            app_id=app_id,
+            base_url=base_url,
+            token=token,
+            model=model,
+            api_key=api_key,
         )
-    adapter = build_platform(
-        platform,
-        app_id=app_id,
-        base_url=base_url,
-        token=token,
-        model=model,
-        api_key=api_key,
-    )
+    except BaseException:
+        toolbox.close()  # MCP servers it started must not outlive the failed command
+        raise
     return Bridge(
         adapter,
         toolbox,
@@ -139,6 +145,7 @@ def run(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Ask the agent one question, running the tools it calls, and print the answer.
 
@@ -165,6 +172,7 @@ def run(
             max_rounds=max_rounds,
             renderer=renderer,
             yes=yes,
+            allow_hosts=allow_host,
         )
     except BridgeError as exc:
         fail(exc)
@@ -199,6 +207,7 @@ def run(
     finally:
         conversation.close()
         bridge.close()
+        bridge.toolbox.close()  # stops MCP servers, closes HTTP sessions
     if renderer is not None:
         renderer.close()
         if result.human_input is not None:
@@ -244,6 +253,7 @@ def chat(
     stream: StreamOpt = True,
     max_rounds: MaxRoundsOpt = 10,
     yes: YesOpt = False,
+    allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Talk with the agent in one conversation; type /exit (or Ctrl-D) to leave."""
     from bridge.cli._render import Renderer
@@ -264,6 +274,7 @@ def chat(
             max_rounds=max_rounds,
             renderer=renderer,
             yes=yes,
+            allow_hosts=allow_host,
         )
     except BridgeError as exc:
         fail(exc)
@@ -298,4 +309,5 @@ def chat(
     finally:
         conversation.close()
         bridge.close()
+        bridge.toolbox.close()  # stops MCP servers, closes HTTP sessions
     raise typer.Exit(EXIT_OK)

@@ -77,11 +77,8 @@ def serve(
     ] = None,
     idle_timeout: Annotated[
         float | None,
-        typer.Option(
-            "--idle-timeout",
-            help="Seconds before an idle conversation's tool resources are released [900].",
-        ),
-    ] = None,  # fmt: skip
+        typer.Option("--idle-timeout", help="Idle seconds before a conversation's tools let go."),
+    ] = None,
     app_id: AppIdOpt = None,
     base_url: BaseUrlOpt = None,
     token: TokenOpt = None,

@@ -16,7 +16,6 @@ event loop: the dispatcher's private loop thread for `run`, the caller's loop fo
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import queue
@@ -37,9 +36,18 @@ from bridge.tools._output import (
     truncate,
 )
 from bridge.tools._runtime import LoopThread, Workers, bridge_future
+from bridge.tools._threaded import (
+    CallTimeoutError,
+    Deferred,
+    Outcome,
+    Prepared,
+    log_late,
+    run_on_threads,
+    sync_job,
+)
 from bridge.tools.context import ConversationScope, ToolContext
 from bridge.tools.spec import ArgumentError, ToolSpec
-from bridge.types import ErrorKind, ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
+from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
 if TYPE_CHECKING:
     from bridge.tools.toolbox import Toolbox
@@ -56,17 +64,6 @@ OnFinish = Callable[[ToolRun], object]
 _ERRORS_MODES = ("message", "hidden", "raise")
 MIN_OUTPUT_CHARS = 100
 """Below this a truncated output would be mostly marker."""
-
-
-class _CallTimeoutError(Exception):
-    """The call outlived its timeout (internal: becomes a "timeout" output)."""
-
-
-class _Deferred:
-    """A sync tool returned an awaitable: it is finished on the loop, not on the worker."""
-
-    def __init__(self, awaitable: Awaitable[Any]) -> None:
-        self.awaitable = awaitable
 
 
 class _Runtime:
@@ -244,6 +241,9 @@ class Dispatcher:
                 "Dispatcher.run() was called from an async tool of the same dispatcher; "
                 "use `await dispatcher.arun(...)` there"
             )
+        if all(self._runs_on_threads(call) for call in batch):
+            # Only worker threads involved: skip the loop thread's two extra hand-offs.
+            return (yield from run_on_threads(self, batch, scope))
         events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
         future = asyncio.run_coroutine_threadsafe(
             self._batch(
@@ -359,23 +359,20 @@ class Dispatcher:
             began = time.perf_counter()
             if on_start is not None:
                 on_start(call)
-            output, error = await self._execute(call, scope)
-            run = ToolRun(
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                output=truncate(output, self.max_output_chars),
-                error=error,
-                started_at=started_at,
-                duration_ms=(time.perf_counter() - began) * 1000,
-            )
+            run = self._record(call, started_at, began, await self._execute(call, scope))
             if on_finish is not None:
                 on_finish(run)
             return run
 
-    async def _execute(
-        self, call: ToolCall, scope: ConversationScope
-    ) -> tuple[str, ErrorKind | None]:
+    def _runs_on_threads(self, call: ToolCall) -> bool:
+        spec = self.toolbox.get(call.name)
+        return spec is None or not spec.is_async
+
+    def _prepare(self, call: ToolCall, scope: ConversationScope) -> Prepared | Outcome:
+        """Everything before the function runs: the lookup, `before`, validation, context.
+
+        Returns the call ready to run, or its outcome when it must not run.
+        """
         spec = self.toolbox.get(call.name)
         if spec is None:
             return self._unknown(call.name), "unknown_tool"
@@ -398,22 +395,37 @@ class Dispatcher:
                 call_id=call.call_id, tool_name=spec.name, scope=scope, cancelled=cancelled
             )
         timeout = spec.options.timeout if spec.options.timeout is not None else self.default_timeout
+        return Prepared(spec, kwargs, cancelled, timeout)
+
+    async def _execute(self, call: ToolCall, scope: ConversationScope) -> Outcome:
+        ready = self._prepare(call, scope)
+        if not isinstance(ready, Prepared):
+            return ready
+        spec = ready.spec
         try:
-            result = await self._invoke(spec, call, kwargs, timeout, cancelled, scope)
-            return serialize(result), None
-        except _CallTimeoutError:
-            logger.warning(
-                "tool %r (call %s) timed out after %g s and was abandoned",
-                spec.name,
-                call.call_id,
-                timeout,
+            result = await self._invoke(
+                spec, call, ready.kwargs, ready.timeout, ready.cancelled, scope
             )
-            return (
-                f"The tool {spec.name!r} timed out after {timeout:g} seconds and was abandoned; "
-                "it returned no result."
-            ), "timeout"
+            return serialize(result), None
+        except CallTimeoutError:
+            return self._timed_out(spec, call, ready.timeout), "timeout"
         except Exception as exc:
             return self._failed(spec, call, exc), "tool_error"
+
+    def _record(
+        self, call: ToolCall, started_at: datetime, began: float, outcome: Outcome
+    ) -> ToolRun:
+        """The `ToolRun` of a call that began at `began` (perf_counter) and ended now."""
+        output, error = outcome
+        return ToolRun(
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            output=truncate(output, self.max_output_chars),
+            error=error,
+            started_at=started_at,
+            duration_ms=(time.perf_counter() - began) * 1000,
+        )
 
     # --- calling the function ----------------------------------------------------------------
 
@@ -441,18 +453,7 @@ class Dispatcher:
                 return after(result) if after is not None else result
             return await self._await(result, after, deadline, cancelled, leave)
 
-        def work() -> Any:
-            finished = True
-            try:
-                result = spec.function(**kwargs)
-                if inspect.isawaitable(result):
-                    finished = False
-                    return _Deferred(result)
-                return after(result) if after is not None else result
-            finally:
-                if finished:
-                    leave()
-
+        work = sync_job(spec, kwargs, leave)
         try:
             job = self._runtime.workers.submit(work)
         except BaseException:
@@ -468,10 +469,10 @@ class Dispatcher:
         if not done:
             cancelled.set()
             waiter.cancel()
-            job.add_done_callback(lambda f: _log_late(spec.name, call.call_id, f))
-            raise _CallTimeoutError
+            job.add_done_callback(lambda f: log_late(spec.name, call.call_id, f))
+            raise CallTimeoutError
         result = waiter.result()
-        if isinstance(result, _Deferred):
+        if isinstance(result, Deferred):
             return await self._await(result.awaitable, after, deadline, cancelled, leave)
         return result
 
@@ -501,10 +502,23 @@ class Dispatcher:
             cancelled.set()
             task.cancel()
             task.add_done_callback(_consume)
-            raise _CallTimeoutError
+            raise CallTimeoutError
         return task.result()
 
     # --- outputs for the model ---------------------------------------------------------------
+
+    @staticmethod
+    def _timed_out(spec: ToolSpec, call: ToolCall, timeout: float) -> str:
+        logger.warning(
+            "tool %r (call %s) timed out after %g s and was abandoned",
+            spec.name,
+            call.call_id,
+            timeout,
+        )
+        return (
+            f"The tool {spec.name!r} timed out after {timeout:g} seconds and was abandoned; "
+            "it returned no result."
+        )
 
     def _unknown(self, name: str) -> str:
         names = list(self.toolbox.names())
@@ -523,13 +537,3 @@ class Dispatcher:
 def _consume(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         logger.warning("an abandoned async tool raised after its timeout: %r", task.exception())
-
-
-def _log_late(name: str, call_id: str, job: concurrent.futures.Future[Any]) -> None:
-    exc = job.exception()
-    logger.warning(
-        "abandoned tool %r (call %s) returned after its timeout%s",
-        name,
-        call_id,
-        f" by raising {exc!r}" if exc is not None else "",
-    )

@@ -90,7 +90,8 @@ def load_tools(
     """Register the tools of every SPEC in `toolbox` (a new one when None) and return it.
 
     Sources that hold resources (HTTP sessions, MCP server processes) are closed by
-    `Toolbox.close()`; on an error, the sources this call opened are closed before it raises.
+    `Toolbox.close()` (or `with load_tools(...) as toolbox:`); on an error, a toolbox this call
+    created is closed before it raises.
 
     Args:
         specs: SPEC strings (see the module docstring); a single string is one SPEC.
@@ -115,8 +116,8 @@ def load_tools(
                     break
             else:
                 raise UsageError(
-                    f"cannot load tools from {spec!r}: expected a .py file, a module name such "
-                    "as package.module, a .yaml/.yml/.json HTTP tools manifest, "
+                    f"cannot load tools from {spec!r}: expected a path to a .py file or a module "
+                    "name such as package.module, a .yaml/.yml/.json HTTP tools manifest, "
                     "openapi:PATH_OR_URL, mcp:COMMAND or mcp+http://HOST:PORT/PATH"
                 )
     except BaseException:

@@ -49,7 +49,9 @@ class Status(str, Enum):
 class NewTicket(BaseModel):
     """What it takes to open a ticket."""
 
-    title: str = Field(min_length=3, max_length=120, description="One line that says what is wrong.")
+    title: str = Field(
+        min_length=3, max_length=120, description="One line that says what is wrong."
+    )
     description: str = Field(default="", description="Details, steps to reproduce.")
     priority: Priority = Priority.normal
     assignee_id: int | None = Field(default=None, description="Employee id of the assignee.")
@@ -128,9 +130,7 @@ def create_app(api_key: str | None = None) -> FastAPI:
         return employee(employee_id)
 
     @app.get("/tickets", operation_id="list_tickets", tags=["tickets"])
-    def list_tickets(
-        status: Status | None = None, assignee_id: int | None = None
-    ) -> list[Ticket]:
+    def list_tickets(status: Status | None = None, assignee_id: int | None = None) -> list[Ticket]:
         """Tickets of the help desk, filtered by status and assignee."""
         with lock:
             found = list(tickets.values())

@@ -34,7 +34,7 @@ def _sse(response: requests.Response) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-# --- conversations and messages --------------------------------------------------------------------
+# --- conversations and messages -------------------------------------------------------------------
 
 
 def test_conversation_round_trip(daemon: DaemonProcess) -> None:
@@ -139,7 +139,7 @@ def test_unknown_tool_choice_is_422(daemon: DaemonProcess) -> None:
     assert "'nope' is not a loaded tool" in error["message"] and "get_weather" in error["message"]
 
 
-# --- validation, limits, error shape -----------------------------------------------------------------
+# --- validation, limits, error shape --------------------------------------------------------------
 
 
 def test_bad_bodies_get_a_json_error_naming_the_problem(daemon: DaemonProcess) -> None:
@@ -197,7 +197,7 @@ def test_request_id_is_echoed_or_made(daemon: DaemonProcess) -> None:
     assert len(fresh.headers["x-request-id"]) == 32
 
 
-# --- auth -----------------------------------------------------------------------------------------------
+# --- auth -----------------------------------------------------------------------------------------
 
 
 def test_missing_or_wrong_key_is_401(daemon: DaemonProcess) -> None:
@@ -217,7 +217,7 @@ def test_missing_or_wrong_key_is_401(daemon: DaemonProcess) -> None:
         assert requests.get(daemon.url + open_path, timeout=30).status_code == 200, open_path
 
 
-# --- tools ------------------------------------------------------------------------------------------------
+# --- tools ----------------------------------------------------------------------------------------
 
 
 def test_tools_list(daemon: DaemonProcess) -> None:
@@ -257,7 +257,7 @@ def test_reload_with_a_broken_spec_keeps_the_old_toolbox(
         assert daemon.request("POST", "/v1/tools/reload").status_code == 200
 
 
-# --- health, metrics, openapi, logs ------------------------------------------------------------------
+# --- health, metrics, openapi, logs ---------------------------------------------------------------
 
 
 def test_health_and_readiness(daemon: DaemonProcess) -> None:

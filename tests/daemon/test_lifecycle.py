@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -86,7 +87,5 @@ def test_grace_expiry_leaves_the_rest_in_the_journal(
 
 
 def _quietly(fn: object, *args: object) -> None:
-    try:
+    with contextlib.suppress(requests.RequestException):
         fn(*args)  # type: ignore[operator]
-    except requests.RequestException:
-        pass

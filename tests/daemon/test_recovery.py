@@ -14,6 +14,7 @@ tool is idempotent), submit D's recorded output, and end every message.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,8 @@ from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_
 
 def _send_in_background(daemon: DaemonProcess, cid: str, query: str) -> threading.Thread:
     def send() -> None:
-        try:
+        with contextlib.suppress(requests.RequestException):  # killed under the request
             daemon.ask(cid, query)
-        except requests.RequestException:
-            pass  # the process is killed under this request: expected
 
     thread = threading.Thread(target=send, daemon=True)
     thread.start()

@@ -50,12 +50,14 @@ def test_config_from_env_and_serve_table(tmp_path: Path) -> None:
         (
             {"api_key": "short"},
             {},
-            "too short (5 characters); use at least 16 random characters, e.g. from `openssl rand -hex 24` (from --api-key)",
+            "too short (5 characters); use at least 16 random characters, e.g. from "
+            "`openssl rand -hex 24` (from --api-key)",
         ),
         (
             {},
             {"TOOLBRIDGE_PORT": "eighty"},
-            "Input should be a valid integer, unable to parse string as an integer (from TOOLBRIDGE_PORT='eighty')",
+            "Input should be a valid integer, unable to parse string as an integer "
+            "(from TOOLBRIDGE_PORT='eighty')",
         ),
         ({"workers": 0}, {}, "Input should be greater than or equal to 1 (from --workers)"),
         ({"platform": "coze"}, {}, "Input should be 'appbuilder' or 'openai' (from --platform)"),
@@ -83,7 +85,7 @@ def test_bad_config_files(tmp_path: Path) -> None:
         load_settings({}, env={}, config=tmp_path / "missing.toml")
     broken = tmp_path / "broken.toml"
     broken.write_text("port = = 1\n", encoding="utf-8")
-    with pytest.raises(SettingsError, match="broken.toml: not valid TOML"):
+    with pytest.raises(SettingsError, match=r"broken\.toml: not valid TOML"):
         load_settings({}, env={}, config=broken)
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("prot = 1\n", encoding="utf-8")

@@ -14,7 +14,7 @@ __all__ = ["appbuilder_problems", "check_tool"]
 
 
 def appbuilder_problems(schema: dict[str, Any]) -> list[str]:
-    """Broken appbuilder dialect rules: no $ref/$defs, objects with properties, arrays with items."""
+    """Broken appbuilder rules: no $ref/$defs, objects with properties, arrays with items."""
     problems: list[str] = []
 
     def visit(node: dict[str, Any]) -> dict[str, Any]:

@@ -91,7 +91,10 @@ def test_bad_json_gives_line_and_column(tmp_path: Path) -> None:
 
 
 def test_json_problems_have_lines_too(tmp_path: Path) -> None:
-    text = '{\n  "base_url": "http://127.0.0.1:9",\n  "tools": [\n    {"name": "x y", "url": "/a"}\n  ]\n}\n'
+    text = (
+        '{\n  "base_url": "http://127.0.0.1:9",\n  "tools": [\n'
+        '    {"name": "x y", "url": "/a"}\n  ]\n}\n'
+    )
     message = problem(tmp_path, text, name="tools.json")
     assert "line 4: tools[0].name: string should match pattern" in message
 
@@ -102,7 +105,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(DocumentError, match="no such file: .*nope.yaml"):
+    with pytest.raises(DocumentError, match=r"no such file: .*nope\.yaml"):
         load_http_manifest(tmp_path / "nope.yaml")
 
 
@@ -176,11 +179,7 @@ def test_duplicate_tool_names(tmp_path: Path) -> None:
 
 
 def test_location_of_an_unknown_parameter(tmp_path: Path) -> None:
-    text = (
-        "base_url: http://127.0.0.1:9\ntools:\n"
-        + GOOD_TOOL
-        + "    locations: {page: query}\n"
-    )
+    text = "base_url: http://127.0.0.1:9\ntools:\n" + GOOD_TOOL + "    locations: {page: query}\n"
     message = problem(tmp_path, text)
     assert "locations.page: no parameter 'page' in parameters.properties (parameters: item_id)" in (
         message

@@ -52,6 +52,12 @@ SCENARIO: dict[str, Any] = {
             "answer": "{outputs.convert_time.target.datetime}",
         },
         {
+            "name": "echo",
+            "match": r"^say (?P<text>.+)",
+            "steps": [{"tool": "echo", "arguments": {"text": "{text}"}}],
+            "answer": "{outputs.echo}",
+        },
+        {
             "name": "crash then echo",
             "match": r"crash and carry on",
             "steps": [
@@ -139,9 +145,9 @@ def test_calls_and_error_results(time_box: Toolbox) -> None:
 def test_end_to_end_through_the_emulator(time_box: Toolbox, emulator: Emulator) -> None:
     result = ask(emulator, time_box, "what time is it in Europe/Paris?")
     assert [run.name for run in result.tool_runs] == ["get_current_time"]
-    assert re.fullmatch(r"In Europe/Paris it is \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0[12]:00\.", (
-        result.answer
-    ))
+    assert re.fullmatch(
+        r"In Europe/Paris it is \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0[12]:00\.", (result.answer)
+    )
     converted = ask(emulator, time_box, "12:00 in UTC is what in Asia/Tokyo?")
     assert converted.answer.endswith("T21:00:00+09:00")
 
@@ -206,7 +212,7 @@ def test_closing_the_toolbox_stops_the_server() -> None:
 def test_a_server_that_cannot_start() -> None:
     with pytest.raises(UsageError, match=r"cannot start or list the MCP server mcp:/nonexistent"):
         load_tools(["mcp:/nonexistent/mcp-server --flag"])
-    with pytest.raises(UsageError, match='mcp: needs a command, e.g. --tools "mcp:'):
+    with pytest.raises(UsageError, match=r'mcp: needs a command, e\.g\. --tools "mcp:'):
         load_tools(["mcp:"])
     with pytest.raises(UsageError, match="cannot split the SPEC"):
         load_tools(["mcp:python 'unclosed"])
@@ -266,3 +272,41 @@ def test_the_call_command_starts_and_stops_a_server() -> None:
             return
         time.sleep(0.05)
     pytest.fail(f"the MCP server process {pid} outlived the call command")
+
+
+def wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the MCP server process {pid} is still running")
+
+
+def test_toolbridge_run_stops_the_server_it_started(emulator: Emulator) -> None:
+    from typer.testing import CliRunner
+
+    from bridge.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "say hello from run",
+            "--tools",
+            f"mcp:{sys.executable} {CRASHY}",
+            "--app-id",
+            emulator.app_id,
+            "--token",
+            emulator.token,
+            "--base-url",
+            emulator.base_url,
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)["answer"]
+    assert answer.startswith("hello from run (pid ")
+    wait_gone(pid_of(answer))

@@ -43,7 +43,10 @@ def text(result: Any) -> str:
 def check(seen: dict[str, Any]) -> None:
     add = seen["tools"]["add"]
     assert add.description.startswith("Add two integers.")
-    assert add.input_schema["properties"]["a"] == {"type": "integer", "description": "The first one."}
+    assert add.input_schema["properties"]["a"] == {
+        "type": "integer",
+        "description": "The first one.",
+    }
     assert add.input_schema["required"] == ["a", "b"]
     assert (text(seen["add"]), seen["add"].is_error) == ("42", False)
     assert seen["boom"].is_error is True

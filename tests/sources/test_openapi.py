@@ -65,9 +65,7 @@ def test_petstore_becomes_three_tools_with_exact_schemas() -> None:
     }
     assert described["showPetById"]["parameters"] == {
         "type": "object",
-        "properties": {
-            "petId": {"type": "string", "description": "The id of the pet to retrieve"}
-        },
+        "properties": {"petId": {"type": "string", "description": "The id of the pet to retrieve"}},
         "required": ["petId"],
     }
 
@@ -176,7 +174,9 @@ def test_server_url_override_and_relative_servers(tmp_path: Path) -> None:
 def test_documents_that_are_not_openapi_3(tmp_path: Path) -> None:
     swagger = tmp_path / "swagger.json"
     swagger.write_text('{"swagger": "2.0", "paths": {}}', encoding="utf-8")
-    with pytest.raises(DocumentError, match="expected an OpenAPI 3.0 or 3.1 document .* swagger"):
+    with pytest.raises(
+        DocumentError, match=r"expected an OpenAPI 3\.0 or 3\.1 document .* swagger"
+    ):
         read_openapi(str(swagger))
     broken = tmp_path / "broken.yaml"
     broken.write_text("openapi: 3.0.0\npaths:\n  /a: [\n", encoding="utf-8")

@@ -1026,3 +1026,91 @@ def test_a_tool_logs_through_its_context_logger(
     assert [
         (r.name, r.getMessage()) for r in caplog.records if r.name.startswith("bridge.tool.")
     ] == [("bridge.tool.chatty", "hello from c1")]
+
+
+# --- iter_run: progress as events, on both paths ---------------------------------------------
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["sync-only", "sync-and-async"])
+def test_iter_run_yields_progress_and_returns_the_runs(toolbox: Toolbox, mixed: bool) -> None:
+    from bridge.types import ToolCallFinished, ToolCallStarted
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    async def triple(x: int) -> int:
+        return 3 * x
+
+    toolbox.add(double)
+    toolbox.add(triple)
+    calls = [call("double", {"x": 1}, "a"), call("double", {"x": "2"}, "b")]
+    if mixed:  # an async tool sends the batch through the loop thread
+        calls.append(call("triple", {"x": 3}, "c"))
+    with Dispatcher(toolbox) as dispatcher:
+        updates = dispatcher.iter_run(calls)
+        events: list[Any] = []
+        while True:
+            try:
+                events.append(next(updates))
+            except StopIteration as done:
+                runs = done.value
+                break
+    started = [e.call.call_id for e in events if isinstance(e, ToolCallStarted)]
+    finished = {e.run.call_id: e.run.output for e in events if isinstance(e, ToolCallFinished)}
+    assert sorted(started) == sorted(c.call_id for c in calls)
+    assert [r.call_id for r in runs] == [c.call_id for c in calls]
+    assert finished == {r.call_id: r.output for r in runs}
+    assert [r.output for r in runs][:2] == ["2", "4"]
+
+
+def test_closing_iter_run_early_cancels_the_running_calls(toolbox: Toolbox) -> None:
+    from bridge.types import ToolCallStarted
+
+    seen: list[ToolContext] = []
+    entered = threading.Event()
+
+    def slow(ctx: ToolContext) -> str:
+        seen.append(ctx)
+        entered.set()
+        ctx.cancelled.wait(30)
+        return "stopped"
+
+    toolbox.add(slow)
+    with Dispatcher(toolbox) as dispatcher:
+        updates = dispatcher.iter_run([call("slow", {}, "s1")])
+        assert isinstance(next(updates), ToolCallStarted)
+        assert entered.wait(30)
+        updates.close()
+        assert seen[0].cancelled.is_set()
+
+
+def test_a_sync_batch_respects_max_concurrency_and_timeouts(toolbox: Toolbox) -> None:
+    import time as _time
+
+    lock = threading.Lock()
+    state = {"now": 0, "peak": 0}
+    release = threading.Event()
+
+    def busy(n: int) -> int:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        release.wait(0.05)
+        with lock:
+            state["now"] -= 1
+        return n
+
+    def stuck() -> str:
+        _time.sleep(5)
+        return "late"
+
+    toolbox.add(busy)
+    toolbox.add(stuck, timeout=0.2)
+    with Dispatcher(toolbox, max_concurrency=2) as dispatcher:
+        runs = dispatcher.run(
+            [call("busy", {"n": i}, f"b{i}") for i in range(6)] + [call("stuck", {}, "st")]
+        )
+    assert state["peak"] <= 2
+    assert [r.output for r in runs[:6]] == [str(i) for i in range(6)]
+    assert runs[6].error == "timeout"
+    assert "timed out after 0.2 seconds" in runs[6].output
