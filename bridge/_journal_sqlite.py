@@ -1,15 +1,16 @@
 """`SQLiteJournal`: the durable journal, one SQLite file in WAL mode (see `bridge.journal`).
 
-Durability: every write is one transaction committed with ``synchronous=FULL``, so when a
-method returns, its state survives a crash of the process *and* of the machine. NORMAL would
-be enough against ``kill -9`` in WAL mode but may lose the last transactions on power loss,
-and a lost "started" would let a call run twice after the reboot: exactly-once needs FULL.
+Durability: every write is committed (alone, or with concurrent ones) with
+``synchronous=FULL`` before its method returns, so its state survives a crash of the process
+*and* of the machine. NORMAL would be enough against ``kill -9`` in WAL mode but may lose the
+last transactions on power loss, and a lost "started" would let a call run twice after the
+reboot: exactly-once needs FULL.
 
 Threads: one connection, owned by one thread (`bridge._sqlite_writer.GroupCommitWriter`);
 callers queue their operations to it. Concurrent writes are committed together, one fsync per
 group, and each caller returns only once its own write is committed.
 
-Schema: versioned with ``PRAGMA user_version``; `_MIGRATIONS[i]` moves a file from version i
+Schema: versioned with ``PRAGMA user_version``; `MIGRATIONS[i]` moves a file from version i
 to i + 1, applied in one transaction on open. A file from a newer toolbridge is refused.
 """
 
@@ -19,10 +20,18 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bridge._journal_schema import (
+    CONVERSATION_SELECT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    arguments_json,
+    call_record,
+    conversation_record,
+    message_record,
+)
 from bridge._sqlite_writer import GroupCommitWriter
 from bridge.errors import UsageError, redact
 from bridge.journal import (
@@ -41,71 +50,6 @@ __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_MIGRATIONS: list[str] = [
-    # 0 -> 1: the first schema.
-    """
-    CREATE TABLE conversations (
-        id TEXT PRIMARY KEY,
-        end_user_id TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    CREATE INDEX conversations_by_update ON conversations (updated_at DESC);
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        conversation_id TEXT NOT NULL REFERENCES conversations (id),
-        query TEXT NOT NULL,
-        status TEXT NOT NULL,
-        answer TEXT NOT NULL DEFAULT '',
-        error_code TEXT,
-        error_message TEXT,
-        request_ids TEXT NOT NULL DEFAULT '[]',
-        rounds INTEGER NOT NULL DEFAULT 0,
-        created_at TEXT NOT NULL,
-        finished_at TEXT
-    );
-    CREATE INDEX messages_by_conversation ON messages (conversation_id, id);
-    CREATE INDEX messages_running ON messages (status) WHERE status = 'running';
-    CREATE TABLE batches (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        conversation_id TEXT NOT NULL REFERENCES conversations (id),
-        batch_id TEXT NOT NULL,
-        message_id INTEGER REFERENCES messages (id),
-        calls TEXT NOT NULL,
-        resume TEXT NOT NULL,
-        received_at TEXT NOT NULL,
-        submitted_at TEXT
-    );
-    CREATE INDEX batches_by_conversation ON batches (conversation_id, seq);
-    CREATE INDEX batches_by_message ON batches (message_id, seq);
-    CREATE TABLE calls (
-        conversation_id TEXT NOT NULL REFERENCES conversations (id),
-        call_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        message_id INTEGER REFERENCES messages (id),
-        name TEXT NOT NULL,
-        arguments TEXT NOT NULL,
-        state TEXT NOT NULL,
-        output TEXT,
-        error TEXT,
-        started_at TEXT,
-        duration_ms REAL,
-        updated_at TEXT NOT NULL,
-        PRIMARY KEY (conversation_id, call_id)
-    );
-    CREATE INDEX calls_in_order ON calls (conversation_id, seq);
-    """,
-]
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-_CONVERSATION_SELECT = """
-    SELECT c.id, c.end_user_id, c.created_at, c.updated_at,
-           (SELECT status FROM messages m WHERE m.conversation_id = c.id
-            ORDER BY m.id DESC LIMIT 1) AS status,
-           (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) AS messages
-    FROM conversations c
-"""
 
 
 class SQLiteJournal(Journal):
@@ -153,7 +97,7 @@ class SQLiteJournal(Journal):
         for target in range(version + 1, SCHEMA_VERSION + 1):
             try:
                 self._db.executescript(
-                    "BEGIN IMMEDIATE;" + _MIGRATIONS[target - 1] + f"PRAGMA user_version={target};"
+                    "BEGIN IMMEDIATE;" + MIGRATIONS[target - 1] + f"PRAGMA user_version={target};"
                     "COMMIT;"
                 )
             except sqlite3.Error:
@@ -194,18 +138,18 @@ class SQLiteJournal(Journal):
         self._write("conversation", op)
 
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
-        rows = self._read(_CONVERSATION_SELECT + " WHERE c.id = ?", (conversation_id,))
-        return _conversation(rows[0]) if rows else None
+        rows = self._read(CONVERSATION_SELECT + " WHERE c.id = ?", (conversation_id,))
+        return conversation_record(rows[0]) if rows else None
 
     def list_conversations(
         self, *, limit: int = 50, offset: int = 0
     ) -> tuple[list[ConversationRecord], int]:
         rows = self._read(
-            _CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT ? OFFSET ?",
+            CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rowid DESC LIMIT ? OFFSET ?",
             (limit, offset),
         )
         total = self._read("SELECT count(*) FROM conversations")[0][0]
-        return [_conversation(row) for row in rows], int(total)
+        return [conversation_record(row) for row in rows], int(total)
 
     def begin_message(self, conversation_id: str, query: str) -> int:
         stamp = now().isoformat()
@@ -266,11 +210,11 @@ class SQLiteJournal(Journal):
         rows = self._read(
             "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         )
-        return [_message(row) for row in rows]
+        return [message_record(row) for row in rows]
 
     def unfinished_messages(self) -> list[MessageRecord]:
         rows = self._read("SELECT * FROM messages WHERE status = 'running' ORDER BY id")
-        return [_message(row) for row in rows]
+        return [message_record(row) for row in rows]
 
     # --- tool calls -------------------------------------------------------------------------------
 
@@ -311,7 +255,7 @@ class SQLiteJournal(Journal):
                 "state, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'received', ?) "
                 "ON CONFLICT (conversation_id, call_id) DO NOTHING",
                 [
-                    (conversation_id, c.call_id, seq, message_id, c.name, _arguments(c), stamp)
+                    (conversation_id, c.call_id, seq, message_id, c.name, arguments_json(c), stamp)
                     for c in batch.calls
                 ],
             )
@@ -380,13 +324,13 @@ class SQLiteJournal(Journal):
             "SELECT * FROM calls WHERE conversation_id = ? AND call_id = ?",
             (conversation_id, call_id),
         )
-        return _call(rows[0]) if rows else None
+        return call_record(rows[0]) if rows else None
 
     def calls(self, conversation_id: str) -> list[CallRecord]:
         rows = self._read(
             "SELECT * FROM calls WHERE conversation_id = ? ORDER BY seq, rowid", (conversation_id,)
         )
-        return [_call(row) for row in rows]
+        return [call_record(row) for row in rows]
 
     def pending_batch(self, message_id: int) -> ToolBatch | None:
         rows = self._read(
@@ -400,54 +344,3 @@ class SQLiteJournal(Journal):
             calls=tuple(ToolCall.model_validate(c) for c in json.loads(row["calls"])),
             resume=json.loads(row["resume"]),
         )
-
-
-def _arguments(call: ToolCall) -> str:
-    return json.dumps(redacted_arguments(call.arguments), ensure_ascii=False, default=str)
-
-
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _conversation(row: sqlite3.Row) -> ConversationRecord:
-    return ConversationRecord(
-        conversation_id=row["id"],
-        end_user_id=row["end_user_id"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        updated_at=datetime.fromisoformat(row["updated_at"]),
-        status=row["status"] or "new",
-        messages=row["messages"],
-    )
-
-
-def _message(row: sqlite3.Row) -> MessageRecord:
-    return MessageRecord(
-        message_id=row["id"],
-        conversation_id=row["conversation_id"],
-        query=row["query"],
-        status=row["status"],
-        answer=row["answer"],
-        error_code=row["error_code"],
-        error_message=row["error_message"],
-        request_ids=json.loads(row["request_ids"]),
-        rounds=row["rounds"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        finished_at=_time(row["finished_at"]),
-    )
-
-
-def _call(row: sqlite3.Row) -> CallRecord:
-    return CallRecord(
-        conversation_id=row["conversation_id"],
-        call_id=row["call_id"],
-        message_id=row["message_id"],
-        name=row["name"],
-        arguments=json.loads(row["arguments"]),
-        state=row["state"],
-        output=row["output"],
-        error=row["error"],
-        started_at=_time(row["started_at"]),
-        duration_ms=row["duration_ms"],
-        updated_at=datetime.fromisoformat(row["updated_at"]),
-    )

@@ -116,11 +116,15 @@ class Bridge:
         if max_rounds < 1:
             raise UsageError(f"max_rounds must be at least 1, got {max_rounds}")
         self.platform = platform
+        self._owned: list[Callable[[], None]] = []
+        """What `close` releases: only what this bridge made (a given toolbox is the caller's)."""
         if dispatcher is not None:
             self.toolbox = dispatcher.toolbox
             self.dispatcher = dispatcher
         else:
             self.toolbox = _as_toolbox(tools)
+            if self.toolbox is not tools:
+                self._owned.append(self.toolbox.close)  # e.g. MCP server processes
             self.dispatcher = Dispatcher(
                 self.toolbox,
                 max_concurrency=max_concurrency,
@@ -128,6 +132,7 @@ class Bridge:
                 errors=errors,
                 max_output_chars=max_output_chars,
             )
+            self._owned.append(self.dispatcher.close)
         self.max_rounds = max_rounds
         self.stream = stream
         self.end_user_id = end_user_id
@@ -155,8 +160,11 @@ class Bridge:
             return conv.ask(query, **options)
 
     def close(self) -> None:
-        """Release the platform's connections."""
+        """Release the platform's connections, and the dispatcher and toolbox it made."""
         self.platform.close()
+        owned, self._owned = self._owned, []
+        for release in reversed(owned):
+            release()
 
     def __enter__(self) -> Bridge:
         return self

@@ -64,8 +64,11 @@ __all__ = [
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
     re.compile(r"bce-v3/[^\s\"',;]+"),
+    # `token=...`-style pairs. Values under 8 characters are words ("token: set"), not
+    # secrets; registered secrets are masked whatever their length (see `register_secret`).
     re.compile(
-        r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
+        r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)"
+        r"[^\s\"',;&]{8,}"
     ),
 )
 _extra_secrets: set[str] = set()

@@ -365,3 +365,18 @@ class _NullPlatform:
 
     def close(self) -> None:
         pass
+
+
+def test_close_releases_what_the_bridge_made_but_not_a_given_toolbox() -> None:
+    from bridge import Toolbox
+
+    made = Bridge(_NullPlatform(), TOOLS)
+    made.close()
+    with pytest.raises(UsageError, match="closed"):
+        made.dispatcher.run([ToolCall(call_id="x", name="get_weather", arguments={})])
+
+    closed: list[str] = []
+    given = Toolbox(TOOLS)
+    given.close = lambda: closed.append("toolbox")  # type: ignore[method-assign]
+    Bridge(_NullPlatform(), given).close()
+    assert closed == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -32,11 +33,11 @@ __all__ = [
     "ApiKeyOpt",
     "AppIdOpt",
     "BaseUrlOpt",
+    "Connection",
     "ModelOpt",
     "PlatformOpt",
     "TokenOpt",
     "ToolsOpt",
-    "build_platform",
     "build_toolbox",
     "exit_code_for",
     "fail",
@@ -114,10 +115,11 @@ def exit_code_for(exc: BaseException) -> int:
 def fail(exc: BaseException, *, code: int | None = None) -> NoReturn:
     """Print one clear red line (details with --verbose) and exit with the error's code."""
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     kind = "error" if isinstance(exc, BridgeError) else type(exc).__name__
-    console.print(f"[red]{kind}:[/red] {redact(str(exc))}", markup=True)
+    console.print(f"[red]{kind}:[/red] {escape(redact(str(exc)))}", markup=True)
     if state.get("verbose"):
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         console.print(redact(details), markup=False)
@@ -131,8 +133,26 @@ def build_toolbox(specs: Sequence[str], *, allow_hosts: Sequence[str] = ()) -> T
     return load_tools(list(specs), allow_hosts=allow_hosts)
 
 
-def build_platform(name: str, **options: Any) -> Platform:
-    """Build the named platform adapter from CLI options and the environment."""
-    from bridge.platforms import create_platform
+@dataclass(frozen=True)
+class Connection:
+    """The platform flags every agent-facing command takes."""
 
-    return create_platform(name, **options)
+    platform: str = "appbuilder"
+    app_id: str | None = None
+    base_url: str | None = None
+    token: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+
+    def open(self) -> Platform:
+        """Build the platform adapter from these flags and the environment."""
+        from bridge.platforms import create_platform
+
+        return create_platform(
+            self.platform,
+            app_id=self.app_id,
+            base_url=self.base_url,
+            token=self.token,
+            model=self.model,
+            api_key=self.api_key,
+        )

@@ -15,6 +15,7 @@ from bridge.cli._common import (
     ApiKeyOpt,
     AppIdOpt,
     BaseUrlOpt,
+    Connection,
     ModelOpt,
     PlatformOpt,
     TokenOpt,
@@ -100,8 +101,9 @@ def doctor(
 ) -> None:
     """Check configuration (token, app id, gateway, tools) and explain how to fix problems."""
     from rich.console import Console
+    from rich.markup import escape
 
-    from bridge.platforms import PLATFORMS, create_platform
+    from bridge.platforms import PLATFORMS
     from bridge.tools.loader import load_tools
 
     console = Console(highlight=False, soft_wrap=True)
@@ -132,14 +134,7 @@ def doctor(
     adapter = None
     if not any(c.status == "fail" for c in checks):
         try:
-            adapter = create_platform(
-                platform,
-                app_id=app_id,
-                token=token,
-                base_url=base_url,
-                model=model,
-                api_key=api_key,
-            )
+            adapter = Connection(platform, app_id, base_url, token, model, api_key).open()
             checks.append(Check("reachable", "ok", adapter.check()))
         except BridgeError as exc:
             checks.append(Check("reachable", "fail", _fix_hint(exc), exit_code_for(exc)))
@@ -163,7 +158,8 @@ def doctor(
 
     marks = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}
     for check in checks:
-        console.print(f"{marks[check.status]} {check.name}: {redact(check.detail)}", markup=True)
+        detail = escape(redact(check.detail))
+        console.print(f"{marks[check.status]} {check.name}: {detail}", markup=True)
     failures = [c for c in checks if c.status == "fail"]
     if failures:
         raise typer.Exit(failures[0].exit_code)

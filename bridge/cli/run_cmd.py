@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from bridge.cli._app import app
 from bridge.cli._common import (
@@ -14,11 +15,11 @@ from bridge.cli._common import (
     ApiKeyOpt,
     AppIdOpt,
     BaseUrlOpt,
+    Connection,
     ModelOpt,
     PlatformOpt,
     TokenOpt,
     ToolsOpt,
-    build_platform,
     build_toolbox,
     exit_code_for,
     fail,
@@ -53,12 +54,7 @@ MaxRoundsOpt = Annotated[
 def _make_bridge(
     *,
     tools: list[str],
-    platform: str,
-    app_id: str | None,
-    base_url: str | None,
-    token: str | None,
-    model: str | None,
-    api_key: str | None,
+    connection: Connection,
     end_user_id: str | None,
     tool_choice: str | None,
     stream: bool,
@@ -76,14 +72,7 @@ def _make_bridge(
                 f"--tool-choice {tool_choice!r} is not a loaded tool; "
                 f"loaded: {', '.join(toolbox.names()) or '(none)'}"
             )
-        adapter = build_platform(
-            platform,
-            app_id=app_id,
-            base_url=base_url,
-            token=token,
-            model=model,
-            api_key=api_key,
-        )
+        adapter = connection.open()
     except BaseException:
         toolbox.close()  # MCP servers it started must not outlive the failed command
         raise
@@ -160,12 +149,7 @@ def run(
     try:
         bridge = _make_bridge(
             tools=tools,
-            platform=platform,
-            app_id=app_id,
-            base_url=base_url,
-            token=token,
-            model=model,
-            api_key=api_key,
+            connection=Connection(platform, app_id, base_url, token, model, api_key),
             end_user_id=end_user_id,
             tool_choice=tool_choice,
             stream=stream,
@@ -212,7 +196,7 @@ def run(
         renderer.close()
         if result.human_input is not None:
             renderer.err.print(
-                f"[yellow]The agent asks:[/yellow] {result.human_input.prompt}\n"
+                f"[yellow]The agent asks:[/yellow] {escape(result.human_input.prompt)}\n"
                 "[yellow]Answer with[/yellow] toolbridge run ANSWER "
                 f"--conversation-id {result.conversation_id} "
                 f"--resume {result.human_input.interrupt_id}",
@@ -262,12 +246,7 @@ def chat(
     try:
         bridge = _make_bridge(
             tools=tools,
-            platform=platform,
-            app_id=app_id,
-            base_url=base_url,
-            token=token,
-            model=model,
-            api_key=api_key,
+            connection=Connection(platform, app_id, base_url, token, model, api_key),
             end_user_id=end_user_id,
             tool_choice=None,
             stream=stream,
@@ -305,7 +284,7 @@ def chat(
                 fail(exc)
             except BridgeError as exc:
                 renderer.close()
-                renderer.err.print(f"[red]error:[/red] {exc}", markup=True)
+                renderer.err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
     finally:
         conversation.close()
         bridge.close()

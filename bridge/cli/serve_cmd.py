@@ -32,33 +32,33 @@ def serve(
     ] = None,
     host: Annotated[
         str | None,
-        typer.Option("--host", help="Address to bind [default: 127.0.0.1]; others need --api-key."),
+        typer.Option("--host", help="Address to bind (default 127.0.0.1); others need --api-key."),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port [default: 8411]; 0 picks a free one.")
+        int | None, typer.Option("--port", help="Port (default 8411); 0 picks a free one.")
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option("--db", help="SQLite journal [default: toolbridge.db]; ':memory:' for none."),
+        typer.Option("--db", help="SQLite journal (default toolbridge.db); ':memory:' for none."),
     ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
             "--api-key",
-            help="Key clients must send as 'Authorization: Bearer KEY' [env: TOOLBRIDGE_API_KEY].",
+            help="Key clients must send as 'Authorization: Bearer KEY' (env TOOLBRIDGE_API_KEY).",
             show_default=False,
         ),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Conversations answered at once [default: 16].")
+        int | None, typer.Option("--workers", help="Conversations answered at once (default 16).")
     ] = None,
     grace: Annotated[
         float | None,
-        typer.Option("--grace", help="Seconds SIGTERM waits for running tool calls [default: 30]."),
+        typer.Option("--grace", help="Seconds SIGTERM waits for running tool calls (default 30)."),
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML settings file [env: TOOLBRIDGE_CONFIG]."),
+        typer.Option("--config", help="TOML settings file (env TOOLBRIDGE_CONFIG)."),
     ] = None,
     log_json: Annotated[
         bool | None, typer.Option("--log-json/--log-text", help="Log JSON lines to stderr.")
@@ -67,13 +67,14 @@ def serve(
         int | None, typer.Option("--queue-limit", help="Messages that may wait for a worker.")
     ] = None,
     max_body_bytes: Annotated[
-        int | None, typer.Option("--max-body-bytes", help="Largest request body [64 KiB].")
+        int | None, typer.Option("--max-body-bytes", help="Largest request body (default 64 KiB).")
     ] = None,
     max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", help="Most tool rounds per message [10].")
+        int | None, typer.Option("--max-rounds", help="Most tool rounds per message (default 10).")
     ] = None,
     tool_timeout: Annotated[
-        float | None, typer.Option("--tool-timeout", help="Default seconds per tool call [60].")
+        float | None,
+        typer.Option("--tool-timeout", help="Default seconds per tool call (default 60)."),
     ] = None,
     idle_timeout: Annotated[
         float | None,
@@ -88,15 +89,18 @@ def serve(
         typer.Option(
             "--platform-api-key",
             help="API key of the OpenAI-compatible server (--platform openai) "
-            "[env: OPENAI_API_KEY].",
+            "(env OPENAI_API_KEY).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
 
-    Every setting also comes from TOOLBRIDGE_<NAME> variables and --config (flags win). Binding
-    anything but loopback requires --api-key. SIGTERM/SIGINT drain for --grace seconds.
+    Settings also come from TOOLBRIDGE_<NAME> variables and --config; flags win.
+
+    Binding anything but loopback requires --api-key.
+
+    SIGTERM/SIGINT: running tool calls get --grace seconds, the rest resumes on the next start.
 
     Exit codes: 0 stopped; 1 could not serve (e.g. port in use); 2 bad configuration.
     """

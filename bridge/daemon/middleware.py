@@ -26,6 +26,7 @@ access_log = logging.getLogger("bridge.daemon.access")
 
 REQUEST_ID_HEADER = "x-request-id"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def _request_id(headers: Headers) -> str:
@@ -139,9 +140,11 @@ class RequestContextMiddleware:
         route: Any = scope.get("route")
         template = getattr(route, "path", None) or "(unmatched)"
         method = scope.get("method", "?")
+        if method not in _METHODS:
+            method = "other"  # clients choose the method: keep the label set bounded
         self.metrics.http_requests.inc(method, template, str(status))
         self.metrics.http_seconds.observe(seconds, method, template)
-        path = scope.get("path", "")
+        path = scope.get("path", "")[:512]
         access_log.info(
             "%s %s %d %.1f ms",
             method,

@@ -218,9 +218,7 @@ class Service:
         """Open a conversation on the platform and record it."""
         self._check_accepting()
         try:
-            conversation_id = await asyncio.to_thread(
-                self.platform.create_conversation, end_user_id=end_user_id
-            )
+            return await asyncio.to_thread(self._create_conversation, end_user_id)
         except PlatformError as exc:
             raise ApiError(
                 502,
@@ -228,10 +226,11 @@ class Service:
                 f"the platform could not open a conversation: {exc}",
                 platform_request_id=exc.request_id,
             ) from None
-        await asyncio.to_thread(
-            self.journal.add_conversation, conversation_id, end_user_id=end_user_id
-        )
-        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+
+    def _create_conversation(self, end_user_id: str | None) -> ConversationRecord:
+        conversation_id = self.platform.create_conversation(end_user_id=end_user_id)
+        self.journal.add_conversation(conversation_id, end_user_id=end_user_id)
+        record = self.journal.get_conversation(conversation_id)
         assert record is not None
         return record
 

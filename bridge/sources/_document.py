@@ -47,7 +47,7 @@ def read_document(path: str | Path, *, what: str) -> tuple[Any, Positions]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DocumentError(f"no such file: {file} (expected a {what})") from None
+        raise DocumentError(f"no such file: {file} (expected {_a(what)})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DocumentError(f"cannot read {file}: {exc}") from None
     return parse_document(text, source=str(file), what=what, json_only=file.suffix == ".json")
@@ -67,7 +67,7 @@ def parse_document(
         except json.JSONDecodeError as exc:
             raise DocumentError(
                 f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
-                f"expected a {what}"
+                f"expected {_a(what)}"
             ) from None
     else:
         try:
@@ -75,6 +75,10 @@ def parse_document(
         except yaml.YAMLError as exc:
             raise DocumentError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from None
     return data, _positions(text)
+
+
+def _a(what: str) -> str:
+    return f"{'an' if what[:1] in 'AEIOUHaeiou' else 'a'} {what}"
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

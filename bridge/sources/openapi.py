@@ -23,19 +23,13 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
-from pydantic import ValidationError
 
 from bridge.errors import UsageError
 from bridge.sources._document import DocumentError, parse_document, read_document
-from bridge.sources._http_manifest import (
-    HttpManifest,
-    HttpTool,
-    Location,
-    default_location,
-)
+from bridge.sources._http_manifest import HttpManifest, HttpTool
+from bridge.sources._openapi_operation import SkipOperationError, deref, operation_tool
 from bridge.sources._openapi_security import operation_auth
 from bridge.sources._outbound import host_of
-from bridge.sources._schema import canonical_schema, resolve_pointer
 from bridge.sources.http_tools import HttpToolSource
 
 __all__ = ["OpenApiSpec", "open_openapi", "openapi_manifest", "parse_openapi_spec", "read_openapi"]
@@ -44,8 +38,6 @@ logger = logging.getLogger(__name__)
 
 _WHAT = "OpenAPI document"
 _METHODS = ("get", "put", "post", "delete", "patch", "head")
-_IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))
-_MAX_DESCRIPTION = 1_000
 FETCH_TIMEOUT = 30.0
 """Seconds to wait for a document fetched by URL."""
 
@@ -179,8 +171,8 @@ def openapi_manifest(
         label = f"{method.upper()} {path}"
         name = _unique(_tool_name(op.get("operationId"), method, path), label, used, notes)
         try:
-            tool = _tool(document, method, path, item, op, name, is30, notes)
-        except _SkipError as skip:
+            tool = operation_tool(document, method, path, item, op, name, is30, notes)
+        except SkipOperationError as skip:
             notes.append(f"{label} skipped: {skip}")
             continue
         tools.append(tool)
@@ -197,10 +189,6 @@ def openapi_manifest(
         tools=tools,
     )
     return manifest, notes
-
-
-class _SkipError(Exception):
-    """This operation cannot become a tool (the message says why)."""
 
 
 def _server(document: Mapping[str, Any], source: str, override: str | None) -> str:
@@ -230,7 +218,7 @@ def _operations(
     document: Mapping[str, Any], notes: list[str]
 ) -> Iterable[tuple[str, str, dict[str, Any], dict[str, Any]]]:
     for path, item in (document.get("paths") or {}).items():
-        item = _deref(document, item)
+        item = deref(document, item)
         if not isinstance(item, dict):
             continue
         for method in (*_METHODS, "options", "trace"):
@@ -290,191 +278,6 @@ def _unique(name: str, label: str, used: dict[str, str], notes: list[str]) -> st
     )
     used[candidate] = label
     return candidate
-
-
-def _deref(document: Mapping[str, Any], node: Any) -> Any:
-    seen = set()
-    while isinstance(node, dict) and isinstance(node.get("$ref"), str):
-        ref = node["$ref"]
-        if ref in seen:
-            raise _SkipError(f"the reference {ref} points to itself")
-        seen.add(ref)
-        try:
-            node = resolve_pointer(document, ref)
-        except KeyError:
-            raise _SkipError(f"the reference {ref} points to nothing in the document") from None
-    return node
-
-
-def _tool(
-    document: Mapping[str, Any],
-    method: str,
-    path: str,
-    item: dict[str, Any],
-    op: dict[str, Any],
-    name: str,
-    is30: bool,
-    notes: list[str],
-) -> HttpTool:
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    locations: dict[str, Location] = {}
-    params = _parameters(document, item, op)
-    order = {"path": 0, "query": 1, "header": 2, "cookie": 3}
-    for param in sorted(params, key=lambda p: order.get(str(p.get("in")), 9)):
-        where, wire = str(param.get("in")), str(param.get("name"))
-        if where not in order:
-            raise _SkipError(f"parameter {wire!r} is in {where!r}, which is not supported")
-        if where == "header" and wire.lower() in _IGNORED_HEADERS:
-            continue
-        prop = wire if wire not in props else f"{where}_{wire}"
-        if prop in props:
-            raise _SkipError(f"parameter {wire!r} appears twice in {where!r}")
-        props[prop] = _param_schema(document, param, is30, notes, name)
-        if where == "path" or param.get("required") is True:
-            required.append(prop)
-        locations[prop] = Location.at(where, wire if wire != prop else None)
-    _body(document, method, op, props, required, locations, is30, notes, name)
-    schema: dict[str, Any] = {"type": "object", "properties": props}
-    if required:
-        schema["required"] = required
-    draft = HttpTool(name=name, method=method.upper(), url=path, parameters=schema)  # type: ignore[arg-type]
-    # Only locations that differ from the defaults are kept: the written file stays short.
-    kept = {
-        prop: where
-        for prop, where in locations.items()
-        if where.name is not None or where.in_ != default_location(prop, draft).in_
-    }
-    try:
-        return HttpTool(
-            name=name,
-            description=_description(op, method, path),
-            method=method.upper(),  # type: ignore[arg-type]
-            url=path,
-            parameters=schema,
-            locations=kept,
-        )
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise _SkipError(str(first["msg"]).removeprefix("Value error, ")) from None
-
-
-def _parameters(
-    document: Mapping[str, Any], item: dict[str, Any], op: dict[str, Any]
-) -> list[dict[str, Any]]:
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
-    for raw in [*(item.get("parameters") or []), *(op.get("parameters") or [])]:
-        param = _deref(document, raw)
-        if isinstance(param, dict) and "name" in param and "in" in param:
-            merged[(str(param["name"]), str(param["in"]))] = param
-    return list(merged.values())
-
-
-def _param_schema(
-    document: Mapping[str, Any], param: dict[str, Any], is30: bool, notes: list[str], tool: str
-) -> dict[str, Any]:
-    raw = param.get("schema")
-    if raw is None and isinstance(param.get("content"), dict) and param["content"]:
-        raw = next(iter(param["content"].values())).get("schema")
-    found: list[str] = []
-    schema = canonical_schema(
-        raw if raw is not None else {}, root=document, openapi30=is30, notes=found
-    )
-    notes.extend(f"{tool}: {note}" for note in dict.fromkeys(found))
-    if param.get("description"):
-        schema["description"] = str(param["description"])
-    if param.get("deprecated") is True:
-        schema["deprecated"] = True
-    if "example" in param and "examples" not in schema:
-        schema["examples"] = [param["example"]]
-    return schema
-
-
-def _body(
-    document: Mapping[str, Any],
-    method: str,
-    op: dict[str, Any],
-    props: dict[str, Any],
-    required: list[str],
-    locations: dict[str, Location],
-    is30: bool,
-    notes: list[str],
-    tool: str,
-) -> None:
-    body = _deref(document, op.get("requestBody"))
-    if not isinstance(body, dict):
-        return
-    content = body.get("content") or {}
-    media = next((m for m in content if m.split(";")[0].strip() == "application/json"), None)
-    media = media or next((m for m in content if "json" in m or m == "*/*"), None)
-    needed = body.get("required") is True
-    if media is None or method in ("get", "head"):
-        why = (
-            f"its request body ({', '.join(content) or 'no media type'}) is not JSON"
-            if media is None
-            else f"a {method.upper()} request cannot carry a body"
-        )
-        if needed:
-            raise _SkipError(why)
-        notes.append(f"{tool}: the optional request body is left out: {why}")
-        return
-    found: list[str] = []
-    raw = (content[media] or {}).get("schema", {})
-    schema = _merged_all_of(canonical_schema(raw, root=document, openapi30=is30, notes=found))
-    notes.extend(f"{tool}: {note}" for note in dict.fromkeys(found))
-    fields = schema.get("properties") if schema.get("type") == "object" else None
-    writable = {
-        key: value
-        for key, value in (fields or {}).items()
-        if not (isinstance(value, dict) and value.get("readOnly") is True)
-    }
-    if writable and not set(writable) & set(props):
-        props.update(writable)
-        inner = set(schema.get("required") or [])
-        required.extend(key for key in writable if needed and key in inner)
-        for key in writable:
-            locations[key] = Location.at("body")
-        return
-    prop = "body" if "body" not in props else "request_body"
-    if body.get("description") and "description" not in schema:
-        schema["description"] = str(body["description"])
-    props[prop] = schema
-    locations[prop] = Location.at("whole_body")
-    if needed:
-        required.append(prop)
-
-
-def _merged_all_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """An `allOf` of plain object schemas (a common way to extend a model) as one object."""
-    parts = schema.get("allOf")
-    if not isinstance(parts, list) or not parts:
-        return schema
-    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-    props: dict[str, Any] = dict(merged.get("properties") or {})
-    required: list[str] = list(merged.get("required") or [])
-    for part in parts:
-        plain = isinstance(part, dict) and (part.get("type") == "object" or "properties" in part)
-        if not plain or {"anyOf", "oneOf", "not", "allOf"} & part.keys():
-            return schema
-        for key, value in (part.get("properties") or {}).items():
-            if key in props and props[key] != value:
-                return schema  # two different shapes for one field: keep the allOf as it is
-            props[key] = value
-        required.extend(r for r in part.get("required") or [] if r not in required)
-        if part.get("description") and "description" not in merged:
-            merged["description"] = part["description"]
-    merged.update(type="object", properties=props)
-    if required:
-        merged["required"] = required
-    return merged
-
-
-def _description(op: Mapping[str, Any], method: str, path: str) -> str:
-    parts = [str(op[key]).strip() for key in ("summary", "description") if op.get(key)]
-    text = "\n\n".join(dict.fromkeys(part for part in parts if part)) or f"{method.upper()} {path}"
-    if op.get("deprecated") is True:
-        text = f"(deprecated) {text}"
-    return text if len(text) <= _MAX_DESCRIPTION else text[: _MAX_DESCRIPTION - 3] + "..."
 
 
 def _kind(value: Any) -> str:

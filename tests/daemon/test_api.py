@@ -101,6 +101,7 @@ def test_streamed_message_is_server_sent_events(daemon: DaemonProcess) -> None:
 def test_second_message_on_a_busy_conversation_is_409(
     daemon: DaemonProcess, tools_dir: Path
 ) -> None:
+    (tools_dir / "executions.log").unlink(missing_ok=True)
     cid = daemon.new_conversation()
     first: dict[str, requests.Response] = {}
     thread = threading.Thread(target=lambda: first.update(r=daemon.ask(cid, "slow 1.5")))

@@ -399,10 +399,12 @@ def test_one_session_reuses_its_connection(echo_server: ServerHandle, box_for: A
 
 
 def test_the_source_api(echo_server: ServerHandle, tmp_path: Path) -> None:
-    path = write(tmp_path, manifest(echo_server.base_url, [echo_tool()]))
+    path = write(tmp_path, manifest(echo_server.base_url, [echo_tool(confirm=True, timeout=7)]))
     source = HttpToolSource.from_file(path, allow_hosts=["extra.example"])
     try:
         assert [spec.name for spec in source.specs()] == ["echo"]
+        options = source.specs()[0].options
+        assert (options.confirm, options.timeout, options.idempotent) == (True, 7, False)
         assert "extra.example" in str(source.allowlist)
         assert repr(source).startswith(f"HttpToolSource({str(path)!r}, tools=['echo']")
         with Toolbox() as box:

@@ -171,6 +171,7 @@ def test_import_edit_and_run_from_the_command_line(
         "create_ticket",
     ]
     data["tools"][0]["description"] = "Find colleagues by part of their name."
+    data["allow_hosts"] = ["intranet.example"]  # ...and the host it will have in production
     out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     monkeypatch.setenv("INTRANET_KEY", KEY)
     result = runner.invoke(
@@ -186,6 +187,8 @@ def test_import_edit_and_run_from_the_command_line(
             emulator.token,
             "--base-url",
             emulator.base_url,
+            "--allow-host",
+            intranet.host,  # the test server is not intranet.example
             "--json",
         ],
     )

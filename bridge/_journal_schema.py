@@ -1,0 +1,136 @@
+"""The SQLite journal's schema (versioned migrations) and how its rows become records."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from bridge.journal import CallRecord, ConversationRecord, MessageRecord, redacted_arguments
+from bridge.types import ToolCall
+
+__all__ = [
+    "CONVERSATION_SELECT",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "arguments_json",
+    "call_record",
+    "conversation_record",
+    "message_record",
+]
+
+MIGRATIONS: list[str] = [
+    # 0 -> 1: the first schema.
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        end_user_id TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX conversations_by_update ON conversations (updated_at DESC);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        query TEXT NOT NULL,
+        status TEXT NOT NULL,
+        answer TEXT NOT NULL DEFAULT '',
+        error_code TEXT,
+        error_message TEXT,
+        request_ids TEXT NOT NULL DEFAULT '[]',
+        rounds INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE INDEX messages_by_conversation ON messages (conversation_id, id);
+    CREATE INDEX messages_running ON messages (status) WHERE status = 'running';
+    CREATE TABLE batches (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        batch_id TEXT NOT NULL,
+        message_id INTEGER REFERENCES messages (id),
+        calls TEXT NOT NULL,
+        resume TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        submitted_at TEXT
+    );
+    CREATE INDEX batches_by_conversation ON batches (conversation_id, seq);
+    CREATE INDEX batches_by_message ON batches (message_id, seq);
+    CREATE TABLE calls (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        call_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id INTEGER REFERENCES messages (id),
+        name TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at TEXT,
+        duration_ms REAL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, call_id)
+    );
+    CREATE INDEX calls_in_order ON calls (conversation_id, seq);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CONVERSATION_SELECT = """
+    SELECT c.id, c.end_user_id, c.created_at, c.updated_at,
+           (SELECT status FROM messages m WHERE m.conversation_id = c.id
+            ORDER BY m.id DESC LIMIT 1) AS status,
+           (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) AS messages
+    FROM conversations c
+"""
+
+
+def arguments_json(call: ToolCall) -> str:
+    return json.dumps(redacted_arguments(call.arguments), ensure_ascii=False, default=str)
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def conversation_record(row: sqlite3.Row) -> ConversationRecord:
+    return ConversationRecord(
+        conversation_id=row["id"],
+        end_user_id=row["end_user_id"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        updated_at=datetime.fromisoformat(row["updated_at"]),
+        status=row["status"] or "new",
+        messages=row["messages"],
+    )
+
+
+def message_record(row: sqlite3.Row) -> MessageRecord:
+    return MessageRecord(
+        message_id=row["id"],
+        conversation_id=row["conversation_id"],
+        query=row["query"],
+        status=row["status"],
+        answer=row["answer"],
+        error_code=row["error_code"],
+        error_message=row["error_message"],
+        request_ids=json.loads(row["request_ids"]),
+        rounds=row["rounds"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        finished_at=_time(row["finished_at"]),
+    )
+
+
+def call_record(row: sqlite3.Row) -> CallRecord:
+    return CallRecord(
+        conversation_id=row["conversation_id"],
+        call_id=row["call_id"],
+        message_id=row["message_id"],
+        name=row["name"],
+        arguments=json.loads(row["arguments"]),
+        state=row["state"],
+        output=row["output"],
+        error=row["error"],
+        started_at=_time(row["started_at"]),
+        duration_ms=row["duration_ms"],
+        updated_at=datetime.fromisoformat(row["updated_at"]),
+    )
