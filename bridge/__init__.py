@@ -26,10 +26,13 @@ _EXPORTS: dict[str, str] = {
     "ConversationScope": "bridge.tools.context",
     "Dispatcher": "bridge.tools.dispatch",
     "Emulator": "bridge.emulator",
+    "HttpToolSource": "bridge.sources",
     "HumanInputRequested": "bridge.types",
     "InBandError": "bridge.errors",
+    "Journal": "bridge.journal",
     "Manifest": "bridge.tools.manifest",
     "MaxRoundsError": "bridge.errors",
+    "MemoryJournal": "bridge.journal",
     "NotFoundError": "bridge.errors",
     "OpenAIChatPlatform": "bridge.platforms.openai_chat",
     "Other": "bridge.types",
@@ -38,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "PlatformError": "bridge.errors",
     "PlatformStatusError": "bridge.errors",
     "PlatformTimeoutError": "bridge.errors",
+    "PoolExhaustedError": "bridge.tools.context",
     "PreconditionError": "bridge.errors",
     "ProtocolError": "bridge.errors",
     "RateLimitError": "bridge.errors",
@@ -47,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "RunFailed": "bridge.types",
     "RunFailedError": "bridge.errors",
     "RunFinished": "bridge.types",
+    "SQLiteJournal": "bridge.journal",
     "ServerError": "bridge.errors",
     "StreamInterruptedError": "bridge.errors",
     "StreamTimeoutError": "bridge.errors",
@@ -60,10 +65,12 @@ _EXPORTS: dict[str, str] = {
     "ToolOptions": "bridge.tools.spec",
     "ToolResult": "bridge.types",
     "ToolRun": "bridge.types",
+    "ToolSource": "bridge.tools.toolbox",
     "ToolSpec": "bridge.tools.spec",
     "Toolbox": "bridge.tools.toolbox",
     "UsageError": "bridge.errors",
     "create_platform": "bridge.platforms",
+    "load_tools": "bridge.tools.loader",
     "manifest": "bridge.tools.manifest",
     "manifest_parameter": "bridge.tools.manifest",
     "manifest_return": "bridge.tools.manifest",
@@ -98,16 +105,19 @@ if TYPE_CHECKING:
         StreamTimeoutError,
         UsageError,
     )
+    from bridge.journal import Journal, MemoryJournal, SQLiteJournal
     from bridge.platforms import create_platform, open_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform
     from bridge.platforms.openai_chat import OpenAIChatPlatform
     from bridge.platforms.retry import RetryPolicy
-    from bridge.tools.context import ConversationScope, ToolContext
+    from bridge.sources import HttpToolSource
+    from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext
     from bridge.tools.dispatch import Dispatcher
+    from bridge.tools.loader import load_tools
     from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return
     from bridge.tools.spec import ArgumentError, ToolOptions, ToolSpec
-    from bridge.tools.toolbox import Toolbox
+    from bridge.tools.toolbox import Toolbox, ToolSource
     from bridge.types import (
         HumanInputRequested,
         Other,

@@ -16,9 +16,10 @@
     │   ├── StreamInterruptedError   the connection dropped mid-stream (keeps what arrived)
     │   │   └── StreamTimeoutError   ...or went quiet past the idle timeout (also a timeout)
     │   └── ProtocolError            the platform sent something we cannot decode
-    └── RunError                     the conversation loop could not finish
-        ├── RunFailedError           the platform reported the run as failed
-        └── MaxRoundsError           the agent kept asking for tools past `max_rounds`
+    ├── RunError                     the conversation loop could not finish
+    │   ├── RunFailedError           the platform reported the run as failed
+    │   └── MaxRoundsError           the agent kept asking for tools past `max_rounds`
+    └── PoolExhaustedError           (bridge.tools) no per-conversation resource came free in time
 
     UsageError(BridgeError, RuntimeError)   a developer mistake: bad manifest, duplicate tool...
     └── ConfigurationError                  missing or malformed configuration (token, app id)
@@ -72,14 +73,19 @@ _SECRET_PATTERNS = (
     ),
 )
 _extra_secrets: set[str] = set()
+_MIN_SECRET = 8
 
 
 def register_secret(value: str | None) -> None:
-    """Remember a secret so that `redact` masks it wherever it appears."""
-    if value and len(value) >= 4:
+    """Remember a secret so that `redact` masks it wherever it appears.
+
+    Values under 8 characters are not remembered: masking a short word everywhere ("wrong",
+    "test") would garble unrelated messages, and real tokens and keys are far longer.
+    """
+    if value and len(value) >= _MIN_SECRET:
         _extra_secrets.add(value)
         bare = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else None
-        if bare and len(bare) >= 4:
+        if bare and len(bare) >= _MIN_SECRET:
             _extra_secrets.add(bare)
 
 

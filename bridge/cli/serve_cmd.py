@@ -13,7 +13,15 @@ from typing import Annotated
 import typer
 
 from bridge.cli._app import app, state
-from bridge.cli._common import AppIdOpt, BaseUrlOpt, ModelOpt, TokenOpt, fail
+from bridge.cli._common import (
+    AllowHostOpt,
+    AppIdOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    TokenOpt,
+    ToolsOpt,
+    fail,
+)
 from bridge.errors import BridgeError
 
 __all__ = ["serve"]
@@ -21,12 +29,8 @@ __all__ = ["serve"]
 
 @app.command()
 def serve(
-    tools: Annotated[
-        list[str],
-        typer.Option(
-            "--tools", "-t", help="Where tools come from: a .py file or a module. Repeatable."
-        ),
-    ] = [],  # noqa: B006 - typer needs a literal default
+    tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
+    allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
     platform: Annotated[
         str | None, typer.Option("--platform", help="appbuilder (default) or openai.")
     ] = None,
@@ -110,6 +114,7 @@ def serve(
 
     flags = {
         "tools": tools,
+        "allow_hosts": allow_host,
         "platform": platform,
         "host": host,
         "port": port,

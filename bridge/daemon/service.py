@@ -46,7 +46,7 @@ __all__ = ["Generation", "Service"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Generation:
     """One loaded toolbox and the `Bridge` that runs it."""
 
@@ -56,6 +56,15 @@ class Generation:
     bridge: Bridge
     loaded_at: datetime
     specs: tuple[str, ...]
+    runs: int = 0
+    """Runs using this generation right now."""
+    retired: bool = False
+    """A reload replaced it: it is closed when its last run ends."""
+
+    def close(self) -> None:
+        """Stop the dispatcher's threads and the toolbox's sources (MCP server processes)."""
+        self.dispatcher.close()
+        self.toolbox.close()
 
 
 @dataclass
@@ -160,7 +169,7 @@ class Service:
         for live in idle:
             await asyncio.to_thread(live.conversation.close)
         if runs_left == 0:
-            self.generation.dispatcher.close()
+            self.generation.close()
             self.platform.close()
             self.journal.close()
 
@@ -169,7 +178,7 @@ class Service:
     def _load(self, number: int) -> Generation:
         specs = tuple(self.settings.tools)
         _refresh_modules(specs)
-        toolbox = load_tools(list(specs))
+        toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
         dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
         bridge = Bridge(
             self.platform,
@@ -200,7 +209,12 @@ class Service:
                     f"the tool specs could not be loaded, so the previous toolbox "
                     f"({len(old.toolbox)} tools) is kept: {reason}",
                 ) from None
-            self.generation = new
+            with self._live_lock:
+                self.generation = new
+                old.retired = True
+                idle = old.runs == 0
+            if idle:
+                await asyncio.to_thread(old.close)
             self.last_reload_error = None
             self.metrics.reloads.inc("ok")
             logger.info("tools reloaded: generation %d, %d tool(s)", new.number, len(new.toolbox))
@@ -306,8 +320,11 @@ class Service:
         live = self._checkout(cid, job.end_user_id)
         conversation = live.conversation
         tally = RunTally()
+        with self._live_lock:
+            generation = self.generation
+            generation.runs += 1
         try:
-            conversation.bridge = self.generation.bridge
+            conversation.bridge = generation.bridge
             if job.recover is not None:
                 events = conversation.stream_recovered(*job.recover)
             elif conversation.pending_input is not None:
@@ -332,6 +349,10 @@ class Service:
             with self._live_lock:
                 live.running = False
                 live.last_used = time.monotonic()
+                generation.runs -= 1
+                last_of_retired = generation.retired and generation.runs == 0
+            if last_of_retired:
+                generation.close()
         logger.info(
             "run %s",
             outcome.status,

@@ -52,7 +52,9 @@ class DaemonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tools: list[str] = Field(default_factory=list)
-    """Tool SPECs: .py files or module names."""
+    """Tool SPECs: .py files, module names, HTTP manifests, openapi:..., mcp:..."""
+    allow_hosts: list[str] = Field(default_factory=list)
+    """Hosts HTTP and OpenAPI tools may call besides those their manifests name."""
     platform: Literal["appbuilder", "openai"] = "appbuilder"
     host: str = "127.0.0.1"
     port: int = Field(default=8411, ge=0, le=65535)
@@ -126,7 +128,7 @@ def is_loopback(host: str) -> bool:
 
 
 _FIELDS = tuple(DaemonSettings.model_fields)
-_LISTS = {"tools"}
+_LISTS = {"tools", "allow_hosts"}
 _SECRETS = {"api_key", "token", "platform_api_key"}
 
 

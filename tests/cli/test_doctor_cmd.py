@@ -163,7 +163,7 @@ def test_openai_model_not_served(models_server: str) -> None:
 def test_openai_refused_key_and_missing_settings(models_server: str) -> None:
     refused = invoke(
         ["--platform", "openai", "--model", "qwen2.5"],
-        {"OPENAI_BASE_URL": models_server, "OPENAI_API_KEY": "wrong"},
+        {"OPENAI_BASE_URL": models_server, "OPENAI_API_KEY": "sk-not-the-right-one"},
     )
     assert refused.exit_code == 3
     missing = invoke(["--platform", "openai"], {})

@@ -139,3 +139,12 @@ def test_failpoint_spec_is_checked() -> None:
     assert failpoint_from_env({}) is None
     with pytest.raises(UsageError, match="expected STEP:MARKER_FILE"):
         failpoint_from_env({"TOOLBRIDGE_FAILPOINT": "sometime:/tmp/x"})
+
+
+def test_allow_hosts_from_flags_env_and_file(tmp_path: Path) -> None:
+    assert load_settings({"allow_hosts": ["a.example"]}, env={}).allow_hosts == ["a.example"]
+    env = {"TOOLBRIDGE_ALLOW_HOSTS": "b.example, c.example:8080"}
+    assert load_settings({}, env=env).allow_hosts == ["b.example", "c.example:8080"]
+    config = tmp_path / "toolbridge.toml"
+    config.write_text('allow_hosts = ["d.example"]\n', encoding="utf-8")
+    assert load_settings({}, env={}, config=config).allow_hosts == ["d.example"]
