@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,7 @@ from bridge.errors import BridgeError, MaxRoundsError, RunFailedError, UsageErro
 from bridge.journal import Journal, Ledger, MessageTrail
 from bridge.platforms.base import Platform
 from bridge.tools.context import ConversationScope
-from bridge.tools.dispatch import Dispatcher
+from bridge.tools.dispatch import Dispatcher, ErrorsMode
 from bridge.tools.toolbox import Toolbox
 from bridge.types import (
     Event,
@@ -47,7 +47,6 @@ __all__ = ["Bridge", "Conversation", "Result"]
 logger = logging.getLogger(__name__)
 
 ApproveHook = Callable[[ToolCall], bool]
-ErrorsMode = Literal["message", "hidden", "raise"]
 
 
 class Result(BaseModel):

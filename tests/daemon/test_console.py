@@ -70,6 +70,16 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             expect(page.get_by_test_id("answer").last).to_contain_text("Paris: 18 degrees")
             expect(page.get_by_test_id("tool-output").first).to_contain_text('"temp": 18')
             page.screenshot(path=str(tmp_path / "console.png"))
+
+            # Typing first, with no conversation chosen, starts one; Enter sends.
+            page.reload()
+            expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
+            page.get_by_test_id("message-input").fill("what is the weather in Paris?")
+            page.get_by_test_id("message-input").press("Enter")
+            expect(page.get_by_test_id("live-answer")).to_have_text(
+                "Paris: 18 degrees", timeout=30_000
+            )
+            expect(page.get_by_test_id("conversation-item")).to_have_count(2)
             assert problems == [], problems
         finally:
             context.close()

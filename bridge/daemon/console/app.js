@@ -196,10 +196,11 @@ async function send(event) {
   event.preventDefault();
   const input = $("message-input");
   const query = input.value.trim();
-  if (!query || !state.current) return;
+  if (!query) return;
   input.value = "";
   $("send-button").disabled = true;
   try {
+    if (!state.current) await newConversation();  // typing first starts a conversation
     const response = await api(`/v1/conversations/${encodeURIComponent(state.current)}/messages`,
       { method: "POST", body: JSON.stringify({ query, stream: true }), raw: true });
     await followLive(state.current, query, response);
@@ -253,6 +254,12 @@ async function refresh() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("new-conversation").addEventListener("click", guard(newConversation));
+  $("message-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();  // isComposing: Enter also confirms a Chinese IME candidate
+      $("send-form").requestSubmit();
+    }
+  });
   $("send-form").addEventListener("submit", guard(send));
   $("reload-tools").addEventListener("click", guard(reloadTools));
   $("prev-page").addEventListener("click", guard(async () => {
