@@ -109,6 +109,16 @@ class Renderer:
         self._end_line()
 
 
+def _parsed(arguments: dict[str, Any] | str) -> Any:
+    """Arguments as JSON values: platforms that send a JSON string get it decoded."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments  # not JSON: shown as the agent sent it
+    return arguments
+
+
 def result_json(
     *,
     conversation_id: str | None,
@@ -128,7 +138,7 @@ def result_json(
             {
                 "call_id": run.call_id,
                 "name": run.name,
-                "arguments": run.arguments,
+                "arguments": _parsed(run.arguments),
                 "output": run.output,
                 "error": run.error,
                 "duration_ms": round(run.duration_ms, 3),

@@ -289,3 +289,30 @@ def test_error_status_500_from_fakellm_is_retried_then_raised(
     assert info.value.status_code == 500
     assert "Model crashed" in str(info.value)
     assert "gave up after 3 attempts" in str(info.value)
+
+
+def test_cli_run_with_platform_openai(fakellm: FakeLLM, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bridge.cli import app
+
+    fakellm.reset()
+    tools = tmp_path / "weather_tools.py"
+    tools.write_text(
+        "def get_weather(city: str, unit: str = 'celsius') -> str:\n"
+        "    return f'{city}: 21 °C'\n\n"
+        "from bridge import manifest\n"
+        "get_weather = manifest(description='Weather for a city.')(get_weather)\n",
+        encoding="utf-8",
+    )
+    args = ["run", "parallel-weather, please", "--tools", str(tools), "--json"]
+    args += ["--platform", "openai", "--base-url", fakellm.base_url, "--model", "fake-model"]
+    result = CliRunner().invoke(app, args, env={"OPENAI_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["answer"] == "Paris is sunny and Tokyo is rainy."
+    assert [run["output"] for run in body["tool_runs"]] == ["Paris: 21 °C", "Tokyo: 21 °C"]
+    assert body["tool_runs"][0]["arguments"] == {"city": "Paris", "unit": "celsius"}
+    wrong = CliRunner().invoke(app, [*args, "--token", "x"], env={})
+    assert wrong.exit_code == 2
+    assert "--token is for --platform appbuilder only" in wrong.stderr
