@@ -226,7 +226,8 @@ class _RunState:
         """Texts of `publish_message` events: a workflow's messages, such as its question."""
         self.succeeded = False
         self.final_chunk = False
-        self.last_raw: Any = None
+        self.last_chunk: RunChunk | None = None
+        """Dumped to JSON only when the run ends (`RunFinished.raw`), not for every chunk."""
 
     @property
     def best_request_id(self) -> str | None:
@@ -238,7 +239,7 @@ class _RunState:
         # The response header's id is authoritative; the body's is next best.
         self.request_id = self.request_id or chunk.http_request_id or chunk.request_id or None
         self.message_id = chunk.message_id or self.message_id
-        self.last_raw = chunk.model_dump(mode="json")
+        self.last_chunk = chunk
         if chunk.answer:
             self.answer.append(chunk.answer)
             if deltas:
@@ -262,6 +263,8 @@ class _RunState:
                 continue
             if event.event_status == "success":
                 self.succeeded = True
+            if event.content_type == "text" and event.event_status == "running" and deltas:
+                continue  # a streamed piece of the answer: already a TextDelta
             yield Other(raw=event.model_dump(mode="json"))
 
     def finish(self, *, complete: bool, received: list[RunChunk]) -> Event:
@@ -283,7 +286,7 @@ class _RunState:
                 usage=self.usage,
                 message_id=self.message_id or None,
                 request_id=self.best_request_id,
-                raw=self.last_raw,
+                raw=self.last_chunk.model_dump(mode="json") if self.last_chunk else None,
             )
         raise StreamInterruptedError(
             "AppBuilder run: the stream ended before the run finished (no success, interrupt "

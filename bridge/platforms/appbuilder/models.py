@@ -151,7 +151,8 @@ class _Response(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_nulls(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
+        # Most payloads have no nulls: check before copying (this runs for every event).
+        if isinstance(data, Mapping) and None in data.values():
             return {key: value for key, value in data.items() if value is not None}
         return data
 
