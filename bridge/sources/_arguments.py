@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from bridge.tools._jsonschema import describe, kinds
+from bridge.tools._problems import dotted_path, parse_json_arguments, shown_value, trim
 from bridge.tools.spec import ArgumentError
 
 __all__ = ["SchemaArguments"]
@@ -43,7 +44,7 @@ class SchemaArguments:
 
     def __call__(self, raw: Any) -> dict[str, Any]:
         if isinstance(raw, (str, bytes)):
-            raw = _parse(raw)
+            raw = parse_json_arguments(raw)
         if not isinstance(raw, Mapping):
             raise ArgumentError([f"arguments must be a JSON object{self._hint()}"])
         data: dict[str, Any] = {}
@@ -83,7 +84,7 @@ class SchemaArguments:
         return f" with keys {', '.join(self._props)}" if self._props else ""
 
     def _line(self, error: ValidationError) -> str:
-        path = _path(error.absolute_path)
+        path = dotted_path(error.absolute_path) or "arguments"
         if error.validator == "required" and isinstance(error.instance, Mapping):
             wanted = error.validator_value if isinstance(error.validator_value, list) else []
             missing = [name for name in wanted if name not in error.instance]
@@ -94,23 +95,12 @@ class SchemaArguments:
             prop = schema.get("properties", {}).get(name)
             expected = f" (expected {describe(prop, {})})" if isinstance(prop, Mapping) else ""
             return f"{where}: missing required {kind}{expected}"
-        if error.validator == "type":
-            return f"{path}: should be {describe(error.schema, {})} (got {_got(error.instance)})"
-        if error.validator == "enum":
-            return f"{path}: should be {describe(error.schema, {})} (got {_got(error.instance)})"
+        if error.validator in ("type", "enum"):
+            got = shown_value(error.instance)
+            return f"{path}: should be {describe(error.schema, {})} (got {got})"
         if error.validator == "additionalProperties":
             return f"{path}: {error.message}"
-        return f"{path}: {_trim(error.message)}"
-
-
-def _parse(raw: str | bytes) -> Any:
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArgumentError([f"arguments are not valid JSON ({exc}); send a JSON object"]) from None
+        return f"{path}: {trim(error.message)}"
 
 
 def _coerce(value: Any, allowed: set[str]) -> Any:
@@ -146,22 +136,3 @@ def _coerce(value: Any, allowed: set[str]) -> Any:
     if "boolean" in allowed and text.lower() in ("true", "false"):
         return text.lower() == "true"
     return value
-
-
-def _path(parts: Any) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "arguments"
-
-
-def _got(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return _trim(text, 80)
-
-
-def _trim(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

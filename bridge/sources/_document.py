@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bridge.errors import UsageError
+from bridge.tools._problems import dotted_path, tidy_message
 
 __all__ = ["DocumentError", "Positions", "describe_errors", "parse_document", "read_document"]
 
@@ -129,7 +130,7 @@ def describe_errors(
         line_path: tuple[int | str, ...] | None = None
         path = _real_path(loc, positions)
         kind = error["type"]
-        message = _message(error["msg"])
+        message = tidy_message(error["msg"])
         if kind == "missing":
             name = path[-1] if path else "?"
             message = f"missing required key {name!r}"
@@ -147,7 +148,7 @@ def describe_errors(
             message += f" (got {_got(error.get('input'))})"
         line = _line(line_path or path, positions)
         where = f"line {line}: " if line else ""
-        shown = _dotted(path) or "top level"
+        shown = dotted_path(path) or "top level"
         if path and str(path[-1]).lower() in _SECRET_WORDS:
             shown += " value"  # "token: x" reads as a secret to `redact`, which would mask x
         lines.append(f"  {where}{shown}: {message}")
@@ -175,22 +176,6 @@ def _line(path: tuple[int | str, ...], positions: Positions) -> int | None:
         if line is not None:
             return line
     return None
-
-
-def _dotted(path: Sequence[int | str]) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _message(msg: str) -> str:
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            return msg[len(prefix) :]
-    if msg.startswith("Input should"):
-        return "should" + msg[len("Input should") :]
-    return msg[:1].lower() + msg[1:]
 
 
 def _got(value: Any) -> str:

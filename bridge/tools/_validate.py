@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from bridge.tools._jsonschema import describe, kinds
+from bridge.tools._problems import dotted_path, parse_json_arguments, shown_value, tidy_message
 from bridge.tools.spec import ArgumentError
 
 __all__ = ["ArgumentValidator"]
@@ -73,7 +74,7 @@ class ArgumentValidator:
 
     def __call__(self, raw: Any) -> dict[str, Any]:
         if isinstance(raw, (str, bytes)):
-            raw = _parse_json_arguments(raw)
+            raw = parse_json_arguments(raw)
         if not isinstance(raw, Mapping):
             raise ArgumentError(
                 [f"arguments must be a JSON object{self._keys_hint()} (got {_json_kind(raw)})"]
@@ -127,23 +128,24 @@ class ArgumentValidator:
         for error in exc.errors(include_url=False):
             loc = error["loc"]
             top = str(loc[0]) if loc else ""
-            message = _message(error["msg"])
+            message = tidy_message(error["msg"])
+            where = dotted_path(loc) or "arguments"
             if error["type"] == "missing":
                 kind = "argument" if len(loc) == 1 else "field"
                 expected = self._expected(top) if len(loc) == 1 else ""
-                lines.append(f"{_path(loc)}: missing required {kind}{expected}")
+                lines.append(f"{where}: missing required {kind}{expected}")
             elif error["type"] == "extra_forbidden":
-                lines.append(f"{_path(loc)}: unknown field")
+                lines.append(f"{where}: unknown field")
             elif top in self._unions and len(loc) >= 2:
                 unions.setdefault(top, []).append(message)
                 got_of[top] = error["input"]
             else:
-                lines.append(f"{_path(loc)}: {message} (got {_got(error['input'])})")
+                lines.append(f"{where}: {message} (got {shown_value(error['input'])})")
         for name, messages in unions.items():
             unique = list(dict.fromkeys(messages))
             lines.append(
                 f"{name}: matches none of the allowed types ({'; '.join(unique)}) "
-                f"(got {_got(got_of[name])})"
+                f"(got {shown_value(got_of[name])})"
             )
         return lines
 
@@ -152,16 +154,6 @@ class ArgumentValidator:
         if prop is None:
             return ""
         return f" (expected {describe(prop, self._parameters.get('$defs', {}))})"
-
-
-def _parse_json_arguments(raw: str | bytes) -> Any:
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArgumentError([f"arguments are not valid JSON ({exc}); send a JSON object"]) from None
 
 
 def _maybe_json(value: str) -> Any:
@@ -175,30 +167,6 @@ def _maybe_json(value: str) -> Any:
         if isinstance(parsed, (list, dict)):
             return parsed
     return value
-
-
-def _message(msg: str) -> str:
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            return msg[len(prefix) :]
-    if msg.startswith("Input should"):
-        return "should" + msg[len("Input should") :]
-    return msg[:1].lower() + msg[1:]
-
-
-def _path(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "arguments"
-
-
-def _got(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _json_kind(value: Any) -> str:
