@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ServerHandle", "serve_in_thread"]
+__all__ = ["ServerHandle", "run_foreground", "serve_in_thread"]
 
 
 class ServerHandle:
@@ -60,3 +60,24 @@ def serve_in_thread(
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def run_foreground(app: Any, sock: Any, *, verbose: bool = False) -> None:
+    """Serve `app` on an already bound socket until Ctrl+C or SIGTERM (CLI commands).
+
+    The caller binds the socket first, so "address in use" is reported before anything is
+    printed as listening.
+    """
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -104,8 +104,6 @@ def emulator(
             err=True,
         )
 
-    import uvicorn
-
     from bridge.emulator import create_app
 
     try:
@@ -128,15 +126,6 @@ def emulator(
     typer.echo(f"  export APPBUILDER_TOKEN={token}")
     typer.echo(f"  export APPBUILDER_APP_ID={app_id}")
     typer.echo("Press Ctrl+C to stop.")
-    verbose = bool(state.get("verbose"))
-    config = uvicorn.Config(
-        asgi,
-        log_level="info" if verbose else "warning",
-        access_log=verbose,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
+    from bridge._serve import run_foreground
+
+    run_foreground(asgi, sock, verbose=bool(state.get("verbose")))

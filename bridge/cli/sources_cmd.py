@@ -139,7 +139,6 @@ def mcp_serve(
 
             anyio.run(serve_stdio, toolbox)
             return
-        import uvicorn
 
         from bridge.sources.mcp_server import mcp_http_app
 
@@ -154,18 +153,9 @@ def mcp_serve(
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"toolbridge mcp-serve: http://{shown}:{sock.getsockname()[1]}{path}")
         typer.echo(f"tools: {', '.join(toolbox.names())}", err=True)
-        verbose = bool(state.get("verbose"))
-        config = uvicorn.Config(
-            asgi,
-            log_level="info" if verbose else "warning",
-            access_log=verbose,
-            lifespan="on",
-            timeout_graceful_shutdown=2,
-        )
-        try:
-            uvicorn.Server(config).run(sockets=[sock])
-        finally:
-            sock.close()
+        from bridge._serve import run_foreground
+
+        run_foreground(asgi, sock, verbose=bool(state.get("verbose")))
     except KeyboardInterrupt:
         pass
     finally:
