@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+CORE := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test lint bench clean
@@ -13,7 +14,12 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(CORE)
+
+# The demo needs only the package itself, not the test tools.
+$(CORE): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE)
 
 # The web console's browser test drives Debian's chromium (never a downloaded browser).
 $(CHROMIUM):
@@ -24,7 +30,7 @@ $(CHROMIUM):
 			"the console browser test will fail; install Debian's chromium" >&2; \
 	fi
 
-demo: $(STAMP)
+demo: $(CORE)
 	$(BIN)/toolbridge demo
 
 test: $(STAMP) $(CHROMIUM)
