@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallStarted": "bridge.types",
     "ToolCallsRequested": "bridge.types",
     "ToolContext": "bridge.tools.context",
+    "ToolError": "bridge.tools.spec",
     "ToolOptions": "bridge.tools.spec",
     "ToolResult": "bridge.types",
     "ToolRun": "bridge.types",
@@ -116,7 +117,7 @@ if TYPE_CHECKING:
     from bridge.tools.dispatch import Dispatcher
     from bridge.tools.loader import load_tools
     from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return
-    from bridge.tools.spec import ArgumentError, ToolOptions, ToolSpec
+    from bridge.tools.spec import ArgumentError, ToolError, ToolOptions, ToolSpec
     from bridge.tools.toolbox import Toolbox, ToolSource
     from bridge.types import (
         HumanInputRequested,

@@ -20,6 +20,7 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import redact
+from bridge.tools.spec import ToolError
 
 __all__ = [
     "ALLOW_HOSTS_ENV",
@@ -41,7 +42,7 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class HttpToolError(Exception):
+class HttpToolError(ToolError):
     """An HTTP tool call failed; the message (never holding a secret) is what the model reads."""
 
     def __init__(self, message: str) -> None:

@@ -29,7 +29,7 @@ from bridge.errors import UsageError, redact
 from bridge.sources._arguments import SchemaArguments
 from bridge.sources._schema import canonical_schema
 from bridge.tools._runtime import LoopThread
-from bridge.tools.spec import ToolOptions, ToolSpec
+from bridge.tools.spec import ToolError, ToolOptions, ToolSpec
 
 if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters
@@ -44,7 +44,7 @@ CONNECT_TIMEOUT = 60.0
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class McpToolError(Exception):
+class McpToolError(ToolError):
     """An MCP tool call failed; the message is what the model reads."""
 
     def __init__(self, message: str) -> None:

@@ -22,7 +22,7 @@ from bridge.tools.manifest import (
     manifest_return,
 )
 from bridge.tools.schema import DIALECTS, to_dialect
-from bridge.tools.spec import ArgumentError, ToolOptions, ToolSpec
+from bridge.tools.spec import ArgumentError, ToolError, ToolOptions, ToolSpec
 from bridge.tools.toolbox import Toolbox
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Manifest",
     "PoolExhaustedError",
     "ToolContext",
+    "ToolError",
     "ToolOptions",
     "ToolSpec",
     "Toolbox",

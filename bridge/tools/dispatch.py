@@ -46,7 +46,7 @@ from bridge.tools._threaded import (
     sync_job,
 )
 from bridge.tools.context import ConversationScope, ToolContext
-from bridge.tools.spec import ArgumentError, ToolSpec
+from bridge.tools.spec import ArgumentError, ToolError, ToolSpec
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
 if TYPE_CHECKING:
@@ -526,7 +526,10 @@ class Dispatcher:
         return f"Unknown tool {name!r}. {available}"
 
     def _failed(self, spec: ToolSpec, call: ToolCall, exc: Exception) -> str:
-        logger.error("tool %r (call %s) raised", spec.name, call.call_id, exc_info=exc)
+        if isinstance(exc, ToolError):
+            logger.warning("tool %r (call %s) failed: %s", spec.name, call.call_id, exc)
+        else:
+            logger.error("tool %r (call %s) raised", spec.name, call.call_id, exc_info=exc)
         if self.errors == "raise":
             raise exc
         if self.errors == "hidden":

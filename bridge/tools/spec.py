@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ArgumentError", "ToolOptions", "ToolSpec"]
+__all__ = ["ArgumentError", "ToolError", "ToolOptions", "ToolSpec"]
 
 
 class ArgumentError(ValueError):
@@ -23,6 +23,15 @@ class ArgumentError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+class ToolError(Exception):
+    """A failure a tool reports on purpose: the message is what the model reads.
+
+    Raise it (or a subclass, as HTTP and MCP tools do) for expected outcomes such as "no such
+    employee" or an HTTP 404: the call gets a `tool_error` output like any exception, but the
+    log gets one warning line instead of a traceback meant for a bug.
+    """
 
 
 @dataclass(frozen=True)

@@ -1114,3 +1114,34 @@ def test_a_sync_batch_respects_max_concurrency_and_timeouts(toolbox: Toolbox) ->
     assert [r.output for r in runs[:6]] == [str(i) for i in range(6)]
     assert runs[6].error == "timeout"
     assert "timed out after 0.2 seconds" in runs[6].output
+
+
+def test_a_tool_failure_is_an_output_with_a_warning_not_a_traceback(
+    toolbox: Toolbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bridge.tools import ToolError
+
+    def find(name: str) -> str:
+        raise ToolError(f"no employee called {name}")
+
+    def buggy(name: str) -> str:
+        raise KeyError(name)
+
+    toolbox.add(find)
+    toolbox.add(buggy)
+    with caplog.at_level(logging.WARNING, logger="bridge.tools"), Dispatcher(toolbox) as d:
+        expected, bug = d.run(
+            [call("find", {"name": "Zoe"}, "f"), call("buggy", {"name": "x"}, "b")]
+        )
+    assert (expected.error, expected.output) == (
+        "tool_error",
+        "ToolError: no employee called Zoe",
+    )
+    assert bug.error == "tool_error"
+    by_call = {
+        r.getMessage().split("(call ")[1][:1]: r
+        for r in caplog.records
+        if "(call " in r.getMessage()
+    }
+    assert by_call["f"].levelno == logging.WARNING and by_call["f"].exc_info is None
+    assert by_call["b"].levelno == logging.ERROR and by_call["b"].exc_info is not None
