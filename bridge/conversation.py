@@ -434,27 +434,34 @@ class Conversation:
         runs: list[ToolRun] = []
         kept: list[Any] = []
         finished: RunFinished | None = None
-        for event in events:
-            if self.bridge.keep_events:
-                kept.append(event)
-            if isinstance(event, TextDelta):
-                answer.append(event.text)
-            elif isinstance(event, ToolCallsRequested):
-                _add_id(request_ids, event.batch.resume.get("request_id"))
-            elif isinstance(event, ToolCallFinished):
-                runs.append(event.run)
-            elif isinstance(event, RunFinished):
-                _add_id(request_ids, event.request_id)
-                finished = event
-            elif isinstance(event, RunFailed):
-                _add_id(request_ids, event.request_id)
-                raise RunFailedError(
-                    f"the agent run failed: {event.message}",
-                    conversation_id=self._id,
-                    request_id=event.request_id,
-                    code=event.code,
-                    tool_runs=runs,
-                )
+        try:
+            for event in events:
+                if self.bridge.keep_events:
+                    kept.append(event)
+                if isinstance(event, TextDelta):
+                    answer.append(event.text)
+                elif isinstance(event, ToolCallsRequested):
+                    _add_id(request_ids, event.batch.resume.get("request_id"))
+                elif isinstance(event, ToolCallFinished):
+                    runs.append(event.run)
+                elif isinstance(event, RunFinished):
+                    _add_id(request_ids, event.request_id)
+                    finished = event
+                elif isinstance(event, RunFailed):
+                    _add_id(request_ids, event.request_id)
+                    raise RunFailedError(
+                        f"the agent run failed: {event.message}",
+                        conversation_id=self._id,
+                        request_id=event.request_id,
+                        code=event.code,
+                        tool_runs=runs,
+                    )
+        finally:
+            # A failed run leaves the generator suspended: end it now so the journal records
+            # how the message ended at once, not whenever it is garbage-collected.
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
         text = "".join(answer)
         if finished is not None and finished.answer and not text:
             text = finished.answer

@@ -368,6 +368,8 @@ class MessageTrail:
         end = self._end
         text = "".join(self._text)
         common: dict[str, Any] = {"request_ids": self._request_ids, "rounds": rounds}
+        if isinstance(error, GeneratorExit) and end is not None:
+            error = None  # closed after its last event (e.g. a failed run): record that event
         if isinstance(error, GeneratorExit):
             # Nobody is left to tell: the caller abandoned the stream (or it is being
             # garbage-collected), so a failed write is logged rather than raised.

@@ -380,3 +380,13 @@ def test_close_releases_what_the_bridge_made_but_not_a_given_toolbox() -> None:
     given.close = lambda: closed.append("toolbox")  # type: ignore[method-assign]
     Bridge(_NullPlatform(), given).close()
     assert closed == []
+
+
+def test_a_failed_run_is_journaled_with_its_platform_code(emulator: Emulator) -> None:
+    with make_bridge(emulator) as bridge, bridge.conversation() as conv:
+        with pytest.raises(RunFailedError):
+            conv.ask("the workflow fails")
+        assert conv.message_id is not None
+        message = bridge.journal.messages(conv.id)[-1]
+    assert (message.status, message.error_code) == ("failed", "WorkflowError")
+    assert "code node failed" in (message.error_message or "")
