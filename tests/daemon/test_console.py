@@ -72,14 +72,18 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             page.screenshot(path=str(tmp_path / "console.png"))
 
             # Typing first, with no conversation chosen, starts one; Enter sends.
+            first_title = page.locator("#conversation-title").inner_text()
             page.reload()
             expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
+            expect(page.locator("#conversation-title")).to_have_text("No conversation selected")
             page.get_by_test_id("message-input").fill("what is the weather in Paris?")
             page.get_by_test_id("message-input").press("Enter")
             expect(page.get_by_test_id("live-answer")).to_have_text(
                 "Paris: 18 degrees", timeout=30_000
             )
-            expect(page.get_by_test_id("conversation-item")).to_have_count(2)
+            title = page.locator("#conversation-title")
+            expect(title).to_contain_text("Conversation ")
+            assert title.inner_text() != first_title  # a new one, not the last one reopened
             assert problems == [], problems
         finally:
             context.close()
