@@ -130,6 +130,7 @@ class MemoryJournal(Journal):
         error_message: str | None = None,
         request_ids: Sequence[str] = (),
         rounds: int = 0,
+        interrupt_id: str | None = None,
     ) -> None:
         with self._lock:
             message = self._messages.get(message_id)
@@ -144,6 +145,7 @@ class MemoryJournal(Journal):
                     "request_ids": list(request_ids),
                     "rounds": rounds,
                     "finished_at": now(),
+                    "interrupt_id": interrupt_id,
                 }
             )
             conv = self._convs.get(message.conversation_id)

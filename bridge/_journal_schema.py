@@ -73,6 +73,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX calls_in_order ON calls (conversation_id, seq);
     """,
+    # 1 -> 2: a human-input pause is journaled with its id, so any process can answer it.
+    """
+    ALTER TABLE messages ADD COLUMN interrupt_id TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -117,6 +121,7 @@ def message_record(row: sqlite3.Row) -> MessageRecord:
         rounds=row["rounds"],
         created_at=datetime.fromisoformat(row["created_at"]),
         finished_at=_time(row["finished_at"]),
+        interrupt_id=row["interrupt_id"],
     )
 
 

@@ -180,13 +180,14 @@ class SQLiteJournal(Journal):
         error_message: str | None = None,
         request_ids: Sequence[str] = (),
         rounds: int = 0,
+        interrupt_id: str | None = None,
     ) -> None:
         stamp = now().isoformat()
 
         def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "UPDATE messages SET status = ?, answer = ?, error_code = ?, error_message = ?, "
-                "request_ids = ?, rounds = ?, finished_at = ? WHERE id = ?",
+                "request_ids = ?, rounds = ?, finished_at = ?, interrupt_id = ? WHERE id = ?",
                 (
                     status,
                     redact(answer),
@@ -195,6 +196,7 @@ class SQLiteJournal(Journal):
                     json.dumps(list(request_ids)),
                     rounds,
                     stamp,
+                    interrupt_id,
                     message_id,
                 ),
             )

@@ -185,6 +185,8 @@ class Conversation:
         self._scope: ConversationScope | None = None
         self._message: int | None = None
         """The journal's id of the message being answered."""
+        if id is not None:
+            self.pending_input = _journaled_pause(bridge.journal, id)
 
     @property
     def message_id(self) -> int | None:
@@ -487,6 +489,15 @@ def _as_toolbox(tools: Toolbox | Iterable[Any] | Any) -> Toolbox:
     if isinstance(tools, list | tuple | set | frozenset):
         return Toolbox(tools)
     return Toolbox([tools])
+
+
+def _journaled_pause(journal: Journal, conversation_id: str) -> HumanInputRequested | None:
+    """The question a conversation's last message is waiting on, as the journal has it."""
+    messages = journal.messages(conversation_id)
+    last = messages[-1] if messages else None
+    if last is None or last.status != "waiting_input" or not last.interrupt_id:
+        return None
+    return HumanInputRequested(interrupt_id=last.interrupt_id, prompt=last.answer)
 
 
 def _merge(first: ToolBatch, second: ToolBatch) -> ToolBatch:

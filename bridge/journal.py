@@ -114,6 +114,8 @@ class MessageRecord(_Record):
     rounds: int = 0
     created_at: datetime
     finished_at: datetime | None = None
+    interrupt_id: str | None = None
+    """With status "waiting_input": the pause to resume, so another process can answer it."""
 
 
 class CallRecord(_Record):
@@ -187,8 +189,9 @@ class Journal(ABC):
         error_message: str | None = None,
         request_ids: Sequence[str] = (),
         rounds: int = 0,
+        interrupt_id: str | None = None,
     ) -> None:
-        """Record how a message's run ended."""
+        """Record how a message's run ended (`interrupt_id`: the human-input pause, if any)."""
 
     @abstractmethod
     def messages(self, conversation_id: str) -> list[MessageRecord]:
@@ -406,7 +409,11 @@ class MessageTrail:
             )
         elif isinstance(end, HumanInputRequested):
             self.journal.end_message(
-                self.message_id, status="waiting_input", answer=text or end.prompt, **common
+                self.message_id,
+                status="waiting_input",
+                answer=text or end.prompt,
+                interrupt_id=end.interrupt_id,
+                **common,
             )
         else:
             answer = text or (end.answer if isinstance(end, RunFinished) else "")

@@ -287,3 +287,28 @@ def test_run_reports_the_pause_and_resume_answers_it(emulator: Emulator, tmp_pat
     lost = runner.invoke(app, ["run", "明天", "-t", str(tools_file), "--resume", "x"], env=env)
     assert lost.exit_code == 2
     assert "--conversation-id" in lost.stderr
+
+
+def test_a_pause_survives_a_restart_through_the_journal(emulator: Emulator, tmp_path: Path) -> None:
+    from bridge import SQLiteJournal
+
+    db = tmp_path / "journal.db"
+    first = SQLiteJournal(db)
+    try:
+        with make_bridge(emulator, journal=first) as bridge:
+            paused = bridge.ask("请帮我预订会议室")
+    finally:
+        first.close()
+    assert paused.human_input is not None
+    # A new process: a new journal object on the same file, a new Bridge, only the id known.
+    second = SQLiteJournal(db)
+    try:
+        with make_bridge(emulator, journal=second) as bridge:
+            conversation = bridge.conversation(paused.conversation_id)
+            assert conversation.pending_input is not None
+            assert conversation.pending_input.interrupt_id == paused.human_input.interrupt_id
+            assert conversation.pending_input.prompt == QUESTION
+            assert conversation.resume("明天").answer == ANSWER
+            assert bridge.conversation(paused.conversation_id).pending_input is None
+    finally:
+        second.close()

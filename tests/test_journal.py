@@ -21,6 +21,7 @@ from bridge import (
     UsageError,
     manifest,
 )
+from bridge._journal_schema import SCHEMA_VERSION
 from bridge.emulator import Emulator
 from bridge.errors import register_secret
 from bridge.journal import INTERRUPTED_OUTPUT, Journal, Ledger, MemoryJournal, SQLiteJournal
@@ -172,7 +173,7 @@ def test_sqlite_journal_is_versioned_and_durable(tmp_path: Path) -> None:
     journal.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     reopened = SQLiteJournal(path)
     assert [m.message_id for m in reopened.unfinished_messages()] == [message]
     reopened.close()
@@ -256,3 +257,27 @@ def test_the_loop_resumes_a_journaled_batch_without_running_twice(tmp_path: Path
         assert message.status == "finished" and message.answer == answer
         assert {c.state for c in journal.calls(interrupted.conversation_id)} == {"submitted"}
         journal.close()
+
+
+def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    from bridge._journal_schema import MIGRATIONS
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as raw:
+        raw.executescript(MIGRATIONS[0] + "PRAGMA user_version=1;")
+        raw.execute(
+            "INSERT INTO conversations VALUES ('c-old', NULL, '2026-01-01T00:00:00+00:00', "
+            "'2026-01-01T00:00:00+00:00')"
+        )
+    journal = SQLiteJournal(db)
+    try:
+        assert journal.get_conversation("c-old") is not None
+        message = journal.begin_message("c-old", "question")
+        journal.end_message(message, status="waiting_input", answer="when?", interrupt_id="i-1")
+        assert journal.messages("c-old")[-1].interrupt_id == "i-1"
+    finally:
+        journal.close()
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2

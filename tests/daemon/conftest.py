@@ -159,6 +159,14 @@ SCENARIO: dict[str, Any] = {
         _rule(r"lookup (?P<k>\w+)", "lookup", {"key": "{k}"}, "result: {outputs.lookup}"),
         _rule(r"note (?P<n>\w+)", "use_session", {"note": "{n}"}, "{outputs.use_session}"),
         _rule(r"hello (?P<n>\w+)", "hello", {"name": "{n}"}, "{outputs.hello}"),
+        {
+            "match": r"book a (?P<what>room|table)",
+            "steps": [
+                {"ask": "For which day?", "as": "day"},
+                {"tool": "lookup", "arguments": {"key": "{answers.day}"}},
+            ],
+            "answer": "booked a {what} for {answers.day} ({outputs.lookup})",
+        },
     ],
 }
 

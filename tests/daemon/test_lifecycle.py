@@ -89,3 +89,28 @@ def test_grace_expiry_leaves_the_rest_in_the_journal(
 def _quietly(fn: object, *args: object) -> None:
     with contextlib.suppress(requests.RequestException):
         fn(*args)  # type: ignore[operator]
+
+
+def test_a_question_pending_at_shutdown_is_answered_after_a_restart(
+    emulator: Emulator, tools_dir: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "journal.db"
+    daemon = start_daemon(emulator, tools_dir, db)
+    try:
+        cid = daemon.new_conversation()
+        paused = daemon.ask(cid, "book a room please")
+        assert paused.status_code == 200, paused.text
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.wait_exit() == 0
+    finally:
+        daemon.stop()
+    assert paused.json()["status"] == "waiting_input", paused.text
+    assert paused.json()["human_input_prompt"] == "For which day?"
+
+    again = start_daemon(emulator, tools_dir, db)
+    try:
+        answered = again.ask(cid, "friday")
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["answer"] == "booked a room for friday (value of friday)"
+    finally:
+        again.stop()
