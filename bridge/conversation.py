@@ -30,10 +30,10 @@ from bridge.tools.dispatch import Dispatcher, ErrorsMode
 from bridge.tools.toolbox import Toolbox
 from bridge.types import (
     Event,
+    EventTally,
     HumanInputRequested,
     RunFailed,
     RunFinished,
-    TextDelta,
     ToolBatch,
     ToolCall,
     ToolCallFinished,
@@ -431,32 +431,20 @@ class Conversation:
 
     def _collect(self, events: Iterator[Event]) -> Result:
         """Drain a run's events into a `Result`; raise if the run failed."""
-        answer: list[str] = []
-        request_ids: list[str] = []
-        runs: list[ToolRun] = []
+        tally = EventTally()
         kept: list[Any] = []
-        finished: RunFinished | None = None
         try:
             for event in events:
                 if self.bridge.keep_events:
                     kept.append(event)
-                if isinstance(event, TextDelta):
-                    answer.append(event.text)
-                elif isinstance(event, ToolCallsRequested):
-                    _add_id(request_ids, event.batch.resume.get("request_id"))
-                elif isinstance(event, ToolCallFinished):
-                    runs.append(event.run)
-                elif isinstance(event, RunFinished):
-                    _add_id(request_ids, event.request_id)
-                    finished = event
-                elif isinstance(event, RunFailed):
-                    _add_id(request_ids, event.request_id)
+                tally.see(event)
+                if isinstance(event, RunFailed):
                     raise RunFailedError(
                         f"the agent run failed: {event.message}",
                         conversation_id=self._id,
                         request_id=event.request_id,
                         code=event.code,
-                        tool_runs=runs,
+                        tool_runs=tally.runs,
                     )
         finally:
             # A failed run leaves the generator suspended: end it now so the journal records
@@ -464,16 +452,14 @@ class Conversation:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-        text = "".join(answer)
-        if finished is not None and finished.answer and not text:
-            text = finished.answer
+        finished = tally.end if isinstance(tally.end, RunFinished) else None
         return Result(
-            answer=text,
+            answer=tally.answer,
             conversation_id=self.id,
             rounds=self.last_rounds,
-            tool_runs=runs,
+            tool_runs=tally.runs,
             usage=finished.usage if finished else None,
-            request_ids=request_ids,
+            request_ids=tally.request_ids,
             message_id=finished.message_id if finished else None,
             human_input=self.pending_input,
             events=kept if self.bridge.keep_events else None,
@@ -507,8 +493,3 @@ def _merge(first: ToolBatch, second: ToolBatch) -> ToolBatch:
     if not extra:
         return first
     return first.model_copy(update={"calls": first.calls + extra})
-
-
-def _add_id(ids: list[str], value: object) -> None:
-    if isinstance(value, str) and value and value not in ids:
-        ids.append(value)

@@ -34,13 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.errors import BridgeError, redact
 from bridge.types import (
     ErrorKind,
+    EventTally,
     HumanInputRequested,
     RunFailed,
-    RunFinished,
-    TextDelta,
     ToolBatch,
     ToolCall,
-    ToolCallsRequested,
     ToolRun,
 )
 
@@ -349,28 +347,17 @@ class MessageTrail:
     def __init__(self, journal: Journal, message_id: int) -> None:
         self.journal = journal
         self.message_id = message_id
-        self._text: list[str] = []
-        self._request_ids: list[str] = []
-        self._end: RunFinished | RunFailed | HumanInputRequested | None = None
+        self._tally = EventTally()
 
     def see(self, event: Event) -> None:
         """Take note of one event."""
-        request_id: object = None
-        if isinstance(event, TextDelta):
-            self._text.append(event.text)
-        elif isinstance(event, ToolCallsRequested):
-            request_id = event.batch.resume.get("request_id")
-        elif isinstance(event, RunFinished | RunFailed | HumanInputRequested):
-            self._end = event
-            request_id = getattr(event, "request_id", None)
-        if isinstance(request_id, str) and request_id and request_id not in self._request_ids:
-            self._request_ids.append(request_id)
+        self._tally.see(event)
 
     def close(self, error: BaseException | None, *, rounds: int) -> None:
         """Write the message's end: from the terminal event, or from `error`."""
-        end = self._end
-        text = "".join(self._text)
-        common: dict[str, Any] = {"request_ids": self._request_ids, "rounds": rounds}
+        end = self._tally.end
+        text = "".join(self._tally.text)
+        common: dict[str, Any] = {"request_ids": self._tally.request_ids, "rounds": rounds}
         if isinstance(error, GeneratorExit) and end is not None:
             error = None  # closed after its last event (e.g. a failed run): record that event
         if isinstance(error, GeneratorExit):
@@ -416,7 +403,7 @@ class MessageTrail:
                 **common,
             )
         else:
-            answer = text or (end.answer if isinstance(end, RunFinished) else "")
+            answer = self._tally.answer
             self.journal.end_message(self.message_id, status="finished", answer=answer, **common)
 
 

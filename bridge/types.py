@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "ErrorKind",
     "Event",
+    "EventTally",
     "HumanInputRequested",
     "Other",
     "RunFailed",
@@ -178,3 +179,42 @@ Event = (
     | ToolCallFinished
 )
 """Everything a run can yield: the platform's events and the loop's own."""
+
+
+class EventTally:
+    """What a run's events add up to: answer text, tool runs, request ids, the last word.
+
+    The loop's `Result`, the journal's record of a message and the daemon's HTTP answer are all
+    built from the same events by the same rules; this is those rules.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.runs: list[ToolRun] = []
+        self.request_ids: list[str] = []
+        """Every platform request id seen, in order, once each."""
+        self.end: RunFinished | RunFailed | HumanInputRequested | None = None
+        """The event the run ended on, if it ended normally."""
+
+    def see(self, event: Event) -> None:
+        """Take note of one event."""
+        found: object = None
+        if isinstance(event, TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ToolCallFinished):
+            self.runs.append(event.run)
+        elif isinstance(event, ToolCallsRequested):
+            found = event.batch.resume.get("request_id")
+        elif isinstance(event, RunFinished | RunFailed | HumanInputRequested):
+            self.end = event
+            found = getattr(event, "request_id", None)
+        if isinstance(found, str) and found and found not in self.request_ids:
+            self.request_ids.append(found)
+
+    @property
+    def answer(self) -> str:
+        """The streamed text, or the final event's answer when nothing streamed."""
+        text = "".join(self.text)
+        if not text and isinstance(self.end, RunFinished):
+            return self.end.answer
+        return text

@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from bridge.daemon.models import MessageResult
@@ -26,6 +26,7 @@ from bridge.errors import (
 )
 from bridge.types import (
     Event,
+    EventTally,
     HumanInputRequested,
     RunFailed,
     RunFinished,
@@ -33,7 +34,6 @@ from bridge.types import (
     ToolCallFinished,
     ToolCallsRequested,
     ToolCallStarted,
-    ToolRun,
 )
 
 __all__ = ["RunFailure", "RunHandle", "RunOutcome", "RunTally", "SseEvent", "event_payload"]
@@ -130,29 +130,8 @@ class RunOutcome:
     failure: RunFailure | None = None
 
 
-@dataclass
-class RunTally:
+class RunTally(EventTally):
     """Collects what the HTTP result needs from a run's events (on the worker thread)."""
-
-    text: list[str] = field(default_factory=list)
-    runs: list[ToolRun] = field(default_factory=list)
-    request_ids: list[str] = field(default_factory=list)
-    end: RunFinished | RunFailed | HumanInputRequested | None = None
-
-    def see(self, event: Event) -> None:
-        """Take note of one event."""
-        found: object = None
-        if isinstance(event, TextDelta):
-            self.text.append(event.text)
-        elif isinstance(event, ToolCallFinished):
-            self.runs.append(event.run)
-        elif isinstance(event, ToolCallsRequested):
-            found = event.batch.resume.get("request_id")
-        elif isinstance(event, RunFinished | RunFailed | HumanInputRequested):
-            self.end = event
-            found = getattr(event, "request_id", None)
-        if isinstance(found, str) and found and found not in self.request_ids:
-            self.request_ids.append(found)
 
     def outcome(self, conversation_id: str, message_id: int | None, rounds: int) -> RunOutcome:
         """The outcome once the events ran out without an exception."""
@@ -162,9 +141,7 @@ class RunTally:
                 502, "run_failed", f"the agent run failed: {end.message}", end.request_id
             )
             return RunOutcome("failed", failure=failure)
-        text = "".join(self.text)
-        if isinstance(end, RunFinished) and not text:
-            text = end.answer
+        text = self.answer
         waiting = isinstance(end, HumanInputRequested)
         result = MessageResult(
             conversation_id=conversation_id,
