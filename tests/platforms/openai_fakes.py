@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bridge._serve import serve_in_thread
+from bridge.platforms.retry import RetryPolicy
 
 __all__ = [
     "DROP",
@@ -251,3 +252,7 @@ class FakeLLM:
             match = self._READY.search(line)
             if match:
                 return int(match.group(1))
+
+
+FAST_RETRIES = RetryPolicy(max_retries=2, backoff_base=0.0, jitter=0.0)
+"""Retries without waiting, so error tests stay fast."""

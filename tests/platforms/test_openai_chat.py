@@ -12,7 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from openai_fakes import Reply, ScriptedServer, chunk, completion, text_stream
+from openai_fakes import (
+    Reply,
+    ScriptedServer,
+    chunk,
+    completion,
+    text_stream,
+)
 
 from bridge.errors import (
     AuthenticationError,
@@ -22,7 +28,6 @@ from bridge.errors import (
 )
 from bridge.platforms.base import Platform
 from bridge.platforms.openai_chat import OpenAIChatPlatform
-from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     Other,
@@ -35,7 +40,6 @@ from bridge.types import (
 )
 
 SECRET = "sk-test-6f1d2c3b4a5e"
-FAST_RETRIES = RetryPolicy(max_retries=2, backoff_base=0.0, jitter=0.0)
 WEATHER = {
     "type": "function",
     "function": {
@@ -49,24 +53,6 @@ TIME = {
     "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
 }
 DONE = b"data: [DONE]\n\n"
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer().running() as server:
-        yield server
-
-
-@pytest.fixture
-def server(module_server: ScriptedServer) -> ScriptedServer:
-    module_server.script()
-    return module_server
-
-
-@pytest.fixture
-def platform(server: ScriptedServer) -> Iterator[OpenAIChatPlatform]:
-    with OpenAIChatPlatform(server.base_url, "m", retry_policy=FAST_RETRIES) as p:
-        yield p
 
 
 def _run(events: Iterator[Event]) -> list[Event]:

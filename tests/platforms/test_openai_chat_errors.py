@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from openai_fakes import DROP, Reply, ScriptedServer, chunk, completion, sse, text_stream
+from openai_fakes import (
+    DROP,
+    FAST_RETRIES,
+    Reply,
+    ScriptedServer,
+    chunk,
+    completion,
+    sse,
+    text_stream,
+)
 
 from bridge.errors import (
     AuthenticationError,
@@ -26,7 +35,6 @@ from bridge.errors import (
     StreamInterruptedError,
 )
 from bridge.platforms.openai_chat import OpenAIChatPlatform
-from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     RunFailed,
@@ -34,29 +42,10 @@ from bridge.types import (
     TextDelta,
 )
 
-FAST_RETRIES = RetryPolicy(max_retries=2, backoff_base=0.0, jitter=0.0)
 TIME = {
     "type": "function",
     "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
 }
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer().running() as server:
-        yield server
-
-
-@pytest.fixture
-def server(module_server: ScriptedServer) -> ScriptedServer:
-    module_server.script()
-    return module_server
-
-
-@pytest.fixture
-def platform(server: ScriptedServer) -> Iterator[OpenAIChatPlatform]:
-    with OpenAIChatPlatform(server.base_url, "m", retry_policy=FAST_RETRIES) as p:
-        yield p
 
 
 def _run(events: Iterator[Event]) -> list[Event]:

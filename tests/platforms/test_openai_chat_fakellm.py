@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from openai_fakes import FakeLLM
+from openai_fakes import FAST_RETRIES, FakeLLM
 
 from bridge.errors import AuthenticationError, RateLimitError, ServerError
 from bridge.platforms.openai_chat import OpenAIChatPlatform
-from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
     RunFinished,
@@ -120,7 +119,6 @@ TIME = {
         "parameters": {"type": "object", "properties": {}},
     },
 }
-FAST_RETRIES = RetryPolicy(max_retries=2, backoff_base=0.0, jitter=0.0)
 
 
 @pytest.fixture(scope="module")
