@@ -362,8 +362,11 @@ class EmulatorApp:
                 delay=fault.delay,
                 drop_after=fault.drop_after,
             )
-        payload = wire.encode_json(_inband_body(rid, fault))
-        if stream:
+        inband = _inband_body(rid, fault)
+        if stream and fault.json_error_on_stream:
+            inband["content"] = None  # what AppBuilder sends when a workflow node fails
+        payload = wire.encode_json(inband)
+        if stream and not fault.json_error_on_stream:
             return BlockResponse([sse_block(payload)], media_type=SSE, length=False)
         return BlockResponse([payload], media_type=JSON)
 

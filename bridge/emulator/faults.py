@@ -24,6 +24,10 @@ Keys:
                       ``{"request_id", "code", "message", "content": []}``
 ``inband_after=N``    send the in-band error after N normal SSE messages instead of before
                       any (the run was processed)
+``json_error_on_stream``  answer a stream request's in-band error as a plain JSON body
+                      (``Content-Type: application/json``, ``"content": null``) instead of an
+                      SSE message, as AppBuilder sometimes does; implies ``inband=ServiceError``
+                      unless ``inband`` is given
 ``message=TEXT``      the message of a ``status`` or ``inband`` error (no ``,``/``;`` in it)
 ``malformed=N``       insert a ``data:`` line that is not JSON after N SSE messages
                       (non-stream: the body is not valid JSON)
@@ -69,7 +73,7 @@ ENDPOINTS = frozenset({"runs", "create", "upload", "feedback"})
 _INT_KEYS = ("drop_after", "status", "malformed", "times", "round", "inband_after")
 _FLOAT_KEYS = ("delay", "retry_after")
 _TEXT_KEYS = ("inband", "message")
-_FLAG_KEYS = ("duplicate_interrupt",)
+_FLAG_KEYS = ("duplicate_interrupt", "json_error_on_stream")
 _KNOWN = (*_INT_KEYS, *_FLOAT_KEYS, *_TEXT_KEYS, *_FLAG_KEYS, "on")
 
 
@@ -91,6 +95,7 @@ class FaultSpec:
     message: str | None = None
     malformed: int | None = None
     duplicate_interrupt: bool = False
+    json_error_on_stream: bool = False
     times: int | None = None
     round: int | None = None
     on: frozenset[str] = field(default_factory=lambda: frozenset({"runs"}))
@@ -128,6 +133,8 @@ def parse_faults(text: str) -> FaultSpec | None:
                 f"fault spec {text!r}: unknown key {key!r}; expected one of {', '.join(_KNOWN)}"
             )
         values[key] = _convert(text, key, value, bool(sep))
+    if values.get("json_error_on_stream") and "inband" not in values:
+        values["inband"] = "ServiceError"
     spec = FaultSpec(text=text, **values)  # type: ignore[arg-type]
     _check(spec)
     return spec
@@ -181,6 +188,11 @@ def _check(spec: FaultSpec) -> None:
         )
     if spec.status is not None and spec.inband is not None:
         raise FaultSpecError(f"fault spec {spec.text!r}: status and inband exclude each other")
+    if spec.json_error_on_stream and spec.inband_after:
+        raise FaultSpecError(
+            f"fault spec {spec.text!r}: json_error_on_stream replaces the whole stream, so it "
+            "cannot come after inband_after=N messages"
+        )
     if spec.times == 0:
         raise FaultSpecError(f"fault spec {spec.text!r}: times must be at least 1")
 

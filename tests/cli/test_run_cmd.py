@@ -64,6 +64,18 @@ SCENARIO: dict[str, Any] = {
             "answer": "x",
             "faults": "inband=WorkflowError,message=the code node failed",
         },
+        {
+            "match": r"json error at start",
+            "steps": [],
+            "answer": "x",
+            "faults": "inband=CodeNodeError,message=division by zero,json_error_on_stream",
+        },
+        {
+            "match": r"json error at submit",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "Paris"}}],
+            "answer": "x",
+            "faults": "inband=CodeNodeError,message=division by zero,json_error_on_stream,round=1",
+        },
     ]
 }
 
@@ -194,6 +206,27 @@ def test_exit_1_on_failed_run_with_json_error(emulator: Emulator, tools_file: st
     body = json.loads(result.stdout)
     assert "the code node failed" in body["error"]["message"]
     assert body["error"]["exit_code"] == 1
+
+
+@pytest.mark.parametrize("when", ["start", "submit"])
+def test_a_json_error_answering_a_stream_is_reported_with_its_code(
+    emulator: Emulator, tools_file: str, when: str
+) -> None:
+    """The platform answers the streamed run (or the streamed tool outputs) with HTTP 200 and a
+    JSON error body instead of SSE: its message and code are shown, not an empty stream."""
+    result = invoke(["run", f"json error at {when}", "-t", tools_file], env_for(emulator))
+    assert result.exit_code == 1, result.output
+    assert "division by zero" in result.stderr
+    assert "CodeNodeError" in result.stderr
+    assert ("get_weather" in result.stderr) is (when == "submit")
+    assert "0 chunk(s)" not in result.output
+    assert "Traceback" not in result.output
+    as_json = invoke(
+        ["run", f"json error at {when}", "-t", tools_file, "--json"], env_for(emulator)
+    )
+    error = json.loads(as_json.stdout)["error"]
+    assert "division by zero" in error["message"] and "CodeNodeError" in error["message"]
+    assert json.loads(as_json.stdout)["request_ids"], "the platform's request id is reported"
 
 
 def test_exit_2_on_missing_token(tools_file: str) -> None:

@@ -108,6 +108,19 @@ def test_inband_error_stream_with_a_numeric_code(api: Api) -> None:
     assert payload["code"] == 5001 and payload["content"] == []
 
 
+def test_json_error_on_stream_answers_a_stream_with_a_json_body(api: Api) -> None:
+    headers = _fault("json_error_on_stream,message=code node failed")
+    response = api.run(api.create(), "hi", stream=True, headers=headers)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.json() == {
+        "request_id": response.headers["X-Appbuilder-Request-Id"],
+        "code": "ServiceError",
+        "message": "code node failed",
+        "content": None,
+    }
+
+
 def test_inband_error_after_some_messages(api: Api, emu: Emulator) -> None:
     conversation_id = api.create()
     response = api.run(
@@ -318,6 +331,7 @@ def test_parse_faults_reads_every_key() -> None:
         ("drop_after", "drop_after needs a value"),
         ("on=everywhere", "on='everywhere' names unknown endpoints ['everywhere']"),
         ("duplicate_interrupt=maybe", "duplicate_interrupt takes no value or true/false"),
+        ("json_error_on_stream,inband_after=1", "cannot come after inband_after=N messages"),
     ],
 )
 def test_parse_faults_errors_are_clear(text: str, expected: str) -> None:

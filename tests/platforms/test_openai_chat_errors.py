@@ -113,6 +113,26 @@ def test_error_body_with_http_200_is_an_in_band_error(
     assert (info.value.code, info.value.request_id) == ("503", "r")
 
 
+def test_error_body_with_http_200_to_a_stream_request_is_the_same_in_band_error(
+    server: ScriptedServer, platform: OpenAIChatPlatform
+) -> None:
+    """A gateway that answers `stream: true` with a JSON error body, not SSE."""
+    body = {"error": {"message": "model overloaded", "type": "server_error", "code": 503}}
+    conv = platform.create_conversation()
+    errors = []
+    for stream in (True, False):
+        server.script(Reply(json=body, headers={"x-request-id": "r-json"}))
+        with pytest.raises(InBandError) as info:
+            _run(platform.start(conv, "hi", tools=[], stream=stream))
+        [sent] = server.bodies
+        assert sent["stream"] is stream
+        errors.append(info.value)
+    streamed, whole = errors
+    assert (streamed.code, streamed.request_id, streamed.status_code) == ("503", "r-json", 200)
+    assert "model overloaded" in streamed.message
+    assert str(streamed) == str(whole)
+
+
 def test_dropped_stream_keeps_what_arrived(
     server: ScriptedServer, platform: OpenAIChatPlatform
 ) -> None:

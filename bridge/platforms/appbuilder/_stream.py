@@ -24,11 +24,19 @@ class RunStream(Iterator[RunChunk]):
     connection dropped; `.received` holds the chunks that did arrive), `StreamTimeoutError`
     (idle longer than `idle_timeout`) or `ProtocolError` (a payload that is not JSON). The
     response is closed at the end of the stream, on error, and by `close()`.
+
+    When the server answered the stream request with a plain JSON body instead of SSE, that
+    body is `whole_answer` (already read, and already checked not to be an error) and the
+    stream yields it as its only chunk.
     """
 
-    def __init__(self, response: requests.Response, ctx: CallContext) -> None:
+    def __init__(
+        self, response: requests.Response, ctx: CallContext, *, answer: RunChunk | None = None
+    ) -> None:
         self._response = response
         self._ctx = ctx
+        self.whole_answer: RunChunk | None = answer
+        """The complete answer when it came as one JSON body rather than an SSE stream."""
         self.request_id: str | None = ctx.header_request_id
         """`X-Appbuilder-Request-Id` of the response, if the server sent one."""
         self.sent_request_id: str | None = ctx.sent_request_id
@@ -65,6 +73,10 @@ class RunStream(Iterator[RunChunk]):
     def _generate(self) -> Generator[RunChunk, None, None]:
         ctx = self._ctx
         ctx.streaming = True
+        if self.whole_answer is not None:
+            ctx.received.append(self.whole_answer)
+            yield self.whole_answer
+            return
         try:
             with map_errors(ctx):
                 for data in iter_sse_data(self._response.iter_content(chunk_size=None)):

@@ -197,6 +197,8 @@ class AppBuilderPlatform:
         except InBandError as exc:
             return iter([_failed_from_in_band(exc)])
         if isinstance(reply, RunStream):
+            if reply.whole_answer is not None:  # a JSON body where SSE was asked for
+                return _map_response(reply.whole_answer)
             return _map_stream(reply)
         return _map_response(reply)
 

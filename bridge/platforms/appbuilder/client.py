@@ -393,14 +393,20 @@ class AppBuilderClient:
         response, ctx = self._post(
             "run", "/app/conversation/runs", body=request.to_wire(), mcp_context=self._mcp_context
         )
-        if stream:
+        if stream and not _is_json(response):
             return RunStream(response, ctx)
+        # AppBuilder sometimes answers a stream request with a plain JSON body instead of SSE
+        # (HTTP 200, often an error such as a failed workflow node): read it as the whole
+        # answer, so its code and message are reported instead of an empty stream.
         payload = self._read_json(response, ctx)
         with map_errors(ctx):
             result = RunResponse.model_validate(payload)
         if result.is_error:
             raise in_band_error(ctx, payload)
         result.http_request_id = ctx.header_request_id
+        if stream:
+            log.debug("AppBuilder run: a stream request was answered with a JSON body")
+            return RunStream(response, ctx, answer=result)
         return result
 
     def feedback(
@@ -605,6 +611,12 @@ class AppBuilderClient:
                 request_id=ctx.request_id(),
             )
         return payload
+
+
+def _is_json(response: requests.Response) -> bool:
+    """True when the body is declared JSON (``application/json``, ``...+json``), not SSE."""
+    kind = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
 
 
 def _error_code(payload: Mapping[str, Any]) -> bool:
