@@ -392,23 +392,16 @@ class Conversation:
 
     def _approve(self, calls: list[ToolCall]) -> tuple[list[ToolCall], list[ToolRun]]:
         """Split calls into those allowed to run and rejection records for the rest."""
+        from bridge.tools.approval import decide  # the one rule every entry point shares
+
         allowed: list[ToolCall] = []
         rejected: list[ToolRun] = []
         for call in calls:
-            spec = self.bridge.toolbox.get(call.name)
-            if (
-                spec is None
-                or not spec.options.confirm
-                or (self.bridge.approve is not None and self.bridge.approve(call))
-            ):
+            verdict = decide(self.bridge.toolbox.get(call.name), call, self.bridge.approve)
+            if verdict.run:
                 allowed.append(call)
             else:
-                reason = (
-                    "rejected by the user"
-                    if self.bridge.approve is not None
-                    else "rejected: this tool needs approval and no approver is configured"
-                )
-                rejected.append(self.bridge.dispatcher.reject(call, reason))
+                rejected.append(self.bridge.dispatcher.reject(call, verdict.reason))
         return allowed, rejected
 
     def _conversation_scope(self) -> ConversationScope:

@@ -8,12 +8,16 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bridge.cli._app import app, state
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, AllowHostOpt, fail
+
+if TYPE_CHECKING:
+    from bridge.tools.approval import Approver
+    from bridge.types import ToolCall
 
 __all__ = ["call"]
 
@@ -63,6 +67,30 @@ def _quiet_dispatcher() -> Iterator[None]:
         log.setLevel(level)
 
 
+def _approver(yes: bool) -> tuple[Approver | None, str | None]:
+    """Who decides about a confirm tool: --yes, the person at the terminal, or nobody."""
+    if yes:
+        return (lambda call: True), None
+    if not sys.stdin.isatty():
+        return None, "no terminal to ask on; pass --yes to run it without asking"
+
+    def ask(call: ToolCall) -> bool:
+        from bridge.tools.approval import question
+
+        # Not typer.confirm: its prompt ends with a space written to stdout, which holds the
+        # tool's output.
+        typer.echo(f"{question(call.name, call.arguments)}\nRun it? [y/N] ", nl=False, err=True)
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            line = ""
+        if not line.endswith("\n"):  # Ctrl+C or Ctrl+D at the prompt is a no
+            typer.echo("", err=True)
+        return line.strip().lower() in ("y", "yes")
+
+    return ask, None
+
+
 @app.command("call")
 def call(
     spec: Annotated[
@@ -85,13 +113,25 @@ def call(
         ),
     ] = 60.0,
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Run a confirm tool without asking. Without it you are asked on the terminal, "
+            "and with no terminal the call is refused.",
+        ),
+    ] = False,
 ) -> None:
     """Run one tool through the dispatcher and print its output.
 
-    Exit code 0 when the tool ran, 1 when the run has an error kind (unknown tool, invalid
-    arguments, tool error, timeout; the output goes to stderr), 2 for usage errors.
+    A confirm tool asks "Run it? [y/N]" first when stdin is a terminal; without a terminal it
+    is refused unless --yes. Exit code 0 when the tool ran, 1 when the run has an error kind
+    (unknown tool, invalid arguments, refused, tool error, timeout; the output goes to stderr),
+    2 for usage errors.
     """
     from bridge.errors import UsageError
+    from bridge.tools.approval import decide
     from bridge.tools.dispatch import Dispatcher
     from bridge.tools.loader import load_tools
     from bridge.types import ToolCall
@@ -110,8 +150,14 @@ def call(
         dispatcher = Dispatcher(toolbox, default_timeout=timeout)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
+    call = ToolCall(call_id="cli", name=tool, arguments=arguments)
     with toolbox, dispatcher, _quiet_dispatcher():  # the toolbox stops MCP servers it started
-        [run] = dispatcher.run([ToolCall(call_id="cli", name=tool, arguments=arguments)])
+        approve, nobody = _approver(yes)
+        verdict = decide(toolbox.get(tool), call, approve, nobody=nobody)
+        if verdict.run:
+            [run] = dispatcher.run([call])
+        else:
+            run = dispatcher.reject(call, verdict.reason)
     if run.error is None:
         typer.echo(run.output)
         return

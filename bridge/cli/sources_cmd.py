@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,6 +13,8 @@ from bridge.cli._app import app, state
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, fail
 
 __all__ = ["import_openapi", "mcp_serve"]
+
+logger = logging.getLogger(__name__)
 
 AllowHostsOpt = Annotated[
     list[str],
@@ -108,11 +112,21 @@ def mcp_serve(
         bool,
         typer.Option("--allow-remote", help="Allow a non-loopback --host (no authentication!)."),
     ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Run confirm tools without asking anyone. Without it the host's user is asked "
+            "(MCP elicitation) and a host that cannot ask gets a refusal.",
+        ),
+    ] = False,
 ) -> None:
     """Expose tools (Python, HTTP manifests, OpenAPI, other MCP servers) as an MCP server.
 
     With --transport stdio the protocol uses stdin/stdout (logs go to stderr); with http it
-    serves streamable HTTP on http://HOST:PORT/PATH until Ctrl+C.
+    serves streamable HTTP on http://HOST:PORT/PATH until Ctrl+C. A confirm tool runs only after
+    the host's user accepted the call (MCP elicitation), unless --yes.
     """
     import anyio
 
@@ -133,16 +147,22 @@ def mcp_serve(
         toolbox = load_tools(tools, allow_hosts=allow_host)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
+    if yes:
+        confirm = [spec.name for spec in toolbox if spec.options.confirm]
+        logger.warning(
+            "--yes: confirm tools run without asking anyone (%s)",
+            ", ".join(confirm) if confirm else "none loaded",
+        )
     try:
         if mode == "stdio":
             from bridge.sources.mcp_server import serve_stdio
 
-            anyio.run(serve_stdio, toolbox)
+            anyio.run(functools.partial(serve_stdio, toolbox, yes=yes))
             return
 
         from bridge.sources.mcp_server import mcp_http_app
 
-        asgi = mcp_http_app(toolbox, path=path, host=host)
+        asgi = mcp_http_app(toolbox, path=path, host=host, yes=yes)
         try:
             sock = _bind(host, port)
         except OSError as exc:

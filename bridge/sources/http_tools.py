@@ -152,6 +152,7 @@ class HttpToolSource:
                 timeout=timeout,
                 idempotent=tool.method in ("GET", "HEAD", "PUT", "DELETE"),
                 confirm=tool.confirm,
+                read_only=tool.method in ("GET", "HEAD"),
             ),
             origin=f"{self.origin}:{tool.name}",
         )
@@ -351,7 +352,9 @@ def _without_query(url: str) -> str:
 
 def _named_hosts(manifest: HttpManifest) -> list[str]:
     urls = [manifest.base_url or ""] + [tool.url for tool in manifest.tools]
-    return [host_of(url) for url in urls if url.startswith(("http://", "https://"))]
+    # A URL the gate cannot parse (a template such as http://{region}.example/) names no host.
+    hosts = (host_of(url) for url in urls if url.startswith(("http://", "https://")))
+    return [host for host in hosts if host]
 
 
 def _env_references(manifest: HttpManifest) -> set[str]:

@@ -265,6 +265,7 @@ class McpSource:
                     is_async=True,
                     options=ToolOptions(),
                     origin=f"{self.label}:{tool.name}",
+                    title=tool.title,
                 )
             )
         return specs

@@ -7,29 +7,47 @@
 Every call goes through a `Dispatcher`, exactly as calls from a cloud agent do: arguments are
 validated, sync tools run in threads, timeouts apply, and a failure becomes an `isError`
 result whose text says what went wrong.
+
+A `confirm=True` tool runs only after the host's user approved that call through MCP
+elicitation (`bridge.tools.approval` is the rule, `_mcp_confirm` carries the question); a host
+that cannot ask gets a refusal the model can read, unless the server was made with `yes=True`.
+Tools are listed with annotations: `destructiveHint` for confirm tools, `readOnlyHint` and
+`idempotentHint` where the tool says so.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from bridge.sources._mcp_confirm import HostApproval
 from bridge.sources.mcp import _sdk
+from bridge.tools.approval import needs_approval
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.schema import to_dialect
 from bridge.types import ToolCall
 
 if TYPE_CHECKING:
+    from mcp import types
     from mcp.server import Server
     from starlette.applications import Starlette
 
+    from bridge.tools.spec import ToolSpec
     from bridge.tools.toolbox import Toolbox
 
 __all__ = ["mcp_http_app", "mcp_server", "serve_stdio"]
 
+logger = logging.getLogger(__name__)
+
 
 def mcp_server(
-    toolbox: Toolbox, *, dispatcher: Dispatcher | None = None, name: str = "toolbridge"
+    toolbox: Toolbox,
+    *,
+    dispatcher: Dispatcher | None = None,
+    name: str = "toolbridge",
+    yes: bool = False,
+    answer_timeout: float = 600.0,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) listing and running the toolbox's tools.
 
@@ -37,6 +55,8 @@ def mcp_server(
         toolbox: The tools; its enabled tools are listed at each `tools/list`.
         dispatcher: Runs the calls; default: a `Dispatcher(toolbox)` with its defaults.
         name: The server name reported to clients.
+        yes: Run `confirm=True` tools without asking anyone (the operator decided for all).
+        answer_timeout: Seconds the host's user has to answer an approval question.
     """
     _sdk()
     from importlib.metadata import version
@@ -45,6 +65,7 @@ def mcp_server(
     from mcp.server import Server
 
     runner = dispatcher if dispatcher is not None else Dispatcher(toolbox)
+    approvals = HostApproval(answer_timeout=answer_timeout)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         tools = []
@@ -53,23 +74,31 @@ def mcp_server(
             tools.append(
                 types.Tool(
                     name=described["name"],
+                    title=spec.title,
                     description=described["description"] or None,
                     input_schema=described["inputSchema"],
+                    annotations=_annotations(spec),
                 )
             )
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        call = ToolCall(
-            call_id=f"mcp-{uuid.uuid4().hex[:12]}",
-            name=params.name,
-            arguments=dict(params.arguments or {}),
-        )
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        arguments = dict(params.arguments or {})
+        call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        if needs_approval(toolbox.get(params.name)) and not yes:
+            asked = await approvals.ask(ctx, params.name, arguments, params)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked  # the client asks its user and calls again with the answer
+            call_id, verdict = asked
+            if not verdict.run:
+                call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
+                logger.info("%s (call %s) not run: %s", params.name, call_id, verdict.reason)
+                return _result(runner.reject(call, verdict.reason).output, is_error=True)
+        call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
         [run] = await runner.arun([call])
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=run.output)],
-            is_error=run.error is not None,
-        )
+        return _result(run.output, is_error=run.error is not None)
 
     return Server(
         name,
@@ -79,12 +108,17 @@ def mcp_server(
     )
 
 
-async def serve_stdio(toolbox: Toolbox, *, dispatcher: Dispatcher | None = None) -> None:
-    """Serve over this process's stdin/stdout until the client closes stdin."""
+async def serve_stdio(
+    toolbox: Toolbox, *, dispatcher: Dispatcher | None = None, yes: bool = False
+) -> None:
+    """Serve over this process's stdin/stdout until the client closes stdin.
+
+    `yes` runs confirm tools without asking (see `mcp_server`).
+    """
     _sdk()
     from mcp.server.stdio import stdio_server
 
-    server = mcp_server(toolbox, dispatcher=dispatcher)
+    server = mcp_server(toolbox, dispatcher=dispatcher, yes=yes)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -95,12 +129,37 @@ def mcp_http_app(
     dispatcher: Dispatcher | None = None,
     path: str = "/mcp",
     host: str = "127.0.0.1",
+    yes: bool = False,
 ) -> Starlette:
     """A streamable HTTP MCP endpoint at `path`, as an ASGI app (serve it with uvicorn).
 
     `host` is where it listens: on loopback, the SDK's DNS-rebinding protection only accepts
-    loopback Host headers.
+    loopback Host headers. `yes` runs confirm tools without asking (see `mcp_server`).
     """
     _sdk()
-    server = mcp_server(toolbox, dispatcher=dispatcher)
+    server = mcp_server(toolbox, dispatcher=dispatcher, yes=yes)
     return server.streamable_http_app(streamable_http_path=path, host=host)
+
+
+def _result(text: str, *, is_error: bool) -> types.CallToolResult:
+    from mcp import types
+
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=is_error
+    )
+
+
+def _annotations(spec: ToolSpec) -> types.ToolAnnotations | None:
+    """Only what the tool is known to be: a hint left out is the protocol's cautious default."""
+    from mcp import types
+
+    hints: dict[str, Any] = {}
+    if spec.title:
+        hints["title"] = spec.title
+    if spec.options.confirm:
+        hints["destructive_hint"] = True
+    elif spec.options.read_only:
+        hints["read_only_hint"] = True
+    if spec.options.idempotent:
+        hints["idempotent_hint"] = True
+    return types.ToolAnnotations(**hints) if hints else None

@@ -101,6 +101,7 @@ def manifest(
     timeout: float | None = None,
     idempotent: bool = False,
     confirm: bool = False,
+    read_only: bool = False,
     before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     after: Callable[[Any], Any] | None = None,
 ) -> Callable[[F], F]: ...
@@ -113,6 +114,7 @@ def manifest(
     timeout: float | None = None,
     idempotent: bool = False,
     confirm: bool = False,
+    read_only: bool = False,
     before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     after: Callable[[Any], Any] | None = None,
 ) -> Any:
@@ -127,6 +129,7 @@ def manifest(
         timeout: Seconds before a call is abandoned (None: the dispatcher's default).
         idempotent: The tool is safe to run again after a crash interrupted it.
         confirm: A person must approve each call.
+        read_only: The tool changes nothing (MCP hosts are told so with `readOnlyHint`).
         before: Transforms the raw arguments before validation.
         after: Transforms the result before it is serialised.
     """
@@ -136,6 +139,7 @@ def manifest(
         "timeout": timeout,
         "idempotent": idempotent,
         "confirm": confirm,
+        "read_only": read_only,
         "before": before,
         "after": after,
     }

@@ -46,7 +46,7 @@ NAME_RULE = r"^[A-Za-z0-9_-]{1,64}$"
 
 _NAME_RE = re.compile(NAME_RULE)
 _NONE_TYPE = type(None)
-OPTION_NAMES = ("timeout", "idempotent", "confirm", "before", "after")
+OPTION_NAMES = ("timeout", "idempotent", "confirm", "read_only", "before", "after")
 # An annotation that could not be resolved, but reads as ToolContext (imported for type
 # checking only under `from __future__ import annotations`).
 _CONTEXT_TEXT = re.compile(r"(?:^|[\s\[.|,])ToolContext(?:$|[\s\]|,])")
@@ -145,7 +145,7 @@ def merge_options(
     if isinstance(overrides, ToolOptions):
         return overrides
     values: dict[str, Any] = dict.fromkeys(OPTION_NAMES)
-    values.update(idempotent=False, confirm=False)
+    values.update(idempotent=False, confirm=False, read_only=False)
     values.update(declared)
     for key, value in (overrides or {}).items():
         if key not in OPTION_NAMES:
@@ -161,7 +161,7 @@ def merge_options(
     ):
         problems.append(f"timeout must be a positive number of seconds or None (got {timeout!r})")
         values["timeout"] = None
-    for key in ("idempotent", "confirm"):
+    for key in ("idempotent", "confirm", "read_only"):
         if not isinstance(values[key], bool):
             problems.append(f"{key} must be True or False (got {values[key]!r})")
             values[key] = False

@@ -43,7 +43,9 @@ class ToolOptions:
     idempotent: bool = False
     """Safe to run again after a crash interrupted it."""
     confirm: bool = False
-    """A person must approve each call (the loop asks its `approve` hook)."""
+    """A person must approve each call (see `bridge.tools.approval`)."""
+    read_only: bool = False
+    """Known to change nothing (an HTTP GET, or declared so); MCP hosts see `readOnlyHint`."""
     before: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """Transforms the raw arguments before validation."""
     after: Callable[[Any], Any] | None = None
@@ -69,3 +71,5 @@ class ToolSpec:
     origin: str = ""
     """Where the tool came from (``module:qualname``, a file, a source), for error messages."""
     enabled: bool = True
+    title: str | None = None
+    """A human-readable display name, when the source has one (an imported MCP tool's title)."""

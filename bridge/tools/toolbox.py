@@ -36,7 +36,7 @@ __all__ = ["ToolSource", "Toolbox", "load_module_file", "manifest_functions"]
 
 logger = logging.getLogger(__name__)
 
-_OPTION_KEYS = ("timeout", "idempotent", "confirm", "before", "after")
+_OPTION_KEYS = ("timeout", "idempotent", "confirm", "read_only", "before", "after")
 
 
 @runtime_checkable
@@ -80,6 +80,7 @@ class Toolbox:
         timeout: float | None = None,
         idempotent: bool | None = None,
         confirm: bool | None = None,
+        read_only: bool | None = None,
         before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         after: Callable[[Any], Any] | None = None,
     ) -> list[ToolSpec]:
@@ -97,6 +98,7 @@ class Toolbox:
             timeout: Overrides the tool's `@manifest` option (None keeps it).
             idempotent: Same.
             confirm: Same.
+            read_only: Same.
             before: Same.
             after: Same.
 
@@ -111,6 +113,7 @@ class Toolbox:
             "timeout": timeout,
             "idempotent": idempotent,
             "confirm": confirm,
+            "read_only": read_only,
             "before": before,
             "after": after,
         }

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -212,3 +215,108 @@ def test_a_hung_tool_does_not_keep_the_process_alive(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stderr
     assert "timed out after 0.1 seconds" in done.stderr
+
+
+# --- confirm=True: a person at the terminal decides, or --yes; nobody to ask is a refusal ----
+
+CONFIRM_TOOLS = '''
+from pathlib import Path
+
+from bridge.tools import manifest
+
+
+@manifest(confirm=True)
+def wipe(path: str, force: bool = False) -> str:
+    """Write a marker file (the side effect a refusal must prevent)."""
+    Path(path).write_text("ran", encoding="utf-8")
+    return f"wiped {path}"
+'''
+
+
+@pytest.fixture
+def confirm_tools(tmp_path: Path) -> Path:
+    (tmp_path / "confirm_tools.py").write_text(CONFIRM_TOOLS, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_confirm_tool_without_a_terminal_is_refused(confirm_tools: Path) -> None:
+    marker = confirm_tools / "marker.txt"
+    spec = str(confirm_tools / "confirm_tools.py")
+    result = runner.invoke(app, ["call", spec, "wipe", json.dumps({"path": str(marker)})])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "The tool call was not run: rejected: this tool needs approval and no approver is "
+        "configured (no terminal to ask on; pass --yes to run it without asking)\n"
+    )
+    assert not marker.exists()
+
+
+def test_yes_runs_a_confirm_tool_without_asking(confirm_tools: Path) -> None:
+    marker = confirm_tools / "marker.txt"
+    spec = str(confirm_tools / "confirm_tools.py")
+    result = runner.invoke(app, ["call", spec, "wipe", json.dumps({"path": str(marker)}), "--yes"])
+    assert (result.exit_code, result.stdout) == (0, f"wiped {marker}\n")
+    assert marker.read_text(encoding="utf-8") == "ran"
+
+
+def call_on_a_terminal(directory: Path, answer: str) -> tuple[int, str, str]:
+    """Run `toolbridge call` with a pseudo-terminal as stdin; type `answer` at the prompt."""
+    master, slave = os.openpty()
+    command = [sys.executable, "-m", "bridge", "call", "confirm_tools.py", "wipe"]
+    arguments = json.dumps({"path": "marker.txt", "force": True})
+    try:
+        proc = subprocess.Popen(
+            [*command, arguments],
+            cwd=directory,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        os.close(slave)
+    prompt: list[bytes] = []
+
+    def read_until_prompt() -> None:
+        data = b""
+        while b"Run it? [y/N] " not in data:
+            chunk = proc.stderr.read1(4096)  # type: ignore[union-attr]
+            if not chunk:
+                break
+            data += chunk
+        prompt.append(data)
+
+    try:
+        reader = threading.Thread(target=read_until_prompt, daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert prompt, "no prompt within 60 s"
+        os.write(master, answer.encode() + b"\n")
+        out, rest = proc.communicate(timeout=60)
+        return proc.returncode, out.decode(), (prompt[0] + rest).decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        os.close(master)
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs"), [("y", True), ("YES", True), ("n", False), ("", False)]
+)
+def test_on_a_terminal_the_person_is_asked(confirm_tools: Path, answer: str, runs: bool) -> None:
+    code, out, err = call_on_a_terminal(confirm_tools, answer)
+    # The person sees the tool and its exact arguments before deciding.
+    assert err.startswith(
+        "The agent wants to run the tool 'wipe' with these arguments:\n"
+        '{\n  "force": true,\n  "path": "marker.txt"\n}\nRun it? [y/N] '
+    ), err
+    marker = confirm_tools / "marker.txt"
+    if runs:
+        assert (code, out) == (0, "wiped marker.txt\n"), err
+        assert marker.read_text(encoding="utf-8") == "ran"
+    else:
+        assert (code, out) == (1, "")
+        assert err.endswith("The tool call was not run: rejected by the user\n"), err
+        assert not marker.exists()
