@@ -1,10 +1,14 @@
 """manifests/files.py: listing and reading under one root; traversal, absolute paths, symlink
-escapes, binary files and an unset root are refused."""
+escapes, binary files, FIFOs, devices and an unset root are refused, and a folder swapped for
+a link to the outside while the tools run never leaks what is outside."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -148,3 +152,146 @@ def test_unset_root(call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setenv("TOOLBRIDGE_FILES_ROOT", os.devnull)
     assert "which is not a folder" in call("list_files", {}).output
+
+
+@pytest.fixture
+def arena(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A root whose `dir` a racing thread swaps for a link to a folder outside it."""
+    root = tmp_path / "root"
+    (root / "dir").mkdir(parents=True)
+    (root / "dir" / "secret.txt").write_text("harmless", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
+    (outside / "TOPSECRET.txt").write_text("TOP SECRET", encoding="utf-8")
+    monkeypatch.setenv("TOOLBRIDGE_FILES_ROOT", str(root))
+    return root
+
+
+class Swapper:
+    """Keeps replacing `root/dir` by a symbolic link to `../outside` and back, until stopped."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.swaps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        folder, held = self.root / "dir", self.root / "held"
+        while not self._stop.is_set():
+            folder.rename(held)
+            folder.symlink_to(self.root.parent / "outside")
+            folder.unlink()
+            held.rename(folder)
+            self.swaps += 1
+
+    def __enter__(self) -> Swapper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+RACE_TRIES = 3000
+
+
+def test_swapping_a_folder_for_a_link_never_reads_outside(arena: Path, call: Call) -> None:
+    # Before the race: the same two states, one at a time, are read and refused.
+    assert json.loads(call("read_file", {"path": "dir/secret.txt"}).output)["content"] == (
+        "harmless"
+    )
+    (arena / "dir").rename(arena / "held")
+    (arena / "dir").symlink_to(arena.parent / "outside")
+    refused = call("read_file", {"path": "dir/secret.txt"})
+    assert refused.output.startswith(
+        "PermissionError: refused: 'dir/secret.txt' is outside the shared folder (a symbolic "
+        "link leads out of it)"
+    ), refused.output
+    (arena / "dir").unlink()
+    (arena / "held").rename(arena / "dir")
+
+    outcomes: Counter[str] = Counter()
+    with Swapper(arena) as swapper:
+        for _ in range(RACE_TRIES):
+            run = call("read_file", {"path": "dir/secret.txt"})
+            assert "TOP SECRET" not in run.output
+            outcomes["read" if run.error is None else run.output.split(":")[0]] += 1
+    assert swapper.swaps > 0
+    assert sum(outcomes.values()) == RACE_TRIES, outcomes
+    assert set(outcomes) <= {"read", "PermissionError", "FileNotFoundError"}, outcomes
+
+
+def test_swapping_a_folder_for_a_link_never_lists_outside(arena: Path, call: Call) -> None:
+    with Swapper(arena) as swapper:
+        for _ in range(RACE_TRIES // 3):
+            run = call("list_files", {"path": "dir", "recursive": True})
+            assert "TOPSECRET" not in run.output
+            whole = call("list_files", {"recursive": True})
+            assert "TOPSECRET" not in whole.output, whole.output
+    assert swapper.swaps > 0
+
+
+def test_fifos_are_shown_and_never_read(root: Path, call: Call) -> None:
+    os.mkfifo(root / "pipe")
+    (root / "to_pipe").symlink_to("pipe")
+    listing = json.loads(call("list_files", {}).output)
+    types = {entry["path"]: entry["type"] for entry in listing["entries"]}
+    assert types["pipe"] == "fifo" and types["to_pipe"] == "fifo"
+    # Opening a FIFO for reading waits for a writer forever: these must return at once.
+    for path in ["pipe", "to_pipe"]:
+        assert call("read_file", {"path": path}).output == (
+            f"PermissionError: refused: {path!r} is a FIFO (named pipe); only regular text files "
+            "can be read"
+        )
+    assert call("list_files", {"path": "pipe"}).output == (
+        "NotADirectoryError: path: 'pipe' is a FIFO (named pipe), not a folder"
+    )
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="creating a device node (os.mknod) needs root; a link to /dev/null would only test "
+    "the link rule",
+)
+def test_devices_are_shown_and_never_read(root: Path, call: Call) -> None:
+    os.mknod(root / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    listing = json.loads(call("list_files", {}).output)
+    assert {"path": "null", "type": "device", "size": None} in listing["entries"]
+    assert call("read_file", {"path": "null"}).output == (
+        "PermissionError: refused: 'null' is a device; only regular text files can be read"
+    )
+
+
+def test_links_inside_are_followed_by_the_walk(root: Path, call: Call) -> None:
+    (root / "relative").symlink_to("reports/../notes.md")
+    (root / "loop_a").symlink_to("loop_b")
+    (root / "loop_b").symlink_to("loop_a")
+    (root / "reports" / "up").symlink_to("../../secret.txt")
+    read = json.loads(call("read_file", {"path": "relative", "max_chars": 7}).output)
+    assert read["path"] == "notes.md" and read["content"] == "# Notes"
+    through = json.loads(call("read_file", {"path": "inner/../notes.md", "max_chars": 7}).output)
+    assert through["content"] == "# Notes"  # `..` after a link goes up from where it leads
+    assert call("read_file", {"path": "loop_a"}).output == (
+        "PermissionError: refused: 'loop_a' goes through more than 40 symbolic links (a loop of "
+        "links?)"
+    )
+    assert call("read_file", {"path": "reports/up"}).output == (
+        "PermissionError: refused: 'reports/up' is outside the shared folder (a symbolic link "
+        "leads out of it)"
+    )
+    listing = json.loads(call("list_files", {}).output)
+    assert listing["skipped_links"] == 4  # escape.txt, outside, loop_a, loop_b
+
+
+def test_long_files_are_read_in_parts(root: Path, call: Call) -> None:
+    (root / "long.txt").write_text("é" * 300_000 + "end", encoding="utf-8")
+    tail = json.loads(call("read_file", {"path": "long.txt", "offset": 299_998}).output)
+    assert tail["content"] == "ééend" and tail["total_chars"] == 300_003
+    assert tail["more"] is False
+    (root / "latin1.txt").write_bytes(b"caf\xe9" * 10)
+    assert call("read_file", {"path": "latin1.txt"}).output == (
+        "ValueError: refused: 'latin1.txt' is not UTF-8 text"
+    )
