@@ -88,14 +88,15 @@ def _make_bridge(
     )
 
 
-def _approver(renderer: Renderer | None, yes: bool) -> Callable[[ToolCall], bool]:
-    """Ask y/n before a confirm-tool runs; `--yes` approves all; --json mode cannot ask."""
+def _approver(renderer: Renderer | None, yes: bool) -> Callable[[ToolCall], bool] | None:
+    """Ask y/n before a confirm-tool runs; `--yes` approves all; --json mode has nobody to ask
+    (None: the call is refused as "no approver is configured", not as a person's no)."""
+    if renderer is None and not yes:
+        return None
 
     def approve(call: ToolCall) -> bool:
-        if yes:
+        if yes or renderer is None:
             return True
-        if renderer is None:
-            return False
         from bridge.cli._render import format_arguments
 
         renderer.close()

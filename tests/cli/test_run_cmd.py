@@ -190,7 +190,11 @@ def test_confirm_tool_with_yes_flag_and_json(emulator: Emulator, tools_file: str
     result = invoke(["run", "wipe sdb", "-t", tools_file, "--json", "--yes"], env_for(emulator))
     assert json.loads(result.stdout)["answer"] == "wiped sdb"
     refused = invoke(["run", "wipe sdc", "-t", tools_file, "--json"], env_for(emulator))
-    assert "rejected" in json.loads(refused.stdout)["answer"]
+    # --json has nobody to ask: refused as such, not as a person's "no".
+    assert json.loads(refused.stdout)["answer"] == (
+        "The tool call was not run: rejected: this tool needs approval and no approver is "
+        "configured"
+    )
 
 
 def test_exit_1_on_max_rounds(emulator: Emulator, tools_file: str) -> None:
