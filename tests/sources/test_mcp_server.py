@@ -4,6 +4,7 @@ with the official MCP client over stdio and streamable HTTP on loopback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -82,20 +83,16 @@ def http_server(echo_server: ServerHandle, tmp_path: Path) -> Iterator[str]:
     }
     path = tmp_path / "http.yaml"
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    command = [
-        sys.executable,
-        "-m",
-        "bridge",
-        "mcp-serve",
-        "--transport",
-        "http",
-        "--port",
-        "0",
-        "--tools",
-        PY_TOOLS,
-        "--tools",
-        str(path),
-    ]
+    with mcp_serve_http(PY_TOOLS, path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def mcp_serve_http(*specs: str | Path) -> Iterator[str]:
+    """`toolbridge mcp-serve --transport http` on an ephemeral port; yields its URL."""
+    command = [sys.executable, "-m", "bridge", "mcp-serve", "--transport", "http", "--port", "0"]
+    for spec in specs:
+        command += ["--tools", str(spec)]
     proc = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -406,3 +403,31 @@ def test_an_http_manifest_confirm_tool_changes_nothing_until_accepted(
     assert accepted.is_error is False
     assert json.loads(text(accepted))["method"] == "POST"
     assert echo_state.hits["/echo/mcp-confirm/accept.txt"] == 1
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_over_streamable_http_the_host_is_asked_too(
+    confirm_tools: Path, tmp_path: Path, mode: str
+) -> None:
+    host = Host()
+
+    async def main(url: str) -> list[Any]:
+        results = []
+        async with Client(url, mode=mode, elicitation_callback=host) as client:
+            for action in ("accept", "decline"):
+                path = str(tmp_path / f"{action}.txt")
+                results.append(await client.call_tool("wipe", {"path": path}))
+        async with Client(url, mode=mode) as client:  # no elicitation callback
+            results.append(await client.call_tool("wipe", {"path": str(tmp_path / "cancel.txt")}))
+        return results
+
+    with mcp_serve_http(confirm_tools) as url:
+        accepted, declined, unasked = asyncio.run(asyncio.wait_for(main(url), 90))
+    assert (accepted.is_error, text(accepted)) == (False, "wiped accept.txt")
+    assert (declined.is_error, text(declined)) == (
+        True,
+        "The tool call was not run: rejected by the user",
+    )
+    assert unasked.is_error is True
+    assert "did not declare the elicitation capability" in text(unasked)
+    assert sorted(p.name for p in tmp_path.glob("*.txt")) == ["accept.txt"]
