@@ -31,6 +31,15 @@ __all__ = ["serve"]
 def serve(
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
+    server_name: Annotated[
+        list[str],
+        typer.Option(
+            "--server-name",
+            help="A name (host or host:port) clients reach the daemon by, besides the bound "
+            "address, localhost, 127.0.0.1 and [::1]; requests for other Host names get 421. "
+            "Repeat for more (env TOOLBRIDGE_SERVER_NAMES).",
+        ),
+    ] = [],  # noqa: B006 - typer needs a literal default
     platform: Annotated[
         str | None, typer.Option("--platform", help="appbuilder (default) or openai.")
     ] = None,
@@ -102,7 +111,8 @@ def serve(
 
     Settings also come from TOOLBRIDGE_<NAME> variables and --config; flags win.
 
-    Binding anything but loopback requires --api-key.
+    Binding anything but loopback requires --api-key. Requests for other Host names than
+    the daemon's own get 421, cross-origin browser requests 403 (see --server-name).
 
     SIGTERM/SIGINT: running tool calls get --grace seconds, the rest resumes on the next start.
 
@@ -115,6 +125,7 @@ def serve(
     flags = {
         "tools": tools,
         "allow_hosts": allow_host,
+        "server_names": server_name,
         "platform": platform,
         "host": host,
         "port": port,

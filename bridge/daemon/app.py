@@ -3,7 +3,8 @@
 The factory builds what can fail on bad configuration (platform, journal, toolbox) right
 away, so `toolbridge serve` exits with a clear message instead of a half-started server. The
 `lifespan` starts the workers, recovers interrupted messages before the first request is
-served, and on shutdown drains the runs for `grace` seconds and releases everything.
+served, and on shutdown drains the runs for `grace` seconds and releases everything. Every
+request first passes the Host/Origin gate (`bridge.daemon.hosts`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from fastapi import FastAPI
 from bridge import __version__
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
+from bridge.daemon.hosts import HostGate
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.recovery import recover
 from bridge.daemon.routers import console, conversations, health, tools
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
+from bridge.daemon.shutdown import GraceClock
 from bridge.errors import register_secret
 from bridge.journal import Journal, SQLiteJournal
 from bridge.platforms.base import Platform
@@ -78,6 +81,7 @@ def create_app(
     app.state.settings = settings
     app.state.service = service
     app.state.runs_left = 0
+    app.state.grace = GraceClock(settings.grace)  # armed by the server when a shutdown begins
     install_error_handlers(app)
     app.include_router(conversations.router)
     app.include_router(tools.router)
@@ -87,6 +91,7 @@ def create_app(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,
         metrics=service.metrics,
+        gate=HostGate.for_daemon(settings.host, settings.server_names),
     )
     return app
 

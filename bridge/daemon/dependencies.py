@@ -14,10 +14,13 @@ from fastapi import Depends, Request
 from bridge.daemon.errors import ApiError
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
+from bridge.daemon.shutdown import GraceClock
 
 __all__ = [
+    "GraceDep",
     "RequestId",
     "ServiceDep",
+    "get_grace",
     "get_service",
     "get_settings",
     "request_id",
@@ -35,6 +38,12 @@ async def get_settings(request: Request) -> DaemonSettings:
     """The daemon's settings."""
     settings: DaemonSettings = request.app.state.settings
     return settings
+
+
+async def get_grace(request: Request) -> GraceClock:
+    """The clock of a shutdown's grace period (fires only during a shutdown)."""
+    clock: GraceClock = request.app.state.grace
+    return clock
 
 
 async def request_id(request: Request) -> str:
@@ -67,4 +76,5 @@ async def require_api_key(request: Request) -> None:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+GraceDep = Annotated[GraceClock, Depends(get_grace)]
 RequestId = Annotated[str, Depends(request_id)]

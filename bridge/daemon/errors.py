@@ -18,7 +18,13 @@ from bridge.daemon.logs import request_id_var
 from bridge.daemon.models import ErrorBody
 from bridge.errors import redact
 
-__all__ = ["ERROR_RESPONSES", "ApiError", "error_response", "install_error_handlers"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "GATE_RESPONSES",
+    "ApiError",
+    "error_response",
+    "install_error_handlers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +38,7 @@ _STATUS_CODES = {
     409: "conflict",
     413: "body_too_large",
     415: "unsupported_media_type",
+    421: "host_not_allowed",
     422: "invalid_request",
     429: "too_many_requests",
     500: "internal_error",
@@ -39,10 +46,19 @@ _STATUS_CODES = {
     503: "unavailable",
 }
 
+GATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "cross-origin browser request (cross_origin)"},
+    421: {"model": ErrorBody, "description": "a Host the daemon does not answer to"},
+}
+"""Errors of the Host/Origin gate in front of every route (`bridge.daemon.hosts`)."""
+
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": code.replace("_", " ")}
-    for status, code in _STATUS_CODES.items()
-    if status in (401, 413, 422, 500)
+    **{
+        status: {"model": ErrorBody, "description": code.replace("_", " ")}
+        for status, code in _STATUS_CODES.items()
+        if status in (401, 413, 422, 500)
+    },
+    **GATE_RESPONSES,
 }
 """Errors any /v1 route may return, for the OpenAPI document."""
 
@@ -58,6 +74,7 @@ class ApiError(Exception):
         *,
         platform_request_id: str | None = None,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -65,6 +82,7 @@ class ApiError(Exception):
         self.message = redact(message)
         self.platform_request_id = platform_request_id
         self.headers = headers
+        self.details = details
 
 
 def _request_id(request: Request | None) -> str:
@@ -80,6 +98,7 @@ def error_response(
     *,
     platform_request_id: str | None = None,
     headers: dict[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> JSONResponse:
     """The JSON error response."""
     error: dict[str, Any] = {
@@ -89,6 +108,8 @@ def error_response(
     }
     if platform_request_id:
         error["platform_request_id"] = platform_request_id
+    if details:
+        error["details"] = details
     return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
@@ -113,6 +134,7 @@ def install_error_handlers(app: FastAPI) -> None:
             exc.message,
             platform_request_id=exc.platform_request_id,
             headers=exc.headers,
+            details=exc.details,
         )
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:

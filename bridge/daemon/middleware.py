@@ -1,8 +1,11 @@
-"""The outermost layer of every request: request id, body size limit, access log, metrics.
+"""The outermost layer of every request: request id, Host/Origin gate, body size limit,
+access log, metrics.
 
 A pure ASGI middleware (not `BaseHTTPMiddleware`, which buffers streaming responses): the
 request body is read up to the limit before the app sees it, so an oversized body is refused
-with 413 before any route runs, whether it announced its length or was sent chunked.
+with 413 before any route runs, whether it announced its length or was sent chunked. Before
+that, a request for a name the daemon does not answer to gets 421 and a cross-origin browser
+request 403 (`bridge.daemon.hosts`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bridge.daemon.hosts import HostGate
 from bridge.daemon.logs import request_id_var
 from bridge.daemon.metrics import Metrics
 
@@ -38,18 +42,28 @@ def _request_id(headers: Headers) -> str:
 
 
 class RequestContextMiddleware:
-    """Tags each request with an id, enforces the body limit, logs and counts it.
+    """Tags each request with an id, checks Host and Origin and the body limit, logs and
+    counts it.
 
     Args:
         app: the application.
         max_body_bytes: larger request bodies get 413.
         metrics: where request counts and durations go.
+        gate: the Host/Origin check (None: none, for embedding behind another gate).
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        metrics: Metrics,
+        gate: HostGate | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,9 +86,22 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
+            refusal = self.gate.check(headers, scope["method"]) if self.gate else None
+            if refusal is not None:
+                await _refuse(
+                    send_tagged, refusal.status, refusal.code, refusal.message, request_id
+                )
+                return
             body_receive = await self._read_body(headers, receive)
             if body_receive is None:
-                await self._too_large(send_tagged, request_id)
+                await _refuse(
+                    send_tagged,
+                    413,
+                    "body_too_large",
+                    f"the request body is larger than {self.max_body_bytes} bytes "
+                    "(the daemon's max_body_bytes)",
+                    request_id,
+                )
             else:
                 await self.app(scope, body_receive, send_tagged)
         finally:
@@ -112,30 +139,6 @@ class RequestContextMiddleware:
 
         return replay
 
-    async def _too_large(self, send: Send, request_id: str) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "body_too_large",
-                    "message": f"the request body is larger than {self.max_body_bytes} bytes "
-                    "(the daemon's max_body_bytes)",
-                    "request_id": request_id,
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
     def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
         route: Any = scope.get("route")
         template = getattr(route, "path", None) or "(unmatched)"
@@ -159,3 +162,20 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+async def _refuse(send: Send, status: int, code: str, message: str, request_id: str) -> None:
+    """An `ErrorBody` answer sent before the app saw the request.
+
+    The connection is closed after it: the request's body may still be unread on it.
+    """
+    body = json.dumps(
+        {"error": {"code": code, "message": message, "request_id": request_id}}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -46,6 +46,11 @@ class ErrorInfo(BaseModel):
     platform_request_id: str | None = Field(
         default=None, description="The agent platform's request id, when it gave one."
     )
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="Machine-readable specifics, e.g. `field`, `limit` and `actual` of a "
+        "`platform_limit` error.",
+    )
 
 
 class ErrorBody(BaseModel):

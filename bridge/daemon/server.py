@@ -3,14 +3,19 @@
 On the signal: stop accepting connections (uvicorn), answer new messages on open
 connections with 503 (`Service.begin_drain`), give running runs `grace` seconds, and exit 0.
 Runs still going after that are left exactly as a crash would leave them: the journal already
-holds their state, and the next start on the same `--db` recovers them.
+holds their state, and the next start on the same `--db` recovers them. Their clients are
+answered when the grace ends (`GraceClock`: JSON 503 ``shutting_down``, or SSE ``failed`` +
+``done``); uvicorn waits a little longer than the grace for those answers to go out, so it
+never has to cancel a request (a plain-text 500 and a traceback).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
+import time
 from types import FrameType
 
 import uvicorn
@@ -18,20 +23,28 @@ import uvicorn
 from bridge.daemon.app import create_app
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
+from bridge.daemon.shutdown import GraceClock
 
 __all__ = ["serve"]
 
 logger = logging.getLogger("bridge.daemon")
 
+ANSWER_SECONDS = 3
+"""How long past the grace uvicorn waits for the answers to abandoned runs' clients."""
+
 
 class _Server(uvicorn.Server):
     """uvicorn, plus: report the bound address, start draining at the first signal."""
 
-    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+    def __init__(self, config: uvicorn.Config, service: Service, grace: GraceClock) -> None:
         super().__init__(config)
         self.service = service
+        self.grace = grace
+        self._deadline: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.service.settings.grace
         self.service.begin_drain()
         super().handle_exit(sig, frame)
         # Recent uvicorn re-raises the signal after a graceful stop, so the process would die
@@ -48,6 +61,10 @@ class _Server(uvicorn.Server):
                 shown = f"[{host}]" if ":" in host else host
                 logger.info("toolbridge daemon listening on http://%s:%d", shown, port)
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.grace.arm(self._deadline)
+        await super().shutdown(sockets=sockets)
+
 
 def serve(settings: DaemonSettings) -> int:
     """Serve until stopped; returns the exit code (0 after a clean or grace-limited stop).
@@ -57,6 +74,7 @@ def serve(settings: DaemonSettings) -> int:
     """
     app = create_app(settings)
     service: Service = app.state.service
+    grace: GraceClock = app.state.grace
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -64,11 +82,11 @@ def serve(settings: DaemonSettings) -> int:
         log_config=None,
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=max(1, int(settings.grace + 0.999)),
+        timeout_graceful_shutdown=int(settings.grace + 0.999) + ANSWER_SECONDS,
         server_header=False,
         proxy_headers=False,
     )
-    server = _Server(config, service)
+    server = _Server(config, service, grace)
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits 3 when it cannot bind; ours is 1 (3 is auth)

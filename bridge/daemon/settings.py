@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from bridge.daemon.hosts import HostGate
 from bridge.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -55,6 +56,9 @@ class DaemonSettings(BaseModel):
     """Tool SPECs: .py files, module names, HTTP manifests, openapi:..., mcp:..."""
     allow_hosts: list[str] = Field(default_factory=list)
     """Hosts HTTP and OpenAPI tools may call besides those their manifests name."""
+    server_names: list[str] = Field(default_factory=list)
+    """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
+    and loopback; requests for any other Host get 421 (see `bridge.daemon.hosts`)."""
     platform: Literal["appbuilder", "openai"] = "appbuilder"
     host: str = "127.0.0.1"
     port: int = Field(default=8411, ge=0, le=65535)
@@ -85,12 +89,31 @@ class DaemonSettings(BaseModel):
     @field_validator("api_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        size = len(value.get_secret_value()) if value is not None else MIN_API_KEY_CHARS
+        secret = value.get_secret_value() if value is not None else None
+        if secret is not None and not secret.strip():
+            raise ValueError(
+                "empty or only whitespace; give a key of at least "
+                f"{MIN_API_KEY_CHARS} random characters, or none at all to serve loopback "
+                "without one"
+            )
+        if secret is not None and secret != secret.strip():
+            # Clients would have to send the whitespace too (a stray newline from a file).
+            raise ValueError(
+                "has leading or trailing whitespace (a newline from a file or a shell "
+                "variable?); remove it"
+            )
+        size = len(secret) if secret is not None else MIN_API_KEY_CHARS
         if size < MIN_API_KEY_CHARS:
             raise ValueError(
                 f"too short ({size} characters); use at least {MIN_API_KEY_CHARS} random "
                 "characters, e.g. from `openssl rand -hex 24`"
             )
+        return value
+
+    @field_validator("server_names")
+    @classmethod
+    def _server_names(cls, value: list[str]) -> list[str]:
+        HostGate.for_daemon("127.0.0.1", value)  # raises ValueError naming the bad entry
         return value
 
     @model_validator(mode="after")
@@ -128,7 +151,7 @@ def is_loopback(host: str) -> bool:
 
 
 _FIELDS = tuple(DaemonSettings.model_fields)
-_LISTS = {"tools", "allow_hosts"}
+_LISTS = {"tools", "allow_hosts", "server_names"}
 _SECRETS = {"api_key", "token", "platform_api_key"}
 
 
@@ -157,6 +180,10 @@ def load_settings(
             values[key], origin[key] = value, f"{key} in {path}"
     for name in _FIELDS:
         raw = env.get(ENV_PREFIX + name.upper())
+        if name == "api_key" and raw is not None and not raw.strip():
+            # Unlike other settings, a key set to "" must not silently mean "no key".
+            values[name], origin[name] = raw, f"{ENV_PREFIX}{name.upper()}"
+            continue
         if raw is not None and raw != "":
             value = [p.strip() for p in raw.split(",") if p.strip()] if name in _LISTS else raw
             shown = "" if name in _SECRETS else f"={raw!r}"

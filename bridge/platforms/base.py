@@ -7,12 +7,71 @@ Adding a platform means adding one module under `bridge/platforms/` that satisfi
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from bridge.types import Event, ToolBatch, ToolResult
 
-__all__ = ["Platform"]
+__all__ = ["NO_LIMITS", "LimitViolation", "Platform", "PlatformLimits", "limits_of"]
+
+
+@dataclass(frozen=True)
+class LimitViolation:
+    """An input the platform would refuse: which field, the limit, the actual length."""
+
+    field: str
+    limit: str
+    """The rule, e.g. "at most 2000 characters"."""
+    actual: int
+    """The input's length in characters."""
+    message: str
+
+
+@dataclass(frozen=True)
+class PlatformLimits:
+    """Inputs a platform refuses, declared so that a caller can refuse them first and clearly.
+
+    Lengths are in characters (code points). None means no limit.
+    """
+
+    max_query_chars: int | None = None
+    end_user_id_min_chars: int | None = None
+    end_user_id_max_chars: int | None = None
+
+    def check(
+        self, *, query: str | None = None, end_user_id: str | None = None
+    ) -> list[LimitViolation]:
+        """Every limit the given inputs break (empty when they are acceptable)."""
+        found = []
+        high_query = self.max_query_chars
+        if query is not None and high_query is not None and len(query) > high_query:
+            found.append(_violation("query", len(query), None, high_query))
+        if end_user_id is not None:
+            low, high = self.end_user_id_min_chars, self.end_user_id_max_chars
+            size = len(end_user_id)
+            if (low is not None and size < low) or (high is not None and size > high):
+                found.append(_violation("end_user_id", size, low, high))
+        return found
+
+
+def _violation(name: str, actual: int, low: int | None, high: int | None) -> LimitViolation:
+    if low is not None and high is not None:
+        limit = f"{low} to {high} characters"
+    elif high is not None:
+        limit = f"at most {high} characters"
+    else:
+        limit = f"at least {low} characters"
+    return LimitViolation(name, limit, actual, f"{name} must be {limit}; it has {actual}")
+
+
+NO_LIMITS = PlatformLimits()
+
+
+def limits_of(platform: object) -> PlatformLimits:
+    """The platform's `limits` attribute, or `NO_LIMITS` for an adapter that declares none."""
+    limits = getattr(platform, "limits", None)
+    return limits if isinstance(limits, PlatformLimits) else NO_LIMITS
 
 
 @runtime_checkable
@@ -31,6 +90,9 @@ class Platform(Protocol):
 
     dialect: str
     """The manifest dialect this platform expects (see `bridge.tools.schema`)."""
+
+    # An adapter may also declare `limits: PlatformLimits` (read with `limits_of`); it is not a
+    # protocol member so that adapters written before it still satisfy `Platform`.
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Open a new conversation and return its id."""

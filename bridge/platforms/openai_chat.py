@@ -43,6 +43,7 @@ from bridge.platforms._openai_wire import (
     trim,
 )
 from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.base import PlatformLimits
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -89,6 +90,8 @@ class OpenAIChatPlatform:
 
     name = "openai"
     dialect = "openai"
+    limits = PlatformLimits()
+    """None known: servers differ (context length is the model's, not a fixed query size)."""
 
     def __init__(
         self,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from bridge.daemon.dependencies import RequestId, ServiceDep, require_api_key
+from bridge.daemon.dependencies import GraceDep, RequestId, ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError, error_response
 from bridge.daemon.models import (
     CONVERSATION_ID_PATTERN,
@@ -21,6 +21,9 @@ from bridge.daemon.models import (
     SendMessage,
 )
 from bridge.daemon.runs import RunHandle
+from bridge.daemon.service import Service
+from bridge.daemon.shutdown import SHUTTING_DOWN, GraceClock
+from bridge.platforms.base import limits_of
 
 __all__ = ["router"]
 
@@ -42,9 +45,29 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _sse(handle: RunHandle) -> StreamingResponse:
+_LIMIT_ERROR: dict[str, Any] = {
+    "model": ErrorBody,
+    "description": "invalid, or beyond what the platform accepts (`platform_limit`)",
+}
+
+
+def _check_limits(service: Service, **inputs: str | None) -> None:
+    """422 for an input the platform is known to refuse, before anything is sent to it."""
+    violations = limits_of(service.platform).check(**inputs)
+    if violations:
+        first = violations[0]
+        raise ApiError(
+            422,
+            "platform_limit",
+            f"{first.field} has {first.actual} characters; the {service.platform.name} "
+            f"platform accepts {first.limit}",
+            details={"field": first.field, "limit": first.limit, "actual": first.actual},
+        )
+
+
+def _sse(handle: RunHandle, grace: GraceClock) -> StreamingResponse:
     async def events() -> AsyncIterator[bytes]:
-        async for event in handle.follow(KEEPALIVE_SECONDS):
+        async for event in grace.follow(handle, KEEPALIVE_SECONDS):
             yield b": keepalive\n\n" if event is None else event.encode()
 
     return StreamingResponse(
@@ -59,6 +82,7 @@ def _sse(handle: RunHandle) -> StreamingResponse:
     status_code=201,
     summary="Open a conversation",
     responses={
+        422: _LIMIT_ERROR,
         502: {"model": ErrorBody, "description": "the platform refused"},
         503: {"model": ErrorBody, "description": "shutting down"},
     },
@@ -66,8 +90,13 @@ def _sse(handle: RunHandle) -> StreamingResponse:
 async def create_conversation(
     service: ServiceDep, body: Annotated[CreateConversation | None, Body()] = None
 ) -> ConversationCreated:
-    """Open a conversation with the agent; send messages to it next."""
-    record = await service.create_conversation(body.end_user_id if body else None)
+    """Open a conversation with the agent; send messages to it next.
+
+    An `end_user_id` the platform would refuse (AppBuilder: 6 to 64 characters) gets 422.
+    """
+    end_user_id = body.end_user_id if body else None
+    _check_limits(service, end_user_id=end_user_id)
+    record = await service.create_conversation(end_user_id)
     return ConversationCreated(
         conversation_id=record.conversation_id,
         end_user_id=record.end_user_id,
@@ -108,14 +137,20 @@ def get_conversation(service: ServiceDep, conversation_id: ConversationId) -> Co
         200: {"content": _SSE, "description": "The result, or with stream=true an SSE stream."},
         **_NOT_FOUND,
         409: {"model": ErrorBody, "description": "a run is in progress in this conversation"},
+        422: _LIMIT_ERROR,
         502: {"model": ErrorBody, "description": "the agent run or the platform failed"},
-        503: {"model": ErrorBody, "description": "overloaded or shutting down"},
+        503: {
+            "model": ErrorBody,
+            "description": "overloaded, or shutting down (`shutting_down`: the message is kept "
+            "and resumed by the next start)",
+        },
         504: {"model": ErrorBody, "description": "the platform timed out"},
     },
 )
 async def send_message(
     request: Request,
     service: ServiceDep,
+    grace: GraceDep,
     conversation_id: ConversationId,
     body: SendMessage,
     request_id: RequestId,
@@ -125,11 +160,19 @@ async def send_message(
     With `stream: true` the answer is a Server-Sent Events stream: `tool_calls`,
     `tool_call_started`, `tool_call_finished`, `text_delta`, `finished` / `failed` /
     `human_input`, and always a last `done` event with the result or the error.
+
+    A query longer than the platform accepts (AppBuilder: 2,000 characters) gets 422. If the
+    daemon is stopped and its grace period ends before the answer, the reply is 503
+    `shutting_down` (or, streamed, `failed` then `done`): the message stays in the journal and
+    the next start resumes it.
     """
+    _check_limits(service, query=body.query)
     handle = await service.start_message(conversation_id, body.query, body.tool_choice, request_id)
     if body.stream:
-        return _sse(handle)
-    outcome = await handle.wait()
+        return _sse(handle, grace)
+    outcome = await grace.wait_for(handle)
+    if outcome is None:
+        return error_response(request, 503, SHUTTING_DOWN, grace.message(conversation_id))
     if outcome.failure is not None:
         failure = outcome.failure
         return error_response(
@@ -148,14 +191,16 @@ async def send_message(
     summary="Follow the run in progress",
     responses={200: {"content": _SSE, "description": "SSE stream"}, **_NOT_FOUND},
 )
-async def follow_conversation(service: ServiceDep, conversation_id: ConversationId) -> Any:
+async def follow_conversation(
+    service: ServiceDep, grace: GraceDep, conversation_id: ConversationId
+) -> Any:
     """The events of the conversation's run in progress (from its start), as SSE.
 
     Without a run in progress the stream holds a single `idle` event.
     """
     handle = service.active(conversation_id)
     if handle is not None:
-        return _sse(handle)
+        return _sse(handle, grace)
     if service.journal.get_conversation(conversation_id) is None:
         raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
     return StreamingResponse(

@@ -6,28 +6,32 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
 from bridge.daemon.dependencies import ServiceDep, require_api_key
-from bridge.daemon.errors import ApiError
+from bridge.daemon.errors import GATE_RESPONSES, ApiError
 from bridge.daemon.metrics import CONTENT_TYPE
 from bridge.daemon.models import ErrorBody, Health, Readiness
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=GATE_RESPONSES)
 
 
+# HEAD answers like GET (same status and headers; the server drops the body), for load
+# balancers and monitors that probe with HEAD. Left out of the schema: HEAD is implied by GET.
+@router.head("/healthz", include_in_schema=False)
 @router.get("/healthz", summary="Liveness")
-def healthz() -> Health:
+async def healthz() -> Health:
     """Always ok while the process serves HTTP."""
     return Health()
 
 
+@router.head("/readyz", include_in_schema=False)
 @router.get(
     "/readyz",
     summary="Readiness",
     responses={503: {"model": ErrorBody, "description": "shutting down"}},
 )
-def readyz(service: ServiceDep) -> Readiness:
-    """Ready to take messages (503 once a shutdown began)."""
+async def readyz(service: ServiceDep) -> Readiness:
+    """Ready to take messages (503 from the start of a shutdown, while runs drain)."""
     if service.draining:
         raise ApiError(503, "shutting_down", "the daemon is shutting down")
     return Readiness(

@@ -39,6 +39,7 @@ from bridge.platforms.appbuilder.models import (
     ToolChoice,
     ToolOutput,
 )
+from bridge.platforms.base import PlatformLimits
 from bridge.types import (
     Event,
     HumanInputRequested,
@@ -72,6 +73,8 @@ class AppBuilderPlatform:
 
     name = "appbuilder"
     dialect = "appbuilder"
+    limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
+    """AppBuilder's documented limits (appbuilder-wire.md: query, end_user_id)."""
 
     def __init__(
         self,
