@@ -10,9 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.platforms.base import Platform
+from bridge.platforms.base import Platform, PlatformLimits, limits_of
 
-__all__ = ["PLATFORMS", "Platform", "create_platform", "open_platform"]
+__all__ = [
+    "PLATFORMS",
+    "Platform",
+    "PlatformLimits",
+    "create_platform",
+    "limits_of",
+    "open_platform",
+]
 
 logger = logging.getLogger(__name__)
 
