@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from bridge.errors import redact
 from bridge.journal import (
@@ -13,6 +13,8 @@ from bridge.journal import (
     Journal,
     MessageRecord,
     MessageStatus,
+    PendingBatch,
+    PlatformConversationRecord,
     now,
     redacted_arguments,
 )
@@ -25,6 +27,7 @@ class _Batch:
     def __init__(self, batch: ToolBatch, message_id: int | None) -> None:
         self.batch = batch
         self.message_id = message_id
+        self.submitting = False
         self.submitted = False
 
 
@@ -35,10 +38,16 @@ class _Conv:
             end_user_id=end_user_id,
             created_at=now(),
             updated_at=now(),
+            platform_conversation_id=conversation_id,
         )
         self.message_ids: list[int] = []
         self.calls: dict[str, CallRecord] = {}
         self.batches: list[_Batch] = []
+        self.platform: list[PlatformConversationRecord] = [
+            PlatformConversationRecord(
+                platform_conversation_id=conversation_id, created_at=self.record.created_at
+            )
+        ]
 
 
 class MemoryJournal(Journal):
@@ -131,6 +140,7 @@ class MemoryJournal(Journal):
         request_ids: Sequence[str] = (),
         rounds: int = 0,
         interrupt_id: str | None = None,
+        platform_settled: bool = True,
     ) -> None:
         with self._lock:
             message = self._messages.get(message_id)
@@ -146,6 +156,7 @@ class MemoryJournal(Journal):
                     "rounds": rounds,
                     "finished_at": now(),
                     "interrupt_id": interrupt_id,
+                    "platform_settled": platform_settled,
                 }
             )
             conv = self._convs.get(message.conversation_id)
@@ -207,18 +218,26 @@ class MemoryJournal(Journal):
                 updated_at=now(),
             )
 
+    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitting")
+
     def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitted")
+
+    def _mark_batch(
+        self, conversation_id: str, batch: ToolBatch, state: Literal["submitting", "submitted"]
+    ) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
             for entry in reversed(conv.batches):
                 if entry.batch.batch_id == batch.batch_id and not entry.submitted:
-                    entry.submitted = True
+                    setattr(entry, state, True)
                     break
             for call in batch.calls:
                 record = conv.calls.get(call.call_id)
-                if record is not None and record.state == "finished":
+                if record is not None and record.done and record.state != "submitted":
                     conv.calls[call.call_id] = record.model_copy(
-                        update={"state": "submitted", "updated_at": now()}
+                        update={"state": state, "updated_at": now()}
                     )
 
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
@@ -231,11 +250,35 @@ class MemoryJournal(Journal):
             conv = self._convs.get(conversation_id)
             return list(conv.calls.values()) if conv else []
 
-    def pending_batch(self, message_id: int) -> ToolBatch | None:
+    def pending(self, message_id: int) -> PendingBatch | None:
         with self._lock:
             message = self._messages.get(message_id)
             conv = self._convs.get(message.conversation_id) if message else None
             for entry in reversed(conv.batches if conv else []):
                 if entry.message_id == message_id:
-                    return None if entry.submitted else entry.batch
+                    if entry.submitted:
+                        return None
+                    return PendingBatch(batch=entry.batch, submitting=entry.submitting)
             return None
+
+    def replace_platform_conversation(
+        self, conversation_id: str, platform_conversation_id: str, *, reason: str
+    ) -> None:
+        with self._lock:
+            conv = self._conv(conversation_id)
+            conv.platform.append(
+                PlatformConversationRecord(
+                    platform_conversation_id=platform_conversation_id,
+                    created_at=now(),
+                    reason=redact(reason),
+                )
+            )
+            conv.record = conv.record.model_copy(
+                update={"platform_conversation_id": platform_conversation_id}
+            )
+            self._touch(conv)
+
+    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            return list(conv.platform) if conv else []

@@ -77,11 +77,29 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE messages ADD COLUMN interrupt_id TEXT;
     """,
+    # 2 -> 3: outputs are "submitting" before the POST and "submitted" once accepted; a message
+    # knows whether its run ended on a platform event; a conversation can move to a new
+    # platform conversation (history kept).
+    """
+    ALTER TABLE batches ADD COLUMN submitting_at TEXT;
+    ALTER TABLE messages ADD COLUMN platform_settled INTEGER NOT NULL DEFAULT 1;
+    UPDATE messages SET platform_settled = 0
+        WHERE status = 'failed' AND error_code IN ('interrupted', 'abandoned');
+    ALTER TABLE conversations ADD COLUMN platform_conversation_id TEXT;
+    CREATE TABLE platform_conversations (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        platform_conversation_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (conversation_id, platform_conversation_id)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CONVERSATION_SELECT = """
     SELECT c.id, c.end_user_id, c.created_at, c.updated_at,
+           coalesce(c.platform_conversation_id, c.id) AS platform_conversation_id,
            (SELECT status FROM messages m WHERE m.conversation_id = c.id
             ORDER BY m.id DESC LIMIT 1) AS status,
            (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) AS messages
@@ -105,6 +123,7 @@ def conversation_record(row: sqlite3.Row) -> ConversationRecord:
         updated_at=datetime.fromisoformat(row["updated_at"]),
         status=row["status"] or "new",
         messages=row["messages"],
+        platform_conversation_id=row["platform_conversation_id"],
     )
 
 
@@ -122,6 +141,7 @@ def message_record(row: sqlite3.Row) -> MessageRecord:
         created_at=datetime.fromisoformat(row["created_at"]),
         finished_at=_time(row["finished_at"]),
         interrupt_id=row["interrupt_id"],
+        platform_settled=bool(row["platform_settled"]),
     )
 
 

@@ -20,6 +20,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +41,8 @@ from bridge.journal import (
     Journal,
     MessageRecord,
     MessageStatus,
+    PendingBatch,
+    PlatformConversationRecord,
     now,
     redacted_arguments,
 )
@@ -58,7 +61,8 @@ class SQLiteJournal(Journal):
     Args:
         path: the database file (created with its folder if missing) or ``":memory:"``.
         on_write: called with the step name ("conversation", "message", "received",
-            "started", "finished", "submitted", "message_end") after each write is durable;
+            "started", "finished", "submitting", "submitted", "message_end",
+            "platform_conversation") after each write is durable;
             for metrics and fault injection. An exception it raises propagates.
 
     Raises:
@@ -181,13 +185,15 @@ class SQLiteJournal(Journal):
         request_ids: Sequence[str] = (),
         rounds: int = 0,
         interrupt_id: str | None = None,
+        platform_settled: bool = True,
     ) -> None:
         stamp = now().isoformat()
 
         def op(db: sqlite3.Connection) -> None:
             db.execute(
                 "UPDATE messages SET status = ?, answer = ?, error_code = ?, error_message = ?, "
-                "request_ids = ?, rounds = ?, finished_at = ?, interrupt_id = ? WHERE id = ?",
+                "request_ids = ?, rounds = ?, finished_at = ?, interrupt_id = ?, "
+                "platform_settled = ? WHERE id = ?",
                 (
                     status,
                     redact(answer),
@@ -197,6 +203,7 @@ class SQLiteJournal(Journal):
                     rounds,
                     stamp,
                     interrupt_id,
+                    int(platform_settled),
                     message_id,
                 ),
             )
@@ -304,22 +311,32 @@ class SQLiteJournal(Journal):
 
         self._write("finished", op)
 
+    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitting", ("finished",))
+
     def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitted", ("finished", "submitting"))
+
+    def _mark_batch(
+        self, conversation_id: str, batch: ToolBatch, state: str, before: tuple[str, ...]
+    ) -> None:
         stamp = now().isoformat()
+        column = f"{state}_at"  # a column name of ours, never input
 
         def op(db: sqlite3.Connection) -> None:
             db.execute(
-                "UPDATE batches SET submitted_at = ? WHERE seq = (SELECT max(seq) FROM batches "
+                f"UPDATE batches SET {column} = ? WHERE seq = (SELECT max(seq) FROM batches "
                 "WHERE conversation_id = ? AND batch_id = ? AND submitted_at IS NULL)",
                 (stamp, conversation_id, batch.batch_id),
             )
+            marks = ", ".join("?" for _ in before)
             db.executemany(
-                "UPDATE calls SET state = 'submitted', updated_at = ? "
-                "WHERE conversation_id = ? AND call_id = ? AND state = 'finished'",
-                [(stamp, conversation_id, call.call_id) for call in batch.calls],
+                f"UPDATE calls SET state = ?, updated_at = ? "
+                f"WHERE conversation_id = ? AND call_id = ? AND state IN ({marks})",
+                [(state, stamp, conversation_id, call.call_id, *before) for call in batch.calls],
             )
 
-        self._write("submitted", op)
+        self._write(state, op)
 
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
         rows = self._read(
@@ -334,15 +351,61 @@ class SQLiteJournal(Journal):
         )
         return [call_record(row) for row in rows]
 
-    def pending_batch(self, message_id: int) -> ToolBatch | None:
+    def pending(self, message_id: int) -> PendingBatch | None:
         rows = self._read(
             "SELECT * FROM batches WHERE message_id = ? ORDER BY seq DESC LIMIT 1", (message_id,)
         )
         if not rows or rows[0]["submitted_at"]:
             return None
         row = rows[0]
-        return ToolBatch(
+        batch = ToolBatch(
             batch_id=row["batch_id"],
             calls=tuple(ToolCall.model_validate(c) for c in json.loads(row["calls"])),
             resume=json.loads(row["resume"]),
         )
+        return PendingBatch(batch=batch, submitting=bool(row["submitting_at"]))
+
+    # --- platform conversations -------------------------------------------------------------------
+
+    def replace_platform_conversation(
+        self, conversation_id: str, platform_conversation_id: str, *, reason: str
+    ) -> None:
+        stamp = now().isoformat()
+
+        def op(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO platform_conversations (conversation_id, platform_conversation_id, "
+                "created_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (conversation_id, platform_conversation_id, stamp, redact(reason)),
+            )
+            db.execute(
+                "UPDATE conversations SET platform_conversation_id = ?, updated_at = ? "
+                "WHERE id = ?",
+                (platform_conversation_id, stamp, conversation_id),
+            )
+
+        self._write("platform_conversation", op)
+
+    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
+        first = self._read("SELECT created_at FROM conversations WHERE id = ?", (conversation_id,))
+        if not first:
+            return []
+        rows = self._read(
+            "SELECT * FROM platform_conversations WHERE conversation_id = ? "
+            "ORDER BY created_at, rowid",
+            (conversation_id,),
+        )
+        return [
+            PlatformConversationRecord(
+                platform_conversation_id=conversation_id,
+                created_at=datetime.fromisoformat(first[0]["created_at"]),
+            ),
+            *(
+                PlatformConversationRecord(
+                    platform_conversation_id=row["platform_conversation_id"],
+                    created_at=datetime.fromisoformat(row["created_at"]),
+                    reason=row["reason"],
+                )
+                for row in rows
+            ),
+        ]

@@ -8,9 +8,11 @@
 
 Everything platform-specific sits behind `bridge.platforms.base.Platform`; everything about
 running tools sits behind `bridge.tools.Dispatcher`; what ran is written down in a
-`bridge.journal.Journal` before each step (received, started, finished, submitted), so a
-restarted process never runs a call twice (`Conversation.stream_recovered`). This module only
-keeps the rounds going, remembers what ran, and reports.
+`bridge.journal.Journal` at each step (received, started, finished, submitting, submitted), so
+a restarted process never runs a call twice and delivers every finished output exactly once
+(`Conversation.stream_recovered`). A platform conversation that a crash left waiting for calls
+the bridge never saw is replaced on the next message (`Conversation._on_platform`). This module
+only keeps the rounds going, remembers what ran, and reports.
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.errors import BridgeError, MaxRoundsError, RunFailedError, UsageError
-from bridge.journal import Journal, Ledger, MessageTrail
+from bridge.errors import (
+    BadRequestError,
+    BridgeError,
+    ConflictError,
+    MaxRoundsError,
+    PreconditionError,
+    RunFailedError,
+    RunInterruptedError,
+    UsageError,
+)
+from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageTrail
 from bridge.platforms.base import Platform
 from bridge.tools.context import ConversationScope
 from bridge.tools.dispatch import Dispatcher, ErrorsMode
@@ -47,6 +58,10 @@ __all__ = ["Bridge", "Conversation", "Result"]
 logger = logging.getLogger(__name__)
 
 ApproveHook = Callable[[ToolCall], bool]
+
+_REFUSALS = (BadRequestError, ConflictError, PreconditionError)
+"""How a platform refuses a request for the state its conversation is in: outputs for calls
+that are no longer pending, or a query while it still waits for outputs."""
 
 
 class Result(BaseModel):
@@ -185,6 +200,7 @@ class Conversation:
         self._scope: ConversationScope | None = None
         self._message: int | None = None
         """The journal's id of the message being answered."""
+        self._platform_id: str | None = None
         if id is not None:
             self.pending_input = _journaled_pause(bridge.journal, id)
 
@@ -200,10 +216,19 @@ class Conversation:
 
     @property
     def id(self) -> str:
-        """The platform's conversation id (created on first use)."""
+        """The conversation's id: the platform's id of its first platform conversation
+        (created on first use)."""
         if self._id is None:
             self._id = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
         return self._id
+
+    @property
+    def platform_conversation_id(self) -> str:
+        """The platform conversation it continues in: `id`, unless a stuck one was replaced."""
+        if self._platform_id is None:
+            record = self.bridge.journal.get_conversation(self.id)
+            self._platform_id = record.platform_id if record is not None else self.id
+        return self._platform_id
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -227,10 +252,12 @@ class Conversation:
         """Send `query` and yield every event until the run ends (tools run in between)."""
         bridge = self.bridge
         message_id = self._begin(query)
-        try:
-            ids = list(file_ids or []) + [bridge.platform.upload_file(self.id, f) for f in files]
-            first = bridge.platform.start(
-                self.id,
+
+        def start(platform_id: str) -> Iterator[Event]:
+            uploaded = [bridge.platform.upload_file(platform_id, f) for f in files]
+            ids = list(file_ids or []) + uploaded
+            return bridge.platform.start(
+                platform_id,
                 query,
                 tools=bridge.toolbox.manifests(bridge.platform.dialect),
                 tool_choice=tool_choice or bridge.tool_choice,
@@ -238,6 +265,9 @@ class Conversation:
                 file_ids=ids or None,
                 stream=bridge.stream if stream is None else stream,
             )
+
+        try:
+            first = self._on_platform(start)
         except BaseException as exc:
             MessageTrail(bridge.journal, message_id).close(exc, rounds=0)
             raise
@@ -261,7 +291,7 @@ class Conversation:
         message_id = self._begin(answer)
         try:
             first = self.bridge.platform.resume(
-                self.id,
+                self.platform_conversation_id,
                 interrupt_id,
                 answer,
                 tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
@@ -275,17 +305,28 @@ class Conversation:
         return self._journaled(self._rounds(first, stream=use_stream), message_id)
 
     def stream_recovered(
-        self, message_id: int, batch: ToolBatch, *, stream: bool | None = None
+        self,
+        message_id: int,
+        batch: ToolBatch,
+        *,
+        submitting: bool = False,
+        stream: bool | None = None,
     ) -> Iterator[Event]:
         """Finish a run that a crash interrupted: answer its journaled `batch`, read on.
 
         Calls the journal shows finished are not run again (their outputs are sent); calls
         that started and never finished run again only if their tool is idempotent.
+
+        With `submitting` (the crash came while the outputs were being posted) the recorded
+        outputs are posted again; if the platform answers that those calls are no longer
+        pending, the first post had arrived: the outputs count as delivered, and since the
+        answer they led to was lost with the crash, the run fails with `RunInterruptedError`.
         """
         self._message = message_id
         use_stream = self.bridge.stream if stream is None else stream
         events = iter([ToolCallsRequested(batch=batch)])
-        return self._journaled(self._rounds(events, stream=use_stream), message_id)
+        rounds = self._rounds(events, stream=use_stream, posted=batch if submitting else None)
+        return self._journaled(rounds, message_id)
 
     def close(self) -> None:
         """Release the conversation's tool resources (pooled connections, sessions)."""
@@ -319,8 +360,13 @@ class Conversation:
             raise
         trail.close(None, rounds=self.last_rounds)
 
-    def _rounds(self, events: Iterator[Event], *, stream: bool) -> Iterator[Event]:
-        """Read a run's events; answer each tool batch; stop at the end of the run."""
+    def _rounds(
+        self, events: Iterator[Event], *, stream: bool, posted: ToolBatch | None = None
+    ) -> Iterator[Event]:
+        """Read a run's events; answer each tool batch; stop at the end of the run.
+
+        `posted`: a batch whose outputs a crash may have delivered already (recovery).
+        """
         self.last_rounds = 0
         runs_this_ask: list[ToolRun] = []
         try:
@@ -328,6 +374,12 @@ class Conversation:
                 batch = yield from self._read_until_pause(events)
                 if batch is None:
                     return
+                if batch is posted:
+                    self.last_rounds += 1
+                    runs = [self.ledger[call.call_id] for call in batch.calls]
+                    runs_this_ask.extend(runs)
+                    events = self._deliver(batch, runs, stream=stream, may_have_arrived=True)
+                    continue
                 if self.last_rounds >= self.bridge.max_rounds:
                     raise MaxRoundsError(
                         f"the agent asked for tools in more than {self.bridge.max_rounds} "
@@ -339,19 +391,82 @@ class Conversation:
                 self.last_rounds += 1
                 runs = yield from self._run_batch(batch)
                 runs_this_ask.extend(r for r in runs if r not in runs_this_ask)
-                self.ledger.submit(batch)
-                events = self.bridge.platform.submit(
-                    self.id,
-                    batch,
-                    [run.to_result() for run in runs],
-                    end_user_id=self.end_user_id,
-                    stream=stream,
-                )
+                events = self._deliver(batch, runs, stream=stream)
         except BridgeError as exc:
             # Nothing computed is lost: the caller finds the finished runs on the error.
             if not exc.tool_runs:
                 exc.tool_runs = runs_this_ask
             raise
+
+    def _deliver(
+        self,
+        batch: ToolBatch,
+        runs: Sequence[ToolRun],
+        *,
+        stream: bool,
+        may_have_arrived: bool = False,
+    ) -> Iterator[Event]:
+        """Post a batch's outputs: "submitting" before, "submitted" once the platform took them.
+
+        The platform answers the post before its stream is read, so "submitted" means accepted.
+        """
+        ledger = self.ledger
+        if not may_have_arrived:
+            ledger.submitting(batch)
+        try:
+            events = self.bridge.platform.submit(
+                self.platform_conversation_id,
+                batch,
+                [run.to_result() for run in runs],
+                end_user_id=self.end_user_id,
+                stream=stream,
+            )
+        except _REFUSALS as exc:
+            if not may_have_arrived:
+                raise
+            # The platform validates call ids, so it refuses outputs it already has (or for
+            # calls it stopped waiting for): the post before the crash arrived.
+            logger.warning(
+                "the outputs of batch %s had reached the platform before the restart (%s); "
+                "they are not sent twice, and the answer they led to is lost",
+                batch.batch_id,
+                exc,
+            )
+            ledger.submit(batch)
+            raise RunInterruptedError(
+                INTERRUPTED_MESSAGE, conversation_id=self._id, request_id=exc.request_id
+            ) from None
+        ledger.submit(batch)
+        return events
+
+    def _on_platform(self, send: Callable[[str], Iterator[Event]]) -> Iterator[Event]:
+        """`send` a new query to the platform conversation; once more to a fresh one if the
+        platform refuses it because an interrupted run left it waiting (for tool outputs of
+        calls the bridge never saw, typically)."""
+        try:
+            return send(self.platform_conversation_id)
+        except _REFUSALS as exc:
+            if not self._platform_may_be_stuck():
+                raise
+            old = self.platform_conversation_id
+            new = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
+            reason = f"{old} refused a new query after an interrupted run: {exc}"
+            self.bridge.journal.replace_platform_conversation(self.id, new, reason=reason)
+            self._platform_id = new
+            logger.warning(
+                "conversation %s continues in a new platform conversation %s: %s",
+                self.id,
+                new,
+                reason,
+            )
+            return send(new)
+
+    def _platform_may_be_stuck(self) -> bool:
+        """True when the message before this one ended without a platform event."""
+        earlier = [
+            m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message
+        ]
+        return bool(earlier) and not earlier[-1].platform_settled
 
     def _read_until_pause(
         self, events: Iterator[Event]
@@ -379,11 +494,14 @@ class Conversation:
         for run in (*interrupted, *rejected):
             ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
-        # Written for the whole batch before the dispatcher gets it: its start events reach
-        # this thread only after a call may already be running.
-        ledger.start(allowed)
         if allowed:
-            updates = self.bridge.dispatcher.iter_run(allowed, scope=self._conversation_scope())
+            # Each call is journaled "started" by the dispatcher's hook, right before its
+            # function may run: a crash before that leaves it "received" (it never ran).
+            updates = self.bridge.dispatcher.iter_run(
+                allowed,
+                scope=self._conversation_scope(),
+                before_run=lambda call: ledger.start((call,)),
+            )
             for update in updates:
                 if isinstance(update, ToolCallFinished):
                     ledger.finish(update.run)

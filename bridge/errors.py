@@ -18,7 +18,8 @@
     │   └── ProtocolError            the platform sent something we cannot decode
     ├── RunError                     the conversation loop could not finish
     │   ├── RunFailedError           the platform reported the run as failed
-    │   └── MaxRoundsError           the agent kept asking for tools past `max_rounds`
+    │   ├── MaxRoundsError           the agent kept asking for tools past `max_rounds`
+    │   └── RunInterruptedError      a restart lost the agent's answer stream (ask again)
     └── PoolExhaustedError           (bridge.tools) no per-conversation resource came free in time
 
     UsageError(BridgeError, RuntimeError)   a developer mistake: bad manifest, duplicate tool...
@@ -53,6 +54,7 @@ __all__ = [
     "RateLimitError",
     "RunError",
     "RunFailedError",
+    "RunInterruptedError",
     "ServerError",
     "StreamInterruptedError",
     "StreamTimeoutError",
@@ -249,6 +251,19 @@ class RunFailedError(RunError):
 
 class MaxRoundsError(RunError):
     """The agent asked for tools in more rounds than `max_rounds` allows."""
+
+
+class RunInterruptedError(RunError):
+    """A restart of the bridge lost the agent's answer stream; the question must be asked again.
+
+    Raised when recovery finds the tool outputs of an interrupted run already accepted by the
+    platform: they are not sent twice, and the answer they led to cannot be read any more.
+    Its code is always "interrupted".
+    """
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("code", "interrupted")
+        super().__init__(message, **kwargs)
 
 
 _STATUS_CLASSES: dict[int, type[PlatformStatusError]] = {

@@ -1,17 +1,28 @@
 """The journal: what the loop writes down before each step, so a crash loses nothing.
 
     conversation ── message (a user query: running -> finished | failed | waiting_input)
-                      └── tool call   received -> started -> finished(output) -> submitted
+                      └── tool call   received -> started -> finished(output)
+                                        -> submitting -> submitted
 
-Each state is written *before* the step it names happens: a call is `received` when its batch
-arrives, `started` before the dispatcher may run it, `finished` with its output as soon as it
-returns, and `submitted` before the outputs are sent. After a crash (even `kill -9`) the
-journal therefore says, for every call, what may have happened:
+Each state is written at the moment that makes recovery exact: a call is `received` when its
+batch arrives, `started` right before its function may run (one call at a time, as each
+really starts), `finished` with its output as soon as it returns, `submitting` before the
+outputs are posted and `submitted` once the platform accepted them. After a crash (even
+`kill -9`) the journal therefore says, for every call, what may have happened:
 
-- `finished`/`submitted`: it ran; its recorded output is sent again, it never runs twice;
+- `submitted`: the platform has its output; nothing is sent again;
+- `submitting`: it ran; its output may or may not have reached the platform, so recovery posts
+  the recorded output again, and a platform answer that the calls are no longer pending
+  counts as delivered (the platform validates call ids, so it never accepts an output twice);
+- `finished`: it ran; its recorded output is sent, it never runs twice;
 - `started`: it may have run; it runs again only if its tool is `idempotent=True`, otherwise
   it gets an output saying it was interrupted by a restart (see `Ledger.plan`);
 - `received`: it never ran; it simply runs.
+
+A conversation's platform side can be lost with a crash (the agent may have asked for calls
+in a stream nobody read): a message whose run did not end on a platform event is recorded as
+not `platform_settled`, and the next message may then continue in a new platform conversation
+(`Journal.replace_platform_conversation`); the journal keeps that history.
 
 `Journal` is the interface (another store can replace SQLite later); `MemoryJournal` (in
 `bridge._journal_memory`) is the library default, `SQLiteJournal` (in `bridge._journal_sqlite`)
@@ -31,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.errors import BridgeError, redact
+from bridge.errors import BridgeError, RunInterruptedError, redact
 from bridge.types import (
     ErrorKind,
     EventTally,
@@ -49,6 +60,8 @@ if TYPE_CHECKING:
     from bridge.types import Event
 
 __all__ = [
+    "INTERRUPTED_CODE",
+    "INTERRUPTED_MESSAGE",
     "INTERRUPTED_OUTPUT",
     "CallRecord",
     "CallState",
@@ -59,6 +72,8 @@ __all__ = [
     "MessageRecord",
     "MessageStatus",
     "MessageTrail",
+    "PendingBatch",
+    "PlatformConversationRecord",
     "SQLiteJournal",
     "now",
     "redacted_arguments",
@@ -66,7 +81,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CallState = Literal["received", "started", "finished", "submitted"]
+CallState = Literal["received", "started", "finished", "submitting", "submitted"]
 MessageStatus = Literal["running", "finished", "failed", "waiting_input"]
 
 INTERRUPTED_OUTPUT = (
@@ -75,6 +90,13 @@ INTERRUPTED_OUTPUT = (
     "it completed is unknown."
 )
 """The output a non-idempotent call gets when a crash interrupted it."""
+
+INTERRUPTED_CODE = "interrupted"
+INTERRUPTED_MESSAGE = (
+    "the bridge restarted while the agent was answering, so the answer was lost (tool outputs "
+    "are never sent twice); ask again"
+)
+"""How a message ends when a restart lost the agent's answer stream."""
 
 
 def now() -> datetime:
@@ -96,6 +118,22 @@ class ConversationRecord(_Record):
     status: MessageStatus | Literal["new"] = "new"
     """The status of its latest message ("new" before the first one)."""
     messages: int = 0
+    platform_conversation_id: str | None = None
+    """The platform conversation it continues in now (its own id unless one was replaced)."""
+
+    @property
+    def platform_id(self) -> str:
+        """The platform's id for this conversation today (its own id unless replaced)."""
+        return self.platform_conversation_id or self.conversation_id
+
+
+class PlatformConversationRecord(_Record):
+    """One platform conversation a conversation ran in, and why it was opened."""
+
+    platform_conversation_id: str
+    created_at: datetime
+    reason: str = ""
+    """Empty for the first one; for a replacement, what the old one refused."""
 
 
 class MessageRecord(_Record):
@@ -114,6 +152,9 @@ class MessageRecord(_Record):
     finished_at: datetime | None = None
     interrupt_id: str | None = None
     """With status "waiting_input": the pause to resume, so another process can answer it."""
+    platform_settled: bool = True
+    """False when the run ended without a platform event (crash, lost stream, an error of the
+    bridge): the platform may still be waiting for something the bridge never saw."""
 
 
 class CallRecord(_Record):
@@ -133,8 +174,8 @@ class CallRecord(_Record):
 
     @property
     def done(self) -> bool:
-        """True once the call has an output (finished or submitted)."""
-        return self.state in ("finished", "submitted")
+        """True once the call has an output (finished, submitting or submitted)."""
+        return self.state in ("finished", "submitting", "submitted")
 
     def to_run(self) -> ToolRun:
         """The `ToolRun` of a finished call (KeyError-free: callers check `done`)."""
@@ -147,6 +188,14 @@ class CallRecord(_Record):
             started_at=self.started_at or self.updated_at,
             duration_ms=self.duration_ms or 0.0,
         )
+
+
+class PendingBatch(_Record):
+    """A message's latest tool batch that the platform has not accepted yet."""
+
+    batch: ToolBatch
+    submitting: bool
+    """True when its outputs were being posted: they may already have arrived."""
 
 
 class Journal(ABC):
@@ -188,8 +237,10 @@ class Journal(ABC):
         request_ids: Sequence[str] = (),
         rounds: int = 0,
         interrupt_id: str | None = None,
+        platform_settled: bool = True,
     ) -> None:
-        """Record how a message's run ended (`interrupt_id`: the human-input pause, if any)."""
+        """Record how a message's run ended (`interrupt_id`: the human-input pause, if any;
+        `platform_settled`: the run ended on a platform event, see `MessageRecord`)."""
 
     @abstractmethod
     def messages(self, conversation_id: str) -> list[MessageRecord]:
@@ -214,8 +265,12 @@ class Journal(ABC):
         """Record a call's outcome ("finished")."""
 
     @abstractmethod
+    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
+        """Mark a batch's outputs "submitting": written before they are posted."""
+
+    @abstractmethod
     def submit(self, conversation_id: str, batch: ToolBatch) -> None:
-        """Mark a batch's outputs "submitted": written before they are sent."""
+        """Mark a batch's outputs "submitted": written once the platform accepted them."""
 
     @abstractmethod
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
@@ -226,8 +281,25 @@ class Journal(ABC):
         """Every call of a conversation, in the order they were received."""
 
     @abstractmethod
+    def pending(self, message_id: int) -> PendingBatch | None:
+        """The message's latest batch if the platform has not accepted its outputs."""
+
     def pending_batch(self, message_id: int) -> ToolBatch | None:
         """The message's latest batch if it was not submitted (what a crash left open)."""
+        pending = self.pending(message_id)
+        return pending.batch if pending is not None else None
+
+    # --- platform conversations -------------------------------------------------------------------
+
+    @abstractmethod
+    def replace_platform_conversation(
+        self, conversation_id: str, platform_conversation_id: str, *, reason: str
+    ) -> None:
+        """From now on the conversation continues in another platform conversation."""
+
+    @abstractmethod
+    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
+        """Every platform conversation it ran in, oldest (its own id) first."""
 
     def close(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release the store (idempotent)."""
@@ -315,7 +387,7 @@ class Ledger:
         return fresh, interrupted
 
     def start(self, calls: Iterable[ToolCall]) -> None:
-        """Mark calls "started" before the dispatcher gets them."""
+        """Mark calls "started": each right before its function may run."""
         ids = [call.call_id for call in calls]
         if ids:
             self.journal.start(self.conversation_id, ids)
@@ -324,8 +396,12 @@ class Ledger:
         """Record a call's outcome."""
         self.journal.finish(self.conversation_id, run)
 
+    def submitting(self, batch: ToolBatch) -> None:
+        """Mark the batch "submitting" before its outputs are posted."""
+        self.journal.submitting(self.conversation_id, batch)
+
     def submit(self, batch: ToolBatch) -> None:
-        """Mark the batch "submitted" before its outputs are sent."""
+        """Mark the batch "submitted" once the platform accepted its outputs."""
         self.journal.submit(self.conversation_id, batch)
 
 
@@ -370,12 +446,16 @@ class MessageTrail:
                     answer=text,
                     error_code="abandoned",
                     error_message="the caller stopped reading the run before it ended",
+                    platform_settled=False,
                     **common,
                 )
             except Exception:
                 logger.exception("could not record the end of message %s", self.message_id)
         elif error is not None:
-            code = type(error).__name__ if isinstance(error, BridgeError) else "interrupted"
+            if isinstance(error, BridgeError) and not isinstance(error, RunInterruptedError):
+                code = type(error).__name__
+            else:
+                code = INTERRUPTED_CODE
             message = str(error) or type(error).__name__
             self.journal.end_message(
                 self.message_id,
@@ -383,6 +463,7 @@ class MessageTrail:
                 answer=text,
                 error_code=code,
                 error_message=message,
+                platform_settled=False,
                 **common,
             )
         elif isinstance(end, RunFailed):

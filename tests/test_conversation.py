@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bridge import (
+    BadRequestError,
     Bridge,
     HumanInputRequested,
     MaxRoundsError,
@@ -390,3 +391,39 @@ def test_a_failed_run_is_journaled_with_its_platform_code(emulator: Emulator) ->
         message = bridge.journal.messages(conv.id)[-1]
     assert (message.status, message.error_code) == ("failed", "WorkflowError")
     assert "code node failed" in (message.error_message or "")
+
+
+def test_a_platform_conversation_left_waiting_is_replaced_by_the_next_question(
+    emulator: Emulator,
+) -> None:
+    """max_rounds stops the loop while the agent waits for outputs: the platform conversation
+    is stuck, so the next question continues in a new one (recorded in the journal)."""
+    with make_bridge(emulator, max_rounds=1) as bridge:
+        conversation = bridge.conversation()
+        with pytest.raises(MaxRoundsError):
+            conversation.ask("loop forever")
+        stuck = conversation.id
+        assert emulator.conversation(stuck).pending_call_ids, "the platform still waits"
+        result = conversation.ask("weather in Tokyo")
+        assert "Tokyo" in result.answer
+        assert result.conversation_id == stuck, "the conversation keeps its id"
+        assert conversation.platform_conversation_id != stuck
+        history = bridge.journal.platform_conversations(stuck)
+        assert [h.platform_conversation_id for h in history] == [
+            stuck,
+            conversation.platform_conversation_id,
+        ]
+        assert "waiting for tool outputs" in history[1].reason
+        again = conversation.ask("weather in Paris")
+        assert "Paris" in again.answer, "the new platform conversation is kept"
+        assert len(bridge.journal.platform_conversations(stuck)) == 2
+
+
+def test_a_refusal_after_a_settled_run_is_reported_not_papered_over(emulator: Emulator) -> None:
+    """Only a conversation an interrupted run may have left waiting is replaced."""
+    with make_bridge(emulator) as bridge:
+        conversation = bridge.conversation()
+        conversation.ask("weather in Tokyo")
+        with pytest.raises(BadRequestError, match="tool_choice"):
+            conversation.ask("weather in Paris", tool_choice="no_such_tool")
+        assert len(bridge.journal.platform_conversations(conversation.id)) == 1

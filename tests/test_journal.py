@@ -21,7 +21,7 @@ from bridge import (
     UsageError,
     manifest,
 )
-from bridge._journal_schema import SCHEMA_VERSION
+from bridge._journal_schema import MIGRATIONS, SCHEMA_VERSION
 from bridge.emulator import Emulator
 from bridge.errors import register_secret
 from bridge.journal import INTERRUPTED_OUTPUT, Journal, Ledger, MemoryJournal, SQLiteJournal
@@ -262,8 +262,6 @@ def test_the_loop_resumes_a_journaled_batch_without_running_twice(tmp_path: Path
 def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
     import sqlite3
 
-    from bridge._journal_schema import MIGRATIONS
-
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as raw:
         raw.executescript(MIGRATIONS[0] + "PRAGMA user_version=1;")
@@ -280,4 +278,68 @@ def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+
+
+def test_outputs_are_submitting_before_the_post_and_submitted_once_accepted(
+    journal: Journal,
+) -> None:
+    message = journal.begin_message("conv", "pay A1")
+    journal.receive("conv", BATCH, message_id=message)
+    journal.finish("conv", _run("c1"))
+    journal.finish("conv", _run("c2"))
+    pending = journal.pending(message)
+    assert pending is not None and pending.batch == BATCH and not pending.submitting
+    journal.submitting("conv", BATCH)
+    pending = journal.pending(message)
+    assert pending is not None and pending.submitting
+    assert [c.state for c in journal.calls("conv")] == ["submitting", "submitting"]
+    record = journal.get_call("conv", "c1")
+    assert record is not None and record.done, "a submitting call has its output: never rerun"
+    journal.submit("conv", BATCH)
+    assert journal.pending(message) is None
+    assert [c.state for c in journal.calls("conv")] == ["submitted", "submitted"]
+
+
+def test_a_replaced_platform_conversation_is_kept_in_the_history(journal: Journal) -> None:
+    journal.add_conversation("conv")
+    record = journal.get_conversation("conv")
+    assert record is not None and record.platform_id == "conv"
+    journal.replace_platform_conversation("conv", "conv-2", reason="stuck on calls c9")
+    record = journal.get_conversation("conv")
+    assert record is not None and record.platform_id == "conv-2"
+    history = journal.platform_conversations("conv")
+    assert [h.platform_conversation_id for h in history] == ["conv", "conv-2"]
+    assert history[0].reason == "" and history[1].reason == "stuck on calls c9"
+    assert journal.platform_conversations("unknown") == []
+
+
+def test_a_message_knows_whether_its_run_ended_on_a_platform_event(journal: Journal) -> None:
+    settled = journal.begin_message("conv", "q1")
+    journal.end_message(settled, status="failed", error_code="ServiceError")
+    lost = journal.begin_message("conv", "q2")
+    journal.end_message(lost, status="failed", error_code="interrupted", platform_settled=False)
+    assert [m.platform_settled for m in journal.messages("conv")] == [True, False]
+
+
+def test_a_version_2_journal_is_migrated_to_3(tmp_path: Path) -> None:
+    """Batches in flight and lost runs of an old file read right after the upgrade."""
+    db = tmp_path / "v2.db"
+    with sqlite3.connect(db) as raw:
+        raw.executescript("".join(MIGRATIONS[:2]) + "PRAGMA user_version=2;")
+        raw.execute(
+            "INSERT INTO conversations VALUES ('c', NULL, '2026-01-01T00:00:00+00:00', "
+            "'2026-01-01T00:00:00+00:00')"
+        )
+        raw.execute(
+            "INSERT INTO messages (conversation_id, query, status, error_code, created_at) "
+            "VALUES ('c', 'q', 'failed', 'interrupted', '2026-01-01T00:00:00+00:00')"
+        )
+    journal = SQLiteJournal(db)
+    try:
+        [message] = journal.messages("c")
+        assert not message.platform_settled
+        record = journal.get_conversation("c")
+        assert record is not None and record.platform_id == "c"
+    finally:
+        journal.close()

@@ -1,7 +1,8 @@
 """Fault injection for crash tests: hold the process right after a journal step.
 
 ``TOOLBRIDGE_FAILPOINT=STEP:MARKER[,STEP:MARKER...]``: the first time the journal durably
-writes STEP ("received", "started", "finished", "submitted", ...), the writing thread creates
+writes STEP (see `STEPS`: "received", "started", "finished", "submitting" (before the outputs
+are posted), "submitted" (once the platform accepted them), ...), the writing thread creates
 the file MARKER and then blocks forever, so a test can `kill -9` the daemon at exactly that
 point. Each point fires once; other threads go on. Unset (the normal case) it costs nothing;
 set, the daemon logs a warning at start.
@@ -22,7 +23,17 @@ __all__ = ["ENV_VAR", "STEPS", "failpoint_from_env"]
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "TOOLBRIDGE_FAILPOINT"
-STEPS = ("conversation", "message", "received", "started", "finished", "submitted", "message_end")
+STEPS = (
+    "conversation",
+    "message",
+    "received",
+    "started",
+    "finished",
+    "submitting",
+    "submitted",
+    "message_end",
+    "platform_conversation",
+)
 
 
 def failpoint_from_env(env: Mapping[str, str] | None = None) -> Callable[[str], None] | None:

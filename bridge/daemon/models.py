@@ -7,7 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.journal import CallRecord, ConversationRecord, MessageRecord
+from bridge.journal import (
+    CallRecord,
+    ConversationRecord,
+    MessageRecord,
+    PlatformConversationRecord,
+)
 from bridge.types import ToolRun
 
 __all__ = [
@@ -123,6 +128,11 @@ class ConversationDetail(BaseModel):
     busy: bool = Field(description="True while a run is in progress.")
     messages: list[MessageRecord]
     tool_calls: list[CallRecord]
+    platform_conversations: list[PlatformConversationRecord] = Field(
+        default_factory=list,
+        description="Every platform conversation it ran in, oldest first: a new one is opened "
+        "when an interrupted run left the previous one waiting for calls the bridge never saw.",
+    )
 
 
 class ToolInfo(BaseModel):

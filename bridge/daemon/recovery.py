@@ -2,13 +2,19 @@
 
 For each message the journal still shows "running":
 
-- its latest tool batch was received but not submitted: the run is *resumed*. Finished calls
-  send their recorded outputs, calls that never started run, calls that started and never
-  finished run again only if their tool is idempotent (else they report the interruption);
-  then the outputs are submitted and the run continues to its answer;
+- its latest tool batch was received but its outputs were never posted: the run is *resumed*.
+  Finished calls send their recorded outputs, calls that never started run, calls that
+  started and never finished run again only if their tool is idempotent (else they report
+  the interruption); then the outputs are submitted and the run continues to its answer;
+- its outputs were being posted ("submitting"): they may or may not have arrived, so they are
+  posted again. If the platform takes them, the run continues to its answer; if it answers that
+  the calls are no longer pending, the first post had arrived: delivered, never twice, and the
+  message fails with code "interrupted" because the answer stream was lost;
 - otherwise the crash happened while the agent was answering (before a batch, or after the
-  outputs were submitted): that stream is gone and outputs are never sent twice, so the
-  message is marked *failed* with code "interrupted" and a message saying to ask again.
+  outputs were accepted): that stream is gone, so the message is marked *failed* with code
+  "interrupted" and a message saying to ask again. Its platform conversation may still wait
+  for calls the bridge never saw: the next message then continues in a new one
+  (`bridge.conversation.Conversation`).
 
 No message is dropped: every one ends finished or failed.
 """
@@ -18,16 +24,11 @@ from __future__ import annotations
 import logging
 
 from bridge.daemon.service import Service
+from bridge.journal import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover"]
 
 logger = logging.getLogger(__name__)
-
-INTERRUPTED_CODE = "interrupted"
-INTERRUPTED_MESSAGE = (
-    "the bridge restarted while the agent was answering, so the answer was lost (tool outputs "
-    "are never sent twice); ask again"
-)
 
 
 def recover(service: Service) -> tuple[int, int]:
@@ -36,16 +37,19 @@ def recover(service: Service) -> tuple[int, int]:
     resumed = failed = 0
     for message in journal.unfinished_messages():
         extra = {"conversation_id": message.conversation_id, "message_id": message.message_id}
-        batch = journal.pending_batch(message.message_id)
-        if batch is not None and service.active(message.conversation_id) is None:
+        pending = journal.pending(message.message_id)
+        if pending is not None and service.active(message.conversation_id) is None:
             logger.warning(
-                "resuming message %d of conversation %s: %d tool call(s) were pending",
+                "resuming message %d of conversation %s: %d tool call(s) were pending%s",
                 message.message_id,
                 message.conversation_id,
-                len(batch.calls),
+                len(pending.batch.calls),
+                " (their outputs were being posted: posting them again)"
+                if pending.submitting
+                else "",
                 extra=extra,
             )
-            service.start_recovery(message.message_id, message.conversation_id, batch)
+            service.start_recovery(message.message_id, message.conversation_id, pending)
             service.metrics.recovered.inc("resumed")
             resumed += 1
             continue
@@ -63,6 +67,7 @@ def recover(service: Service) -> tuple[int, int]:
             error_code=INTERRUPTED_CODE,
             error_message=INTERRUPTED_MESSAGE,
             request_ids=message.request_ids,
+            platform_settled=False,
         )
         service.metrics.recovered.inc("failed")
         failed += 1

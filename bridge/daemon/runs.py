@@ -21,6 +21,7 @@ from bridge.errors import (
     PlatformError,
     PlatformTimeoutError,
     RunFailedError,
+    RunInterruptedError,
     UsageError,
     redact,
 )
@@ -102,6 +103,8 @@ class RunFailure:
             return cls(502, "run_failed", message, request_id)
         if isinstance(exc, MaxRoundsError):
             return cls(502, "max_rounds", message, request_id)
+        if isinstance(exc, RunInterruptedError):
+            return cls(502, "interrupted", message, request_id)
         if isinstance(exc, PlatformTimeoutError):
             return cls(504, "platform_timeout", message, request_id)
         if isinstance(exc, PlatformError):

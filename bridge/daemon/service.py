@@ -31,10 +31,10 @@ from bridge.daemon.metrics import Metrics
 from bridge.daemon.pool import RunPool
 from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, event_payload
 from bridge.errors import BridgeError, PlatformError, UsageError
-from bridge.journal import ConversationRecord, Journal, now
+from bridge.journal import ConversationRecord, Journal, PendingBatch, now
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.loader import load_tools
-from bridge.types import Event, ToolBatch, ToolCallFinished, ToolCallsRequested
+from bridge.types import Event, ToolCallFinished, ToolCallsRequested
 
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
@@ -72,7 +72,7 @@ class _Job:
     query: str = ""
     tool_choice: str | None = None
     end_user_id: str | None = None
-    recover: tuple[int, ToolBatch] | None = None
+    recover: tuple[int, PendingBatch] | None = None
 
 
 @dataclass
@@ -278,10 +278,13 @@ class Service:
         job = _Job(query=query, tool_choice=tool_choice, end_user_id=record.end_user_id)
         return self._submit(RunHandle(conversation_id, request_id), job)
 
-    def start_recovery(self, message_id: int, conversation_id: str, batch: ToolBatch) -> RunHandle:
+    def start_recovery(
+        self, message_id: int, conversation_id: str, pending: PendingBatch
+    ) -> RunHandle:
         """Queue the run that finishes a message a crash interrupted."""
         record = self.journal.get_conversation(conversation_id)
-        job = _Job(end_user_id=record.end_user_id if record else None, recover=(message_id, batch))
+        end_user_id = record.end_user_id if record else None
+        job = _Job(end_user_id=end_user_id, recover=(message_id, pending))
         handle = RunHandle(conversation_id, f"recovery-{message_id}", recovered=True)
         handle.message_id = message_id
         self.recovering += 1
@@ -326,7 +329,10 @@ class Service:
         try:
             conversation.bridge = generation.bridge
             if job.recover is not None:
-                events = conversation.stream_recovered(*job.recover)
+                message_id, pending = job.recover
+                events = conversation.stream_recovered(
+                    message_id, pending.batch, submitting=pending.submitting
+                )
             elif conversation.pending_input is not None:
                 events = conversation.stream_resume(job.query)
             else:

@@ -13,6 +13,7 @@ platform's body ``{"request_id", "code", "message"}``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -162,6 +163,9 @@ class EmulatorApp:
                     conv.active = run
                 elif req.tool_outputs:
                     _take_outputs(run, req.tool_outputs)
+                    for output in req.tool_outputs:
+                        accepted = conv.accepted_outputs.get(output.tool_call_id, 0)
+                        conv.accepted_outputs[output.tool_call_id] = accepted + 1
                 else:
                     _take_answer(run, req.query or "")
                 rendered = render_step(
@@ -194,6 +198,8 @@ class EmulatorApp:
         except _ReplyError as reply:
             return _error(rid, reply.status, reply.message)
         logger.debug("run %s round %d: %s", conv.conversation_id, round_index, rendered.status)
+        if fault is not None and fault.stall:
+            await asyncio.sleep(fault.stall)
         return _run_response(rid, rendered.chunks, bool(req.stream), fault)
 
     async def _upload(self, request: Request) -> Response:

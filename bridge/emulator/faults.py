@@ -15,6 +15,9 @@ Keys:
 ===================== =======================================================================
 ``delay=S``           sleep S seconds before each SSE message (non-stream: S per event before
                       the body)
+``stall=S``           process the request, then wait S seconds before the response starts: the
+                      platform has acted on it (e.g. accepted tool outputs) while the client
+                      cannot know yet (crash tests kill the client in that window)
 ``drop_after=N``      close the TCP connection after N SSE messages (non-stream: after N bytes
                       of the body); the run itself was processed
 ``status=CODE``       answer with HTTP CODE (429, 500, 503, any 4xx/5xx) and the platform's
@@ -71,7 +74,7 @@ ENV_VAR = "TOOLBRIDGE_EMULATOR_FAULTS"
 ENDPOINTS = frozenset({"runs", "create", "upload", "feedback"})
 
 _INT_KEYS = ("drop_after", "status", "malformed", "times", "round", "inband_after")
-_FLOAT_KEYS = ("delay", "retry_after")
+_FLOAT_KEYS = ("delay", "retry_after", "stall")
 _TEXT_KEYS = ("inband", "message")
 _FLAG_KEYS = ("duplicate_interrupt", "json_error_on_stream")
 _KNOWN = (*_INT_KEYS, *_FLOAT_KEYS, *_TEXT_KEYS, *_FLAG_KEYS, "on")
@@ -87,6 +90,7 @@ class FaultSpec:
 
     text: str
     delay: float = 0.0
+    stall: float = 0.0
     drop_after: int | None = None
     status: int | None = None
     retry_after: float | None = None

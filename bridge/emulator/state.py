@@ -123,6 +123,8 @@ class Conversation:
     active: ActiveRun | None = None
     feedback: list[dict[str, Any]] = field(default_factory=list)
     event_counter: int = 0
+    accepted_outputs: dict[str, int] = field(default_factory=dict)
+    """How many times the output of each tool call id was accepted (crash tests check 1)."""
 
     def next_event_id(self) -> str:
         """A fresh `event_id` (increasing within the conversation)."""
@@ -142,6 +144,8 @@ class ConversationSnapshot:
     feedback: tuple[dict[str, Any], ...]
     pending_input: PendingInput | None = None
     """The question waiting for the person's reply, if any."""
+    accepted_outputs: dict[str, int] = field(default_factory=dict)
+    """How many times each tool call's output was accepted (never more than once)."""
 
     @property
     def pending_call_ids(self) -> tuple[str, ...]:
@@ -197,6 +201,7 @@ class EmulatorState:
                 files=tuple(conv.files.values()),
                 feedback=tuple(dict(f) for f in conv.feedback),
                 pending_input=conv.active.pending_input if conv.active else None,
+                accepted_outputs=dict(conv.accepted_outputs),
             )
 
     def conversation_ids(self) -> list[str]:

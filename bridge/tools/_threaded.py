@@ -119,7 +119,10 @@ class _Running:
 
 
 def run_on_threads(
-    dispatcher: Dispatcher, batch: list[ToolCall], scope: ConversationScope | None
+    dispatcher: Dispatcher,
+    batch: list[ToolCall],
+    scope: ConversationScope | None,
+    before_run: Callable[[ToolCall], None] | None = None,
 ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
     """Run a batch of sync tools, at most `max_concurrency` at once; yield progress."""
     conversation = ConversationScope(None) if scope is None else scope
@@ -135,6 +138,8 @@ def run_on_threads(
                 started_at, began = datetime.now(timezone.utc), time.perf_counter()
                 ready = dispatcher._prepare(call, conversation)
                 if isinstance(ready, Prepared):
+                    if before_run is not None:
+                        before_run(call)
                     # Submitted before the event is yielded: a slow consumer never holds it.
                     job, leave = _submit(dispatcher, ready, conversation)
                     job.add_done_callback(partial(_put, finished, index))

@@ -221,13 +221,21 @@ class Dispatcher:
                 _call_safely(on_finish, event.run)
 
     def iter_run(
-        self, calls: Iterable[ToolCall], *, scope: ConversationScope | None = None
+        self,
+        calls: Iterable[ToolCall],
+        *,
+        scope: ConversationScope | None = None,
+        before_run: Callable[[ToolCall], None] | None = None,
     ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
         """Run a batch, yielding each call as it starts and finishes; return the runs.
 
         The same as `run` for a caller that wants the progress as events in its own thread
         (the conversation loop streams them): no extra thread, no callbacks. Closing the
         generator early cancels the batch.
+
+        `before_run(call)` is called once per call whose arguments passed validation, right
+        before its function may run, and the function waits for it: the loop journals each
+        call "started" there. An exception it raises fails the batch, and that call never runs.
 
         Returns:
             One `ToolRun` per call, in the order of `calls` (the generator's return value).
@@ -243,7 +251,7 @@ class Dispatcher:
             )
         if all(self._runs_on_threads(call) for call in batch):
             # Only worker threads involved: skip the loop thread's two extra hand-offs.
-            return (yield from run_on_threads(self, batch, scope))
+            return (yield from run_on_threads(self, batch, scope, before_run))
         events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
         future = asyncio.run_coroutine_threadsafe(
             self._batch(
@@ -251,6 +259,7 @@ class Dispatcher:
                 scope,
                 lambda call: events.put(ToolCallStarted(call=call)),
                 lambda run: events.put(ToolCallFinished(run=run)),
+                before_run,
             ),
             loop_thread.loop,
         )
@@ -327,12 +336,15 @@ class Dispatcher:
         scope: ConversationScope | None,
         on_start: Callable[[ToolCall], None] | None,
         on_finish: Callable[[ToolRun], None] | None,
+        before_run: Callable[[ToolCall], None] | None = None,
     ) -> list[ToolRun]:
         own_scope = scope is None
         conversation = ConversationScope(None) if scope is None else scope
         limit = asyncio.Semaphore(self.max_concurrency)
         tasks = [
-            asyncio.ensure_future(self._one(call, conversation, limit, on_start, on_finish))
+            asyncio.ensure_future(
+                self._one(call, conversation, limit, on_start, on_finish, before_run)
+            )
             for call in calls
         ]
         try:
@@ -353,13 +365,15 @@ class Dispatcher:
         limit: asyncio.Semaphore,
         on_start: Callable[[ToolCall], None] | None,
         on_finish: Callable[[ToolRun], None] | None,
+        before_run: Callable[[ToolCall], None] | None = None,
     ) -> ToolRun:
         async with limit:
             started_at = datetime.now(timezone.utc)
             began = time.perf_counter()
             if on_start is not None:
                 on_start(call)
-            run = self._record(call, started_at, began, await self._execute(call, scope))
+            outcome = await self._execute(call, scope, before_run)
+            run = self._record(call, started_at, began, outcome)
             if on_finish is not None:
                 on_finish(run)
             return run
@@ -397,10 +411,18 @@ class Dispatcher:
         timeout = spec.options.timeout if spec.options.timeout is not None else self.default_timeout
         return Prepared(spec, kwargs, cancelled, timeout)
 
-    async def _execute(self, call: ToolCall, scope: ConversationScope) -> Outcome:
+    async def _execute(
+        self,
+        call: ToolCall,
+        scope: ConversationScope,
+        before_run: Callable[[ToolCall], None] | None = None,
+    ) -> Outcome:
         ready = self._prepare(call, scope)
         if not isinstance(ready, Prepared):
             return ready
+        if before_run is not None:
+            # A durable write: off the loop thread, so other calls' coroutines keep going.
+            await asyncio.to_thread(before_run, call)
         spec = ready.spec
         try:
             result = await self._invoke(

@@ -42,6 +42,7 @@ def _run(name: str, detail: object) -> None:
         log.write(f"{name} {detail}\\n")
         log.flush()
         os.fsync(log.fileno())
+    time.sleep(float(os.environ.get("TB_TOOL_SECONDS", "0")))  # widens crash windows (soak)
     deadline = time.monotonic() + 60
     while (HERE / f"block-{name}").exists() and time.monotonic() < deadline:
         time.sleep(0.02)

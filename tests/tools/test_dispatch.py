@@ -1145,3 +1145,49 @@ def test_a_tool_failure_is_an_output_with_a_warning_not_a_traceback(
     }
     assert by_call["f"].levelno == logging.WARNING and by_call["f"].exc_info is None
     assert by_call["b"].levelno == logging.ERROR and by_call["b"].exc_info is not None
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_before_run_is_told_of_each_call_right_before_it_runs(kind: str) -> None:
+    """The loop journals "started" there: a call whose arguments fail never starts, and a
+    hook that fails keeps its call from running."""
+    ran: list[str] = []
+    told: list[str] = []
+
+    if kind == "sync":
+
+        def work(n: int) -> int:
+            ran.append(f"work {n}")
+            return n
+
+    else:
+
+        async def work(n: int) -> int:  # type: ignore[misc]
+            ran.append(f"work {n}")
+            return n
+
+    def before_run(c: ToolCall) -> None:
+        assert f"work {c.arguments}" not in ran, "told before the function runs"
+        told.append(c.call_id)
+        if c.call_id == "refused":
+            raise RuntimeError("the journal is gone")
+
+    box = Toolbox([work])
+    with Dispatcher(box) as dispatcher:
+        batch = [call("work", {"n": 1}, "a"), call("work", {"n": "x"}, "bad")]
+        runs = list_runs(dispatcher.iter_run(batch, before_run=before_run))
+        assert told == ["a"] and ran == ["work 1"]
+        assert runs[1].error == "invalid_arguments"
+        with pytest.raises(RuntimeError, match="journal is gone"):
+            list_runs(
+                dispatcher.iter_run([call("work", {"n": 2}, "refused")], before_run=before_run)
+            )
+        assert ran == ["work 1"], "a call whose hook failed never ran"
+
+
+def list_runs(updates: Any) -> list[ToolRun]:
+    while True:
+        try:
+            next(updates)
+        except StopIteration as done:
+            return list(done.value)

@@ -95,8 +95,17 @@ function fillToolCall(node, call) {
 function renderTranscript(detail) {
   const box = $("transcript");
   box.replaceChildren();
-  for (const message of detail.messages) {
+  // Platform conversations after the first replaced a stuck one: say so where it happened.
+  const switches = (detail.platform_conversations || []).slice(1);
+  detail.messages.forEach((message, index) => {
+    const next = detail.messages[index + 1];
     box.append(el("div", { class: "message user" }, message.query));
+    for (const change of switches.filter((s) => s.created_at >= message.created_at &&
+                                                (!next || s.created_at < next.created_at))) {
+      box.append(el("div", { class: "note", "data-testid": "platform-switch" },
+                    `continued in a new platform conversation ${change.platform_conversation_id}: `,
+                    change.reason));
+    }
     for (const call of detail.tool_calls.filter((c) => c.message_id === message.message_id)) {
       box.append(toolCallNode(call));
     }
@@ -105,7 +114,7 @@ function renderTranscript(detail) {
     box.append(el("div", { class: "message agent" + (failed ? " failed" : ""),
                            "data-testid": "answer" }, text || "…",
                   el("div", { class: "meta" }, message.status)));
-  }
+  });
   box.scrollTop = box.scrollHeight;
 }
 

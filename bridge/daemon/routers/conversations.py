@@ -126,6 +126,7 @@ def get_conversation(service: ServiceDep, conversation_id: ConversationId) -> Co
         busy=service.active(conversation_id) is not None,
         messages=service.journal.messages(conversation_id),
         tool_calls=service.journal.calls(conversation_id),
+        platform_conversations=service.journal.platform_conversations(conversation_id),
     )
 
 
