@@ -4,9 +4,12 @@
     toolbridge run "what does the wiki say about VPN setup?" --tools manifests/http_fetch.py
 
 Tool: `fetch_url`. Only http(s) URLs whose host is on `TOOLBRIDGE_FETCH_ALLOW` (``host``,
-``host:port`` or ``*.domain``, comma separated) are fetched, redirects included; everything
-else is refused with a message that says how to allow it. HTML is reduced to its text; binary
-content is refused; at most `TOOLBRIDGE_FETCH_MAX_BYTES` (default 1000000) bytes are read.
+``host:port``, ``*.domain``, IP addresses or networks such as ``10.0.0.0/8``, comma separated)
+are fetched, redirects included, through the outbound gate (`bridge.sources.Outbound`: the host
+checked is the host connected to; ambiguous URLs and link-local/metadata addresses are
+refused); everything else is refused with a message that says how to allow it. HTML is
+reduced to its text; binary content is refused; at most `TOOLBRIDGE_FETCH_MAX_BYTES` (default
+1000000) bytes are read.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import os
 import re
 from functools import lru_cache
 from html.parser import HTMLParser
-from urllib.parse import urlsplit
 
 from bridge.sources import HostAllowlist, HttpToolError, Outbound
 from bridge.tools import manifest
@@ -25,13 +27,14 @@ __all__ = ["ALLOW_ENV", "MAX_BYTES_ENV", "fetch_url"]
 ALLOW_ENV = "TOOLBRIDGE_FETCH_ALLOW"
 MAX_BYTES_ENV = "TOOLBRIDGE_FETCH_MAX_BYTES"
 TIMEOUT = 20.0
+_ALLOW_HINT = f"The operator can add {{target}} to {ALLOW_ENV} where toolbridge runs."
 _TEXTUAL = re.compile(r"^(text/|application/([\w.+-]*\+)?(json|xml|javascript)\b)")
 
 
 @lru_cache(maxsize=8)
 def _outbound(entries: tuple[str, ...]) -> Outbound:
     # One pooled session per allowlist: connections are reused across calls.
-    return Outbound(HostAllowlist(entries))
+    return Outbound(HostAllowlist(entries), allow_hint=_ALLOW_HINT)
 
 
 class _Text(HTMLParser):
@@ -85,8 +88,9 @@ def fetch_url(url: str, max_chars: int = 20_000) -> str:
     """
     if not 100 <= max_chars <= 100_000:
         raise ValueError(f"max_chars: expected 100 to 100000 (got {max_chars})")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    url = url.strip()
+    # Only for a friendlier message: the gate (Outbound) parses the URL and decides.
+    if url.split(":", 1)[0].lower() not in ("http", "https"):
         raise ValueError(f"refused: {url!r} is not an http:// or https:// URL")
     entries = tuple(
         entry for entry in os.environ.get(ALLOW_ENV, "").replace(",", " ").split() if entry
@@ -97,7 +101,7 @@ def fetch_url(url: str, max_chars: int = 20_000) -> str:
             "where toolbridge runs"
         )
     reply = _outbound(entries).send(
-        "GET", url.strip(), timeout=TIMEOUT, max_bytes=_max_bytes(), headers={"Accept": "*/*"}
+        "GET", url, timeout=TIMEOUT, max_bytes=_max_bytes(), headers={"Accept": "*/*"}
     )
     kind = reply.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if not 200 <= reply.status < 300:

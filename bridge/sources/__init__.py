@@ -24,6 +24,8 @@ from bridge.sources._outbound import (
     HostNotAllowedError,
     HttpToolError,
     Outbound,
+    env_allow_hosts,
+    host_of,
 )
 from bridge.sources.http_tools import HttpToolSource, load_http_manifest
 from bridge.sources.openapi import open_openapi, openapi_manifest, read_openapi
@@ -39,6 +41,8 @@ __all__ = [
     "HttpToolError",
     "HttpToolSource",
     "Outbound",
+    "env_allow_hosts",
+    "host_of",
     "is_source_spec",
     "load_http_manifest",
     "open_openapi",

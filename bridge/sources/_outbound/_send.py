@@ -1,111 +1,45 @@
-"""Outbound HTTP for tool sources: a host allowlist, redirects followed by hand, bounded reads.
+"""`Outbound`: a pooled session whose every request and redirect hop goes through the gate.
 
-Every request (and every redirect hop) is checked against the allowlist before a connection is
-opened, so an API cannot bounce the bridge to a host nobody allowed. Failures raise
-`HttpToolError`, whose message is what the model reads.
+Before a request: the URL is parsed once (`parse_target`) and its host checked by name or
+address (`HostAllowlist.permits`); the URL sent is the one rebuilt from the checked parts.
+When a connection opens: the host urllib3 connects to is checked again, names resolved once
+and their answers checked, and the socket opened to exactly those addresses (`GatedAdapter`).
+Redirects are followed by hand, each hop checked the same way, at most `MAX_REDIRECTS`.
+Failures raise `HttpToolError`, whose message is what the model reads.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import requests
-from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from bridge.errors import redact
-from bridge.tools.spec import ToolError
+from bridge.sources._outbound._allowlist import (
+    HostAllowlist,
+    Resolver,
+    guarded_range,
+    system_resolver,
+)
+from bridge.sources._outbound._connect import GatedAdapter, gated
+from bridge.sources._outbound._errors import HostNotAllowedError, HttpToolError
+from bridge.sources._outbound._url import IPAddress, Target, UrlError, parse_target, shown
 
-__all__ = [
-    "ALLOW_HOSTS_ENV",
-    "HostAllowlist",
-    "HostNotAllowedError",
-    "HttpToolError",
-    "Outbound",
-    "Reply",
-    "env_allow_hosts",
-    "host_of",
-]
+__all__ = ["MAX_REDIRECTS", "Outbound", "Reply"]
 
 logger = logging.getLogger(__name__)
 
-ALLOW_HOSTS_ENV = "TOOLBRIDGE_ALLOW_HOSTS"
-"""Extra allowed hosts for every HTTP source, comma or space separated."""
 MAX_REDIRECTS = 5
 _REDIRECTS = (301, 302, 303, 307, 308)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class HttpToolError(ToolError):
-    """An HTTP tool call failed; the message (never holding a secret) is what the model reads."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
-
-
-class HostNotAllowedError(HttpToolError):
-    """The request, or a redirect, would go to a host that is not on the allowlist."""
-
-
-def env_allow_hosts() -> list[str]:
-    """The hosts listed in the `TOOLBRIDGE_ALLOW_HOSTS` environment variable."""
-    raw = os.environ.get(ALLOW_HOSTS_ENV, "")
-    return [entry for entry in raw.replace(",", " ").split() if entry]
-
-
-class HostAllowlist:
-    """Hosts a source may reach: ``host`` (any port), ``host:port``, ``*.domain[:port]``."""
-
-    def __init__(self, entries: Iterable[str]) -> None:
-        self.entries = tuple(dict.fromkeys(e.strip().lower() for e in entries if e.strip()))
-
-    def __repr__(self) -> str:
-        return f"HostAllowlist({list(self.entries)!r})"
-
-    def __str__(self) -> str:
-        return ", ".join(self.entries) or "(none)"
-
-    def allows(self, url: str) -> bool:
-        """True when `url` is http(s) and its host (and port) match an entry."""
-        parts = urlsplit(url)
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            return False
-        host = parts.hostname.lower()
-        try:
-            port = parts.port or _DEFAULT_PORTS[parts.scheme]
-        except ValueError:
-            return False
-        for entry in self.entries:
-            pattern, _, wanted = _split_entry(entry)
-            if wanted and wanted != str(port):
-                continue
-            if pattern == host or (pattern.startswith("*.") and fnmatch.fnmatch(host, pattern)):
-                return True
-        return False
-
-
-def _split_entry(entry: str) -> tuple[str, str, str]:
-    if entry.startswith("["):  # [::1]:8080
-        host, _, rest = entry[1:].partition("]")
-        return host, ":", rest.lstrip(":")
-    if entry.count(":") == 1:
-        return entry.partition(":")
-    return entry, "", ""
-
-
-def host_of(url: str) -> str:
-    """``host:port`` of a URL as an allowlist entry (the port only when it is explicit)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{host}:{parts.port}" if parts.port else host
+_ALLOW_HINT = (
+    "Add it to allow_hosts in the manifest, pass --allow-host {target}, or set "
+    "TOOLBRIDGE_ALLOW_HOSTS."
+)
 
 
 @dataclass(frozen=True)
@@ -127,23 +61,55 @@ class Reply:
 
 
 class Outbound:
-    """One `requests.Session` (connection reuse) guarded by an allowlist.
+    """One `requests.Session` (connection reuse) guarded by an allowlist: the outbound gate.
 
     Args:
         allowlist: Where requests may go.
         pool_size: Connections kept per host: calls of a batch run concurrently.
+        resolver: How names become addresses (default: the system resolver); each new
+            connection resolves once and connects only to the checked answers.
+        allow_hint: How the operator allows a host, for refusal messages (``{target}`` is
+            replaced by the refused ``host[:port]``).
     """
 
-    def __init__(self, allowlist: HostAllowlist, *, pool_size: int = 16) -> None:
+    def __init__(
+        self,
+        allowlist: HostAllowlist,
+        *,
+        pool_size: int = 16,
+        resolver: Resolver | None = None,
+        allow_hint: str = _ALLOW_HINT,
+    ) -> None:
         self.allowlist = allowlist
+        self.resolver: Resolver = resolver or system_resolver
+        self.allow_hint = allow_hint
         self.session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=8, pool_maxsize=pool_size)
+        # Direct connections only (a proxy would connect where the gate cannot see), and no
+        # ~/.netrc credentials; a custom CA bundle from the environment still applies.
+        self.session.trust_env = False
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+        if bundle:
+            self.session.verify = bundle
+        adapter = GatedAdapter(pool_connections=8, pool_maxsize=pool_size)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
     def close(self) -> None:
         """Close the pooled connections."""
         self.session.close()
+
+    def addresses(self, host: str, port: int) -> list[IPAddress]:
+        """The connect-time check (`ConnectPolicy`): the allowed addresses of `host`:`port`."""
+        return self.allowlist.addresses(host, port, self.resolver)
+
+    def check(self, url: str) -> Target:
+        """Parse `url` and check its host by name or address, without sending anything.
+
+        Raises:
+            HostNotAllowedError: The URL is not a plainly spelled http(s) URL, or its host is
+                not allowed.
+        """
+        return self._target(url, None)
 
     def send(
         self,
@@ -161,20 +127,19 @@ class Outbound:
     ) -> Reply:
         """Send one request, following up to 5 redirects to allowed hosts.
 
-        `secret_headers` (authentication) are dropped when a redirect leaves the original host.
+        `secret_headers` (authentication) are sent only to the origin of `url` (an upgrade
+        from http to https on the same host keeps them).
 
         Raises:
-            HostNotAllowedError: The URL or a redirect target is not allowed.
+            HostNotAllowedError: The URL, a redirect target, or the address a name resolves
+                to is not allowed.
             HttpToolError: The host could not be reached, timed out, or redirected too often.
         """
-        current = url
-        origin = urlsplit(url).netloc.lower()
+        first = current = self._target(url, None)
         query = params
-        previous: str | None = None
         for _hop in range(MAX_REDIRECTS + 1):
-            self._check(current, previous)
             sent = dict(headers or {})
-            if urlsplit(current).netloc.lower() == origin:
+            if _keeps_secrets(first, current):
                 sent.update(secret_headers or {})
             response = self._request(
                 method,
@@ -189,42 +154,56 @@ class Outbound:
             with response:
                 location = response.headers.get("Location")
                 if response.status_code not in _REDIRECTS or not location:
-                    body, truncated = _read(response, max_bytes)
+                    body, truncated = _read(response, max_bytes, current)
                     return Reply(
                         status=response.status_code,
                         reason=response.reason or "",
-                        url=current,
+                        url=current.url,
                         headers=CaseInsensitiveDict(response.headers),
                         body=body,
                         truncated=truncated,
                         encoding=response.encoding,
                     )
-            logger.debug("redirect %s from %s to %s", response.status_code, current, location)
-            previous, current = current, urljoin(current, location)
+            location = _header_text(location)
+            logger.debug("redirect %s from %s to %r", response.status_code, current.url, location)
+            current = self._target(urljoin(current.url, location), current)
             query = None  # the Location carries its own query
             if response.status_code == 303 or (
                 response.status_code in (301, 302) and method not in ("GET", "HEAD")
             ):
                 method, has_body = "GET", False
         raise HttpToolError(
-            f"{method} {_short(url)} was redirected more than {MAX_REDIRECTS} times; gave up"
+            f"{method} {first.short} was redirected more than {MAX_REDIRECTS} times; gave up"
         )
 
-    def _check(self, url: str, first: str | None) -> None:
-        if self.allowlist.allows(url):
-            return
-        target = host_of(url) or url
-        how = f"the redirect from {_short(first)} to {_short(url)}" if first else _short(url)
+    def _target(self, url: str, previous: Target | None) -> Target:
+        how = f"the redirect from {previous.short} to {shown(url)}" if previous else shown(url)
+        try:
+            target = parse_target(url, userinfo=self.allowlist.userinfo)
+        except UrlError as exc:
+            raise HostNotAllowedError(f"Refused: {how}: the URL {exc}.") from None
+        if self.allowlist.permits(target):
+            return target
+        if previous is None:
+            how = target.short
+        else:
+            how = f"the redirect from {previous.short} to {target.short}"
+        label = target.label
+        guard = guarded_range(target.address) if target.address is not None else None
+        if guard is not None:
+            raise HostNotAllowedError(
+                f"Refused: {how} goes to {label}, {guard[1]}; it is reached only when the "
+                "allowlist names that address itself, not through a wider network or a host name"
+            )
         raise HostNotAllowedError(
-            f"Refused: {how} goes to {target}, which is not an allowed host (allowed: "
-            f"{self.allowlist}). Add it to allow_hosts in the manifest, pass --allow-host "
-            f"{target}, or set TOOLBRIDGE_ALLOW_HOSTS."
+            f"Refused: {how} goes to {label}, which is not an allowed host (allowed: "
+            f"{self.allowlist}). {self.allow_hint.format(target=label)}"
         )
 
     def _request(
         self,
         method: str,
-        url: str,
+        target: Target,
         *,
         params: list[tuple[str, str]] | None,
         headers: dict[str, str],
@@ -234,32 +213,50 @@ class Outbound:
         timeout: float,
     ) -> requests.Response:
         try:
-            return self.session.request(
-                method,
-                url,
-                params=params,
-                headers=headers,
-                cookies=dict(cookies) if cookies else None,
-                json=json_body if has_body else None,
-                timeout=(min(timeout, 10.0), timeout),
-                allow_redirects=False,
-                stream=True,
-            )
+            with gated(self):
+                return self.session.request(
+                    method,
+                    target.url,
+                    params=params,
+                    headers=headers,
+                    cookies=dict(cookies) if cookies else None,
+                    json=json_body if has_body else None,
+                    timeout=(min(timeout, 10.0), timeout),
+                    allow_redirects=False,
+                    stream=True,
+                )
         except requests.Timeout:
             raise HttpToolError(
-                f"{method} {_short(url)} timed out after {timeout:g} seconds"
+                f"{method} {target.short} timed out after {timeout:g} seconds"
             ) from None
         except requests.ConnectionError as exc:
             raise HttpToolError(
-                f"{method} {_short(url)} failed: cannot connect ({_reason(exc)})"
+                f"{method} {target.short} failed: cannot connect ({_reason(exc)})"
             ) from None
         except requests.RequestException as exc:
             raise HttpToolError(
-                f"{method} {_short(url)} failed: {type(exc).__name__}: {_reason(exc)}"
+                f"{method} {target.short} failed: {type(exc).__name__}: {_reason(exc)}"
             ) from None
 
 
-def _read(response: requests.Response, max_bytes: int) -> tuple[bytes, bool]:
+def _keeps_secrets(origin: Target, current: Target) -> bool:
+    """Secrets go to the first URL's origin, or its https upgrade on the default ports."""
+    if current.host != origin.host:
+        return False
+    if (current.scheme, current.port) == (origin.scheme, origin.port):
+        return True
+    return (origin.scheme, origin.port, current.scheme, current.port) == ("http", 80, "https", 443)
+
+
+def _header_text(value: str) -> str:
+    """A header as sent: http.client decodes bytes as latin-1; servers mostly mean UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
+def _read(response: requests.Response, max_bytes: int, target: Target) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
     try:
@@ -270,17 +267,9 @@ def _read(response: requests.Response, max_bytes: int) -> tuple[bytes, bool]:
                 return b"".join(chunks)[:max_bytes], True
     except requests.RequestException as exc:
         raise HttpToolError(
-            f"the response from {_short(response.url)} broke off ({_reason(exc)})"
+            f"the response from {target.short} broke off ({_reason(exc)})"
         ) from None
     return b"".join(chunks), False
-
-
-def _short(url: str | None) -> str:
-    """The URL without its query string (arguments may be long; they are in the call anyway)."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def _reason(exc: BaseException) -> str:
