@@ -25,7 +25,6 @@ class LimitViolation:
     """The rule, e.g. "at most 2000 characters"."""
     actual: int
     """The input's length in characters."""
-    message: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def _violation(name: str, actual: int, low: int | None, high: int | None) -> Lim
         limit = f"at most {high} characters"
     else:
         limit = f"at least {low} characters"
-    return LimitViolation(name, limit, actual, f"{name} must be {limit}; it has {actual}")
+    return LimitViolation(name, limit, actual)
 
 
 NO_LIMITS = PlatformLimits()

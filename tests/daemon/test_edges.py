@@ -23,7 +23,7 @@ from bridge.daemon.app import create_app
 from bridge.daemon.settings import load_settings
 from bridge.emulator import Emulator
 from bridge.journal import SQLiteJournal
-from bridge.platforms.base import NO_LIMITS, limits_of
+from bridge.platforms.base import NO_LIMITS, LimitViolation, PlatformLimits, limits_of
 from bridge.platforms.openai_chat import OpenAIChatPlatform
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
 from tests.platforms.openai_fakes import Reply, ScriptedServer, text_stream
@@ -162,6 +162,17 @@ def test_appbuilder_query_length(daemon: DaemonProcess) -> None:
     assert daemon.request("GET", f"/v1/conversations/{cid}").json()["messages"] == []
     at_limit = daemon.ask(cid, "weather in Paris " + "x" * (2000 - 17))
     assert at_limit.status_code == 200, at_limit.text
+
+
+def test_platform_limits_rules() -> None:
+    limits = PlatformLimits(max_query_chars=3, end_user_id_min_chars=2)
+    assert limits.check(query="abc", end_user_id="ab") == []
+    assert limits.check(query="abcd", end_user_id="a") == [
+        LimitViolation("query", "at most 3 characters", 4),
+        LimitViolation("end_user_id", "at least 2 characters", 1),
+    ]
+    assert NO_LIMITS.check(query="x" * 100_000, end_user_id="") == []
+    assert limits_of(object()) == NO_LIMITS, "an adapter without limits has none"
 
 
 @pytest.fixture(scope="module")
