@@ -26,10 +26,12 @@ from typing import Any
 
 import pytest
 import requests
+from playwright.sync_api import expect, sync_playwright
 
 from bridge.daemon.failpoints import STEPS
 from bridge.emulator import Emulator
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, start_daemon, wait_for
+from tests.daemon.test_console import CHROMIUM, FLAGS
 
 SCENARIO: dict[str, Any] = {
     "settings": {"fallback": "plain", "chunk_chars": 4},
@@ -278,9 +280,12 @@ def test_a_platform_conversation_left_waiting_is_replaced_on_the_next_message(
         _check_delivery(second, emulator, tools_dir, before)
         _next_message_works(second, cid, 7)
         detail = _detail(second, cid)
+        note = _console_transcript(second, cid, tmp_path)
         log = second.log
     finally:
         second.stop()
+    assert "continued in a new platform conversation" in note
+    assert "waiting for tool outputs" in note
     interrupted, answered = detail["messages"]
     assert interrupted["error_code"] == "interrupted"
     assert answered["status"] == "finished"
@@ -293,6 +298,24 @@ def test_a_platform_conversation_left_waiting_is_replaced_on_the_next_message(
     assert emulator.conversation(new_id).messages[-1].answer == "paid: charged 7"
     assert "continues in a new platform conversation" in log
     assert executions(tools_dir) == ["charge 2", "charge 7"], "round 2 never ran"
+
+
+def _console_transcript(daemon: DaemonProcess, cid: str, tmp_path: Path) -> str:
+    """The console's note on a replaced platform conversation, read in a real browser."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS
+        )
+        try:
+            page = context.new_page()
+            page.goto(daemon.url + "/")
+            item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
+            item.click(timeout=15_000)
+            note = page.get_by_test_id("platform-switch")
+            expect(note).to_be_visible(timeout=15_000)
+            return note.inner_text()
+        finally:
+            context.close()
 
 
 SOAK_SEED = 9
