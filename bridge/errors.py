@@ -69,9 +69,10 @@ _SECRET_PATTERNS = (
     re.compile(r"bce-v3/[^\s\"',;]+"),
     # `token=...`-style pairs. Values under 8 characters are words ("token: set"), not
     # secrets; registered secrets are masked whatever their length (see `register_secret`).
+    # A `${ENV_NAME}` reference is where a secret comes from, not one: messages show it.
     re.compile(
         r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)"
-        r"[^\s\"',;&]{8,}"
+        r"(?!\$\{\w+\}(?:[^\w]|$))[^\s\"',;&]{8,}"
     ),
 )
 _extra_secrets: set[str] = set()

@@ -76,6 +76,12 @@ def test_redact_leaves_words_alone() -> None:
         assert redact(text) == text
 
 
+def test_redact_shows_environment_references_but_not_what_follows_them() -> None:
+    text = 'write headers: {X-API-Key: "${X_API_KEY}"} or query: {token: ${TOKEN}}'
+    assert redact(text) == text
+    assert "realsecret" not in redact("token: ${X}realsecret99")
+
+
 def test_registered_secrets_are_masked_anywhere() -> None:
     register_secret("Bearer s3cr3t-registered-value")
     assert "s3cr3t-registered-value" not in redact("saw s3cr3t-registered-value in a body")

@@ -8,6 +8,7 @@ be 'GET', 'POST', ... (got 'FETCH')`` by `describe_errors`.
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -146,6 +147,8 @@ def describe_errors(
             set(map(str, loc)) & _SECRET_KEYS
         ):
             message += f" (got {_got(error.get('input'))})"
+        if kind == "value_error":
+            line_path = _named_in_message(path, message, positions)
         line = _line(line_path or path, positions)
         where = f"line {line}: " if line else ""
         shown = dotted_path(path) or "top level"
@@ -156,6 +159,21 @@ def describe_errors(
         lines.append(f"  ... and {len(errors) - _MAX_SHOWN} more problems")
     count = f"{len(errors)} problem{'s' if len(errors) > 1 else ''}"
     return f"{source}: invalid {what} ({count}):\n" + "\n".join(lines)
+
+
+def _named_in_message(
+    path: tuple[int | str, ...], message: str, positions: Positions
+) -> tuple[int | str, ...] | None:
+    """The key a model-level message starts with (``locations.x: ...``), if the file has it.
+
+    A check across several fields reports on the whole tool; the line of the key it names is
+    where the reader has to look.
+    """
+    match = re.match(r"([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+):", message)
+    if match is None:
+        return None
+    named = (*path, *match.group(1).split("."))
+    return named if named in positions else None
 
 
 def _real_path(loc: tuple[Any, ...], positions: Positions) -> tuple[int | str, ...]:

@@ -3,6 +3,7 @@
     base_url: http://intranet.example:8080/api   # tool URLs that start with / are appended
     allow_hosts: [intranet.example:8080]          # default: the hosts named in this file
     headers: {X-Client: toolbridge}               # sent by every tool; ${ENV} allowed
+    query: {api_key: "${INTRANET_API_KEY}"}       # added to every query string; ${ENV} allowed
     auth: {type: bearer, token: "${INTRANET_TOKEN}"}
     timeout: 30
     tools:
@@ -21,7 +22,9 @@
         response: {select: data.employee, max_chars: 4000}
 
 Secrets are never written in a manifest: auth secrets must be `${ENV_NAME}` references,
-resolved when a call is made (see `bridge.sources.http_tools`).
+resolved when a call is made (see `bridge.sources.http_tools`). Credentials are never the
+model's to fill in: a header, query or cookie parameter whose name looks like one (see
+`bridge.sources._credentials`) is refused, with the `headers:`/`query:` entry to use instead.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bridge.sources._credentials import env_name, looks_like_credential, manifest_entry
 from bridge.tools.manifest import NAME_RULE
 
 __all__ = [
@@ -174,6 +178,8 @@ class HttpTool(_Model):
     """JSON Schema of the arguments object."""
     locations: dict[str, Location] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
+    query: dict[str, str] = Field(default_factory=dict)
+    """Query parameters sent with every call (`${ENV}` allowed): a key an API wants there."""
     auth: Auth | None = None
     """None uses the manifest's auth."""
     timeout: float | None = Field(default=None, gt=0, le=3600)
@@ -235,6 +241,7 @@ class HttpTool(_Model):
                 )
             if where.in_ == "whole_body":
                 whole.append(name)
+        _refuse_credential_parameters(self)
         body = [
             n for n in props if (self.locations.get(n) or default_location(n, self)).in_ == "body"
         ]
@@ -255,6 +262,8 @@ class HttpManifest(_Model):
     """Hosts (``host``, ``host:port``, ``*.domain``) requests may go to; None: the hosts named
     by `base_url` and the tools' absolute URLs."""
     headers: dict[str, str] = Field(default_factory=dict)
+    query: dict[str, str] = Field(default_factory=dict)
+    """Query parameters sent by every tool (`${ENV}` allowed)."""
     auth: Auth | None = None
     timeout: float = Field(default=30.0, gt=0, le=3600)
     max_output_chars: int = Field(default=20_000, ge=100)
@@ -299,6 +308,30 @@ class HttpManifest(_Model):
                 except ValueError as exc:
                     raise ValueError(f"tools[{index}] ({tool.name}): url {exc}") from None
         return self
+
+
+def _refuse_credential_parameters(tool: HttpTool) -> None:
+    """A credential among the model's arguments is refused, with the entry to write instead."""
+    found = []
+    for name in tool.parameters.get("properties", {}):
+        where = tool.locations.get(name) or default_location(name, tool)
+        wire = where.name or name
+        if where.in_ in ("header", "query", "cookie") and looks_like_credential(wire):
+            found.append((name, where.in_, wire))
+    if not found:
+        return
+    problems = "; ".join(
+        f"parameters.properties.{name}: the {place} {wire!r} looks like a credential; remove "
+        f"it from parameters and write {manifest_entry(place, wire)}"
+        for name, place, wire in found
+    )
+    envs = ", ".join(dict.fromkeys(env_name(wire) for _, _, wire in found))
+    raise ValueError(
+        f"{problems}. The model must never fill in a credential (whoever steers the agent "
+        f"could read or replace it): it is sent from the environment instead, so set {envs} "
+        "where toolbridge runs (or use an auth: entry). Pagination cursors such as page_token "
+        "or next_page_token are not credentials."
+    )
 
 
 def _check_http_url(value: str) -> None:

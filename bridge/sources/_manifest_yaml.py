@@ -46,6 +46,8 @@ def _tool(tool: HttpTool) -> dict[str, Any]:
         out["locations"] = {name: _location(where) for name, where in tool.locations.items()}
     if tool.headers:
         out["headers"] = dict(tool.headers)
+    if tool.query:
+        out["query"] = dict(tool.query)
     if tool.auth is not None:
         out["auth"] = _auth(tool.auth)
     if tool.timeout is not None:
@@ -67,6 +69,8 @@ def manifest_data(manifest: HttpManifest) -> dict[str, Any]:
         out["allow_hosts"] = list(manifest.allow_hosts)
     if manifest.headers:
         out["headers"] = dict(manifest.headers)
+    if manifest.query:
+        out["query"] = dict(manifest.query)
     if manifest.auth is not None:
         out["auth"] = _auth(manifest.auth)
     for key in ("timeout", "max_output_chars", "max_response_bytes"):

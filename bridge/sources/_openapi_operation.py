@@ -4,8 +4,11 @@ Path, query, header and cookie parameters and the JSON request body are merged i
 arguments schema. An object body (an `allOf` of objects is merged first) gives its writable
 fields as arguments; any other body, or one whose fields clash with a parameter, is one `body`
 argument sent as the whole JSON body. A parameter whose name is taken gets its location as a
-prefix (`query_id`). What cannot be called (a non-JSON required body, an unknown parameter
-location) raises `SkipOperationError` with the reason.
+prefix (`query_id`). A header, query or cookie parameter named like a credential (`X-API-Key`,
+`Authorization`, `session_id`; see `bridge.sources._credentials`) is never an argument: the
+tool sends it from an environment variable named after it (`headers: {X-API-Key:
+"${X_API_KEY}"}`, `query:`, or a `Cookie` header). What cannot be called (a non-JSON required
+body, an unknown parameter location) raises `SkipOperationError` with the reason.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bridge.sources._credentials import env_name, looks_like_credential
 from bridge.sources._http_manifest import HttpTool, Location, default_location
 from bridge.sources._schema import canonical_schema, resolve_pointer
 
 __all__ = ["SkipOperationError", "deref", "operation_tool"]
 
-_IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))
+# OpenAPI says to ignore Authorization parameters too, but FastAPI's `Header()` declares them
+# that way: it is sent from the environment like any other credential.
+_IGNORED_HEADERS = frozenset(("accept", "content-type"))
 _MAX_DESCRIPTION = 1_000
 
 
@@ -57,6 +63,9 @@ def operation_tool(
     props: dict[str, Any] = {}
     required: list[str] = []
     locations: dict[str, Location] = {}
+    headers: dict[str, str] = {}
+    query: dict[str, str] = {}
+    cookies: list[str] = []
     params = _parameters(document, item, op)
     order = {"path": 0, "query": 1, "header": 2, "cookie": 3}
     for param in sorted(params, key=lambda p: order.get(str(p.get("in")), 9)):
@@ -64,6 +73,15 @@ def operation_tool(
         if where not in order:
             raise SkipOperationError(f"parameter {wire!r} is in {where!r}, which is not supported")
         if where == "header" and wire.lower() in _IGNORED_HEADERS:
+            continue
+        if where != "path" and looks_like_credential(wire):
+            reference = f"${{{env_name(wire)}}}"
+            if where == "header":
+                headers[wire] = reference
+            elif where == "query":
+                query[wire] = reference
+            else:
+                cookies.append(f"{wire}={reference}")
             continue
         prop = wire if wire not in props else f"{where}_{wire}"
         if prop in props:
@@ -76,7 +94,9 @@ def operation_tool(
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         schema["required"] = required
-    draft = HttpTool(name=name, method=method.upper(), url=path, parameters=schema)  # type: ignore[arg-type]
+    # Unvalidated: only its method and url matter here, and a DELETE's body field named like a
+    # credential would be refused as a query parameter by the validation.
+    draft = HttpTool.model_construct(method=method.upper(), url=path)
     # Only locations that differ from the defaults are kept: the written file stays short.
     kept = {
         prop: where
@@ -91,6 +111,8 @@ def operation_tool(
             url=path,
             parameters=schema,
             locations=kept,
+            headers=headers | ({"Cookie": "; ".join(cookies)} if cookies else {}),
+            query=query,
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]

@@ -8,21 +8,14 @@ in the document, so the auth refers to environment variables named after the sch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from bridge.sources._credentials import env_name
 from bridge.sources._http_manifest import ApiKeyAuth, BasicAuth, BearerAuth
 from bridge.sources._schema import resolve_pointer
 
 __all__ = ["env_name", "operation_auth"]
-
-
-def env_name(scheme: str) -> str:
-    """An environment variable name for a scheme: ``APIKeyHeader`` -> ``API_KEY_HEADER``."""
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", scheme)
-    name = re.sub(r"[^A-Za-z0-9]+", "_", snake).strip("_").upper()
-    return name if name and not name[0].isdigit() else f"API_{name}"
 
 
 def operation_auth(

@@ -105,6 +105,8 @@ class HttpToolSource:
         self.allowlist = HostAllowlist([*base, *allow_hosts, *env_allow_hosts()])
         self._outbound = Outbound(self.allowlist)
         self._specs = [self._spec(tool) for tool in manifest.tools]
+        if any(env_names(value) for value in _query_values(manifest)):
+            _redact_urllib3_request_lines()
         missing = sorted({name for name in _env_references(manifest) if name not in os.environ})
         if missing:
             logger.warning(
@@ -190,8 +192,11 @@ class HttpToolSource:
                 body = body if isinstance(body, dict) else {}
                 body[wire] = value
                 has_body = True
+        for name, value in {**self.manifest.query, **tool.query}.items():
+            query.append((name, self._expand(value, f"query {name}")))
         url = self._url(tool, path)
         static, secret = self._headers(tool)
+        cookies = _into_cookie_header(cookies, static, secret)
         reply = self._outbound.send(
             tool.method,
             url,
@@ -357,11 +362,51 @@ def _named_hosts(manifest: HttpManifest) -> list[str]:
     return [host for host in hosts if host]
 
 
+def _query_values(manifest: HttpManifest) -> list[str]:
+    return [*manifest.query.values(), *(v for tool in manifest.tools for v in tool.query.values())]
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks registered secrets in a record (urllib3 logs each request line with its query)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def _redact_urllib3_request_lines() -> None:
+    """A key sent in the query string must not reach DEBUG logs through urllib3's own logger."""
+    pool_logger = logging.getLogger("urllib3.connectionpool")
+    if not any(isinstance(f, _RedactingFilter) for f in pool_logger.filters):
+        pool_logger.addFilter(_RedactingFilter())
+
+
+def _into_cookie_header(
+    cookies: dict[str, str], static: dict[str, str], secret: dict[str, str]
+) -> dict[str, str]:
+    """Cookie arguments, moved into a Cookie header of the manifest when there is one.
+
+    requests leaves out `cookies=` when a Cookie header is set, and a credential cookie is
+    such a header (`headers: {Cookie: "sid=${SID}"}`). The arguments' values are
+    percent-encoded so that a model cannot add a cookie of its own with `;`.
+    """
+    for headers in (secret, static):
+        name = next((key for key in headers if key.lower() == "cookie"), None)
+        if name is not None and cookies:
+            extra = "; ".join(f"{key}={quote(value, safe='')}" for key, value in cookies.items())
+            headers[name] = f"{headers[name]}; {extra}"
+            return {}
+    return cookies
+
+
 def _env_references(manifest: HttpManifest) -> set[str]:
-    texts: list[str] = list(manifest.headers.values())
+    texts: list[str] = [*manifest.headers.values(), *manifest.query.values()]
     auths: list[Any] = [manifest.auth]
     for tool in manifest.tools:
-        texts.extend(tool.headers.values())
+        texts.extend((*tool.headers.values(), *tool.query.values()))
         auths.append(tool.auth)
     for auth in auths:
         if isinstance(auth, BearerAuth):

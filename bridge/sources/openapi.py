@@ -10,6 +10,8 @@ from `summary` and `description`, and the path, query, header and cookie paramet
 JSON request body are merged into one arguments schema, with local `$ref`s inlined (a cycle is
 cut, with a note in the schema's description). An object body contributes its fields as
 arguments; any other body (or one whose fields clash with a parameter) is one `body` argument.
+Header, query and cookie parameters named like credentials are never arguments: they are sent
+from environment variables named after them, and a note says which (see `_openapi_operation`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ import requests
 
 from bridge.errors import UsageError
 from bridge.sources._document import DocumentError, parse_document, read_document
-from bridge.sources._http_manifest import HttpManifest, HttpTool
+from bridge.sources._http_manifest import (
+    ApiKeyAuth,
+    BasicAuth,
+    BearerAuth,
+    HttpManifest,
+    HttpTool,
+    env_names,
+)
 from bridge.sources._openapi_operation import SkipOperationError, deref, operation_tool
 from bridge.sources._openapi_security import operation_auth
 from bridge.sources._outbound import host_of
@@ -179,16 +188,66 @@ def openapi_manifest(
         auths.append(operation_auth(document, op, label, notes))
     if not tools:
         raise UsageError(f"{source}: no operation could be turned into a tool ({'; '.join(notes)})")
+    tools = [_without_auth_header(t, a) for t, a in zip(tools, auths, strict=True)]
+    notes.extend(_credential_notes(tools))
     shared = auths[0] if all(auth == auths[0] for auth in auths) else None
     if shared is None:
         tools = [t.model_copy(update={"auth": a}) for t, a in zip(tools, auths, strict=True)]
+    # Credentials every operation sends are written once, at the top of the manifest.
+    headers = tools[0].headers if all(t.headers == tools[0].headers for t in tools) else {}
+    query = tools[0].query if all(t.query == tools[0].query for t in tools) else {}
+    update: dict[str, Any] = {k: {} for k, v in (("headers", headers), ("query", query)) if v}
+    if update:
+        tools = [t.model_copy(update=update) for t in tools]
     manifest = HttpManifest(
         base_url=base_url,
         allow_hosts=[host_of(base_url)],
+        headers=headers,
+        query=query,
         auth=shared,
         tools=tools,
     )
     return manifest, notes
+
+
+def _without_auth_header(tool: HttpTool, auth: Any) -> HttpTool:
+    """The tool without a credential header its security scheme already sends."""
+    if isinstance(auth, BearerAuth | BasicAuth):
+        covered = "authorization"
+    elif isinstance(auth, ApiKeyAuth):
+        covered = auth.header.lower()
+    else:
+        return tool
+    headers = {k: v for k, v in tool.headers.items() if k.lower() != covered}
+    return tool if headers == tool.headers else tool.model_copy(update={"headers": headers})
+
+
+def _credential_notes(tools: Sequence[HttpTool]) -> list[str]:
+    """One note per credential parameter that became an environment variable."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for tool in tools:
+        entries = [("query", wire, value) for wire, value in tool.query.items()]
+        for wire, value in tool.headers.items():
+            if wire.lower() != "cookie":
+                entries.append(("header", wire, value))
+                continue
+            for part in value.split(";"):
+                cookie, _, reference = part.strip().partition("=")
+                entries.append(("cookie", cookie, reference))
+        for place, wire, value in entries:
+            for env in env_names(value):
+                found.setdefault((place, wire, env), []).append(tool.name)
+    notes = []
+    for (place, wire, env), names in found.items():
+        whole = " (the whole header value, e.g. Bearer <token>)" if place == "header" else ""
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notes.append(
+            f"the {place} parameter {wire!r} looks like a credential, so the model never sees "
+            f"it: {shown} send{'s' if len(names) == 1 else ''} it from the environment "
+            f"variable {env}{whole if wire.lower().endswith('authorization') else ''}; set "
+            f"{env} where toolbridge runs"
+        )
+    return notes
 
 
 def _server(document: Mapping[str, Any], source: str, override: str | None) -> str:

@@ -3,6 +3,7 @@ was expected; a literal secret is refused and never echoed."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -238,3 +239,87 @@ def test_load_tools_reports_the_same_error(tmp_path: Path) -> None:
     path = write(tmp_path, "tools: 3\n")
     with pytest.raises(UsageError, match=r"line 1: tools: should be a valid list"):
         load_tools([str(path)])
+
+
+# --- credentials are never parameters the model fills in ------------------------------------
+
+
+def test_a_credential_header_parameter_is_refused_with_the_way_to_move_it(tmp_path: Path) -> None:
+    text = """\
+    base_url: http://127.0.0.1:9
+    tools:
+      - name: list_items
+        url: /items
+        parameters:
+          type: object
+          properties:
+            q: {type: string}
+            api_key_header: {type: string}
+        locations:
+          api_key_header: {in: header, name: X-API-Key}
+    """
+    message = problem(tmp_path, text)
+    assert (
+        "line 9: tools[0]: parameters.properties.api_key_header: the header 'X-API-Key' looks "
+        "like a credential; remove it from parameters and write headers: {X-API-Key: "
+        '"${X_API_KEY}"}'
+    ) in message
+    assert "set X_API_KEY where toolbridge runs (or use an auth: entry)" in message
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "location", "entry"),
+    [
+        ("GET", "token", "", 'query: {token: "${TOKEN}"}'),  # a GET argument goes in the query
+        ("POST", "access_token", "query", 'query: {access_token: "${ACCESS_TOKEN}"}'),
+        ("GET", "sessionid", "cookie", 'headers: {Cookie: "sessionid=${SESSIONID}"}'),
+        ("DELETE", "Authorization", "header", 'headers: {Authorization: "${AUTHORIZATION}"}'),
+    ],
+)
+def test_every_place_outside_the_body_is_checked(
+    tmp_path: Path, method: str, name: str, location: str, entry: str
+) -> None:
+    tool: dict[str, object] = {
+        "name": "t",
+        "method": method,
+        "url": "/t",
+        "parameters": {"type": "object", "properties": {name: {"type": "string"}}},
+    }
+    if location:
+        tool["locations"] = {name: location}
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"base_url": "http://127.0.0.1:9", "tools": [tool]}))
+    with pytest.raises(DocumentError) as info:
+        load_http_manifest(path)
+    assert f"parameters.properties.{name}: the " in str(info.value)
+    assert entry in str(info.value)
+
+
+def test_cursors_body_fields_and_path_segments_named_like_tokens_are_allowed(
+    tmp_path: Path,
+) -> None:
+    text = """\
+    base_url: http://127.0.0.1:9
+    query: {api_key: "${SHOP_KEY}"}
+    headers: {X-API-Key: "${SHOP_KEY}", Cookie: "sid=${SHOP_SID}"}
+    tools:
+      - name: list_items
+        url: /items
+        parameters:
+          type: object
+          properties:
+            next_page_token: {type: string}
+            max_tokens: {type: integer}
+      - name: set_password
+        method: POST
+        url: /users/{token}/password
+        parameters:
+          type: object
+          properties:
+            token: {type: string, description: The one-time link token of the reset mail.}
+            password: {type: string}
+          required: [token]
+    """
+    manifest = load_http_manifest(write(tmp_path, text))
+    assert manifest.query == {"api_key": "${SHOP_KEY}"}
+    assert [tool.name for tool in manifest.tools] == ["list_items", "set_password"]

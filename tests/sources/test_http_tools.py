@@ -43,7 +43,7 @@ def echo_tool(name: str = "echo", method: str = "POST", **extra: Any) -> dict[st
                 "flag": {"type": "boolean"},
                 "count": {"type": "integer"},
                 "trace": {"type": "string"},
-                "session": {"type": "string"},
+                "theme": {"type": "string"},
                 "note": {"type": "string"},
             },
             "required": ["item"],
@@ -52,7 +52,7 @@ def echo_tool(name: str = "echo", method: str = "POST", **extra: Any) -> dict[st
             "tags": "query",
             "flag": {"in": "query", "name": "is_flag"},
             "trace": {"in": "header", "name": "X-Trace"},
-            "session": "cookie",
+            "theme": "cookie",
         },
     }
     tool.update(extra)
@@ -96,7 +96,7 @@ def test_arguments_go_where_the_manifest_says(echo_server: ServerHandle, box_for
             "flag": True,
             "count": "3",
             "trace": "t-1",
-            "session": "s-1",
+            "theme": "dark",
             "note": "hello",
         },
     )
@@ -106,7 +106,7 @@ def test_arguments_go_where_the_manifest_says(echo_server: ServerHandle, box_for
     assert seen["path"] == "/echo/a b/c"  # quoted on the wire: the slash stays in the segment
     assert seen["query"] == [["tags", "x"], ["tags", "y"], ["is_flag", "true"]]
     assert seen["headers"]["x-trace"] == "t-1"
-    assert seen["cookies"] == {"session": "s-1"}
+    assert seen["cookies"] == {"theme": "dark"}
     assert seen["json"] == {"count": 3, "note": "hello"}  # "3" coerced to the schema's integer
 
 
