@@ -200,6 +200,9 @@ def test_spellings_of_the_allowed_host_reach_it(servers: Servers, gate: Any) -> 
         assert get(outbound, url)["server"] == "A", url
     seen = servers.a.seen[-1]
     assert (seen.path, seen.host_header) == ("/@evil.test", f"allowed.test:{pa}")
+    punycode_entry = gate(f"xn--bcher-kva.test:{pa}")
+    assert get(punycode_entry, f"http://bücher.test:{pa}/")["server"] == "A"
+    assert servers.a.seen[-1].host_header == f"xn--bcher-kva.test:{pa}"
 
 
 def test_ipv6_literals(gate: Any) -> None:
@@ -439,3 +442,25 @@ def test_requests_alone_would_have_gone_to_b(servers: Servers) -> None:
     before = servers.b.count()
     requests.get(url, timeout=5)
     assert servers.b.count() == before + 1
+
+
+def test_secret_headers_stay_with_the_first_origin(servers: Servers, gate: Any) -> None:
+    from bridge.sources._outbound._send import _keeps_secrets
+
+    pa = servers.a.port
+    outbound = gate(servers.a.netloc, f"allowed.test:{pa}")
+    secret = {"Authorization": "Bearer gate-test-secret-1"}
+    for location, kept in (("/same", True), (f"http://allowed.test:{pa}/other", False)):
+        outbound.send(
+            "GET",
+            redirect_to(servers.a, location),
+            secret_headers=secret,
+            timeout=5,
+            max_bytes=1000,
+        )
+        assert (servers.a.seen[-1].authorization is not None) is kept, location
+    anywhere = gate("allowed.test")
+    first = anywhere.check("http://allowed.test/")
+    assert _keeps_secrets(first, anywhere.check("https://allowed.test/"))
+    assert not _keeps_secrets(anywhere.check("https://allowed.test/"), first)
+    assert not _keeps_secrets(first, anywhere.check("http://allowed.test:8080/"))
