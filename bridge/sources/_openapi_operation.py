@@ -111,12 +111,21 @@ def operation_tool(
             url=path,
             parameters=schema,
             locations=kept,
-            headers=headers | ({"Cookie": "; ".join(cookies)} if cookies else {}),
+            headers=_with_cookies(headers, cookies),
             query=query,
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise SkipOperationError(str(first["msg"]).removeprefix("Value error, ")) from None
+
+
+def _with_cookies(headers: dict[str, str], cookies: list[str]) -> dict[str, str]:
+    """The credential headers plus one Cookie header for the credential cookies."""
+    if not cookies:
+        return headers
+    name = next((key for key in headers if key.lower() == "cookie"), "Cookie")
+    parts = [headers[name], *cookies] if name in headers else cookies
+    return {**headers, name: "; ".join(parts)}
 
 
 def _parameters(

@@ -232,8 +232,9 @@ def _credential_notes(tools: Sequence[HttpTool]) -> list[str]:
                 entries.append(("header", wire, value))
                 continue
             for part in value.split(";"):
-                cookie, _, reference = part.strip().partition("=")
-                entries.append(("cookie", cookie, reference))
+                cookie, equals, reference = part.strip().partition("=")
+                # A Cookie header parameter (no `name=`) is sent whole, as a header.
+                entries.append(("cookie", cookie, reference) if equals else ("header", wire, part))
         for place, wire, value in entries:
             for env in env_names(value):
                 found.setdefault((place, wire, env), []).append(tool.name)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -27,7 +27,8 @@ from bridge._serve import ServerHandle, serve_in_thread
 from bridge.cli import app as cli
 from bridge.emulator import Emulator
 from bridge.platforms.appbuilder import AppBuilderPlatform
-from bridge.sources._credentials import env_name, looks_like_credential
+from bridge.sources._credentials import _CURSOR, env_name, looks_like_credential
+from bridge.sources.openapi import openapi_manifest
 from bridge.tools import Dispatcher, Toolbox, load_tools
 from bridge.types import ToolCall, ToolRun
 from tests.sources.echo_app import EchoState
@@ -179,6 +180,8 @@ def test_a_credential_word_matches_whatever_surrounds_and_spells_it(
     stem: list[str], before: list[str], separator: str, case: str
 ) -> None:
     """`X-API-Key`, `my_api_key`, `FOOAPIKEY`, `Service-Token`: prefixes never hide a stem."""
+    # `next` + `token` is the cursor `nextToken`, exempt on purpose (tested below).
+    assume(not _CURSOR.fullmatch("".join([*before, *stem])))
     name = _spell([*before, *stem], separator, case)
     assert looks_like_credential(name), name
 
@@ -440,3 +443,45 @@ tools:
     assert sent == f"sid={SESSION}; theme=dark%3B%20sid%3Dforged"
     for secret in (QUERY_KEY, SESSION):
         assert secret not in caplog.text + run.output
+
+
+def test_the_generated_tool_for_every_kind_of_credential_parameter() -> None:
+    """Header, query and cookie credentials; one already sent by the security scheme; a cursor."""
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "servers": [{"url": "http://api.example"}],
+        "components": {"securitySchemes": {"Bearer": {"type": "http", "scheme": "bearer"}}},
+        "paths": {
+            "/things": {
+                "get": {
+                    "operationId": "list_things",
+                    "security": [{"Bearer": []}],
+                    "parameters": [
+                        {"name": "Authorization", "in": "header", "required": True},
+                        {"name": "X-Tenant-Token", "in": "header", "required": True},
+                        {"name": "Cookie", "in": "header"},
+                        {"name": "sid", "in": "cookie", "required": True},
+                        {"name": "theme", "in": "cookie"},
+                        {"name": "access_token", "in": "query"},
+                        {"name": "page_token", "in": "query"},
+                    ],
+                }
+            }
+        },
+    }
+    manifest, notes = openapi_manifest(document, source="inline.json")
+    [tool] = manifest.tools
+    assert list(tool.parameters["properties"]) == ["page_token", "theme"]
+    assert manifest.auth is not None and manifest.auth.type == "bearer"
+    # Authorization comes from the scheme's auth; the rest from variables named after them.
+    assert manifest.headers == {
+        "X-Tenant-Token": "${X_TENANT_TOKEN}",
+        "Cookie": "${COOKIE}; sid=${SID}",
+    }
+    assert manifest.query == {"access_token": "${ACCESS_TOKEN}"}
+    assert [note.split(" looks like")[0] for note in notes] == [
+        "the query parameter 'access_token'",
+        "the header parameter 'X-Tenant-Token'",
+        "the header parameter 'Cookie'",
+        "the cookie parameter 'sid'",
+    ]
