@@ -1,8 +1,12 @@
-"""Prometheus metrics in the text exposition format (version 0.0.4), written by hand.
+"""The daemon's Prometheus metrics, on `prometheus_client`.
 
-Why not `prometheus_client`: its registry is process-global (two apps in one test process
-collide), and the daemon needs five metric families; counters, gauges and histograms with
-labels fit in this module, with nothing to configure.
+Each `Metrics` owns its own `CollectorRegistry` (never the library's global ``REGISTRY``), so
+two services in one process (tests, an embedding application) keep separate counts and never
+collide on a metric name. The registry also carries the library's process, platform and GC
+collectors, which give the standard ``process_*`` and ``python_*`` series.
+
+The classes here are a thin façade over the library's metrics so call sites stay one short
+line with label values positional (``metrics.tool_calls.inc(tool, outcome)``).
 
 Label values that come from outside (tool names the agent sent) are bounded by the caller:
 unknown tools are counted as ``tool="(unknown)"`` so a misbehaving agent cannot grow the
@@ -11,146 +15,122 @@ series without limit.
 
 from __future__ import annotations
 
-import bisect
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "Metrics"]
+import prometheus_client
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
+__all__ = ["CONTENT_TYPE", "Counter", "Histogram", "Metrics"]
+
+# What `generate_latest` writes with its default (underscore) escaping: the classic text format.
+# Spelled out because the library's CONTENT_TYPE_LATEST names version 1.0.0 in recent releases.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+# HTTP requests: most answer in milliseconds, a streamed answer lasts as long as its run.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-Labels = tuple[str, ...]
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra:
-        parts.append(extra)
-    return "{" + ",".join(parts) + "}" if parts else ""
-
-
-def _number(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
-
-
-class _Family:
-    kind = "untyped"
-
-    def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
-        self.name = name
-        self.help = help
-        self.label_names = tuple(labels)
-        self._lock = threading.Lock()
-
-    def _key(self, values: Sequence[str]) -> Labels:
-        if len(values) != len(self.label_names):
-            raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(values)}")
-        return tuple(str(v) for v in values)
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-
-    def render(self) -> list[str]:
-        raise NotImplementedError
+# A tool call: a local function in a millisecond up to a slow HTTP or MCP tool near its timeout.
+TOOL_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
+# A run: one model turn in a fraction of a second up to many turns, or a wait for a person's
+# approval (10 minutes by default), hence the last bucket past 600 s.
+RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0)
 
 
-class Counter(_Family):
+class Counter:
     """A value that only goes up, per label set."""
 
-    kind = "counter"
-
-    def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help, labels)
-        self._values: dict[Labels, float] = {}
+    def __init__(
+        self, registry: CollectorRegistry, name: str, help: str, labels: Sequence[str] = ()
+    ) -> None:
+        self.name = name
+        self.label_names = tuple(labels)
+        self._registry = registry
+        self._metric = prometheus_client.Counter(name, help, self.label_names, registry=registry)
 
     def inc(self, *labels: str, amount: float = 1.0) -> None:
-        """Add `amount` to the series of `labels`."""
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
+        """Add `amount` to the series of `labels` (label values in declaration order)."""
+        self._series(labels).inc(amount)
 
     def value(self, *labels: str) -> float:
         """The current value of one series (0 if never touched)."""
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
+        found = self._registry.get_sample_value(self.name, dict(self._key(labels)))
+        return found or 0.0
 
-    def render(self) -> list[str]:
-        with self._lock:
-            items = sorted(self._values.items())
-        return self.header() + [
-            f"{self.name}{_labels(self.label_names, k)} {_number(v)}" for k, v in items
-        ]
+    def _key(self, labels: Sequence[str]) -> list[tuple[str, str]]:
+        if len(labels) != len(self.label_names):
+            raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(labels)}")
+        return [(n, str(v)) for n, v in zip(self.label_names, labels, strict=True)]
 
-
-class Gauge(_Family):
-    """A value read from a function at scrape time."""
-
-    kind = "gauge"
-
-    def __init__(self, name: str, help: str, read: Callable[[], float]) -> None:
-        super().__init__(name, help)
-        self._read = read
-
-    def render(self) -> list[str]:
-        return [*self.header(), f"{self.name} {_number(self._read())}"]
+    def _series(self, labels: Sequence[str]) -> prometheus_client.Counter:
+        self._key(labels)
+        return self._metric.labels(*labels) if labels else self._metric
 
 
-class Histogram(_Family):
+class Histogram:
     """Observations counted into cumulative buckets, with their sum and count."""
 
-    kind = "histogram"
-
     def __init__(
-        self, name: str, help: str, labels: Sequence[str] = (), buckets: Iterable[float] = ()
+        self,
+        registry: CollectorRegistry,
+        name: str,
+        help: str,
+        labels: Sequence[str] = (),
+        buckets: Sequence[float] = LATENCY_BUCKETS,
     ) -> None:
-        super().__init__(name, help, labels)
-        self.buckets = tuple(sorted(buckets)) or LATENCY_BUCKETS
-        self._series: dict[Labels, list[float]] = {}
-        """Per label set: one count per bucket, then +Inf count, then the sum."""
+        self.name = name
+        self.label_names = tuple(labels)
+        self.buckets = tuple(buckets)
+        self._metric = prometheus_client.Histogram(
+            name, help, self.label_names, registry=registry, buckets=self.buckets
+        )
 
     def observe(self, value: float, *labels: str) -> None:
-        """Record one observation."""
-        key = self._key(labels)
-        with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [0.0] * (len(self.buckets) + 2)
-            series[bisect.bisect_left(self.buckets, value)] += 1
-            series[-1] += value
+        """Record one observation (label values in declaration order)."""
+        if len(labels) != len(self.label_names):
+            raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(labels)}")
+        (self._metric.labels(*labels) if labels else self._metric).observe(value)
 
-    def render(self) -> list[str]:
-        with self._lock:
-            items = sorted((k, list(v)) for k, v in self._series.items())
-        lines = self.header()
-        for key, series in items:
-            running = 0.0
-            for bound, count in zip((*self.buckets, float("inf")), series[:-1], strict=True):
-                running += count
-                le = f'le="{_number(bound)}"'
-                lines.append(
-                    f"{self.name}_bucket{_labels(self.label_names, key, le)} {_number(running)}"
-                )
-            lines.append(f"{self.name}_sum{_labels(self.label_names, key)} {_number(series[-1])}")
-            lines.append(f"{self.name}_count{_labels(self.label_names, key)} {_number(running)}")
-        return lines
+
+def _gauge(registry: CollectorRegistry, name: str, help: str, read: Callable[[], float]) -> None:
+    """A gauge read from `read` at scrape time."""
+    prometheus_client.Gauge(name, help, registry=registry).set_function(read)
+
+
+def _no_pending() -> float:
+    return 0.0
 
 
 class Metrics:
-    """Every metric the daemon exposes at /metrics.
+    """Every metric the daemon exposes at /metrics, in a registry of its own.
 
     Args:
         in_flight: reads how many conversations are running now.
         queued: reads how many messages wait for a worker.
         tools_loaded: reads how many tools the current toolbox has.
+        approvals_pending: reads how many approval requests wait for a decision.
     """
 
     def __init__(
@@ -159,63 +139,82 @@ class Metrics:
         in_flight: Callable[[], float],
         queued: Callable[[], float],
         tools_loaded: Callable[[], float],
+        approvals_pending: Callable[[], float] = _no_pending,
     ) -> None:
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        # GCCollector registers nothing where the interpreter has no gc.get_stats (PyPy).
+        if GC_COLLECTOR is not None:
+            GCCollector(registry=registry)
+        _gauge(
+            registry,
+            "toolbridge_conversations_in_flight",
+            "Conversations with a run in progress (running or queued).",
+            in_flight,
+        )
+        _gauge(registry, "toolbridge_runs_queued", "Runs waiting for a free worker.", queued)
+        _gauge(registry, "toolbridge_tools_loaded", "Tools in the current toolbox.", tools_loaded)
+        _gauge(
+            registry,
+            "toolbridge_approvals_pending",
+            "Approval requests waiting for a person's decision.",
+            approvals_pending,
+        )
         self.runs = Counter(
-            "toolbridge_runs_total", "Runs (one per message) by how they ended.", ["outcome"]
+            registry,
+            "toolbridge_runs_total",
+            "Runs (one per message) by how they ended.",
+            ["outcome"],
         )
         self.run_seconds = Histogram(
+            registry,
             "toolbridge_run_duration_seconds",
             "Wall time of a run, from the message to its end.",
             ["outcome"],
             RUN_BUCKETS,
         )
         self.tool_calls = Counter(
+            registry,
             "toolbridge_tool_calls_total",
             'Tool calls by tool and outcome ("ok" or the error kind).',
             ["tool", "outcome"],
         )
         self.tool_seconds = Histogram(
-            "toolbridge_tool_call_duration_seconds", "Time a tool call took.", ["tool"]
+            registry,
+            "toolbridge_tool_call_duration_seconds",
+            "Time a tool call took.",
+            ["tool"],
+            TOOL_BUCKETS,
         )
         self.http_requests = Counter(
+            registry,
             "toolbridge_http_requests_total",
             "HTTP requests by method, route template and status.",
             ["method", "route", "status"],
         )
         self.http_seconds = Histogram(
+            registry,
             "toolbridge_http_request_duration_seconds",
             "Time to the end of the response (a stream counts until it ends).",
             ["method", "route"],
         )
         self.recovered = Counter(
+            registry,
             "toolbridge_recovered_messages_total",
             "Messages a restart found interrupted, by what recovery did.",
             ["action"],
         )
         self.reloads = Counter(
-            "toolbridge_tool_reloads_total", "Tool reloads by outcome.", ["outcome"]
+            registry, "toolbridge_tool_reloads_total", "Tool reloads by outcome.", ["outcome"]
         )
-        self._families: list[_Family] = [
-            Gauge(
-                "toolbridge_conversations_in_flight",
-                "Conversations with a run in progress (running or queued).",
-                in_flight,
-            ),
-            Gauge("toolbridge_runs_queued", "Runs waiting for a free worker.", queued),
-            Gauge("toolbridge_tools_loaded", "Tools in the current toolbox.", tools_loaded),
-            self.runs,
-            self.run_seconds,
-            self.tool_calls,
-            self.tool_seconds,
-            self.http_requests,
-            self.http_seconds,
-            self.recovered,
-            self.reloads,
-        ]
+        self.approvals = Counter(
+            registry,
+            "toolbridge_approvals_total",
+            "Approval requests by how they were decided (approved, rejected, expired).",
+            ["outcome"],
+        )
 
-    def render(self) -> str:
-        """The whole exposition, ending with a newline."""
-        lines: list[str] = []
-        for family in self._families:
-            lines.extend(family.render())
-        return "\n".join(lines) + "\n"
+    def render(self) -> bytes:
+        """The whole exposition in the text format of `CONTENT_TYPE`."""
+        return generate_latest(self.registry)

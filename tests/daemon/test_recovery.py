@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
@@ -102,6 +103,11 @@ def test_kill_9_at_each_journal_state_then_restart(
     assert ended["E"]["status"] == "failed" and ended["E"]["error_code"] == "interrupted"
     assert "ask again" in ended["E"]["error_message"]
     assert emulator.conversation(ids["D"]).pending_call_ids == ()
-    assert 'toolbridge_recovered_messages_total{action="resumed"} 4' in metrics
-    assert 'toolbridge_recovered_messages_total{action="failed"} 1' in metrics
+    recovered = {
+        sample.labels["action"]: sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "toolbridge_recovered_messages_total"
+    }
+    assert recovered == {"resumed": 4, "failed": 1}
     assert "resuming message" in second.log

@@ -53,5 +53,5 @@ async def readyz(service: ServiceDep) -> Readiness:
     },
 )
 def metrics(service: ServiceDep) -> PlainTextResponse:
-    """Runs by outcome, tool calls by tool and outcome, latencies, in-flight conversations."""
+    """Runs, tool calls, approvals, latencies, in-flight conversations, and `process_*`."""
     return PlainTextResponse(service.metrics.render(), media_type=CONTENT_TYPE)
