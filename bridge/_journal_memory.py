@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from bridge.errors import redact
 from bridge.journal import (
+    ApprovalDecidedError,
+    ApprovalRecord,
+    ApprovalStatus,
     CallRecord,
     ConversationRecord,
     Journal,
@@ -18,7 +23,7 @@ from bridge.journal import (
     now,
     redacted_arguments,
 )
-from bridge.types import ToolBatch, ToolRun
+from bridge.types import ToolBatch, ToolCall, ToolRun
 
 __all__ = ["MemoryJournal"]
 
@@ -65,6 +70,7 @@ class MemoryJournal(Journal):
         self._convs: dict[str, _Conv] = {}
         self._messages: dict[int, MessageRecord] = {}
         self._next_message = 1
+        self._approvals: dict[str, ApprovalRecord] = {}
 
     def __repr__(self) -> str:
         return f"MemoryJournal(conversations={len(self._convs)})"
@@ -95,6 +101,10 @@ class MemoryJournal(Journal):
                 del self._convs[key]
                 for message_id in conv.message_ids:
                     self._messages.pop(message_id, None)
+                for approval_id in [
+                    a.approval_id for a in self._approvals.values() if a.conversation_id == key
+                ]:
+                    del self._approvals[approval_id]
 
     def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
         with self._lock:
@@ -114,7 +124,7 @@ class MemoryJournal(Journal):
             records = [conv.record for conv in reversed(self._convs.values())]
             return records[offset : offset + limit], len(records)
 
-    def begin_message(self, conversation_id: str, query: str) -> int:
+    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
         with self._lock:
             conv = self._conv(conversation_id)
             message_id, self._next_message = self._next_message, self._next_message + 1
@@ -124,6 +134,7 @@ class MemoryJournal(Journal):
                 query=redact(query),
                 status="running",
                 created_at=now(),
+                sent_by=sent_by,
             )
             conv.message_ids.append(message_id)
             self._touch(conv)
@@ -282,3 +293,92 @@ class MemoryJournal(Journal):
         with self._lock:
             conv = self._convs.get(conversation_id)
             return list(conv.platform) if conv else []
+
+    def request_approval(
+        self,
+        conversation_id: str,
+        call: ToolCall,
+        *,
+        message_id: int | None,
+        arguments_digest: str,
+        requested_by: str | None,
+        deadline: datetime,
+    ) -> ApprovalRecord:
+        with self._lock:
+            known = self.find_approval(conversation_id, call.call_id, arguments_digest)
+            if known is not None:
+                return known
+            record = ApprovalRecord(
+                approval_id=uuid.uuid4().hex,
+                conversation_id=conversation_id,
+                message_id=message_id,
+                call_id=call.call_id,
+                tool=call.name,
+                arguments=redacted_arguments(call.arguments),
+                arguments_digest=arguments_digest,
+                requested_by=requested_by,
+                requested_at=now(),
+                deadline=deadline,
+                status="pending",
+            )
+            self._approvals[record.approval_id] = record
+            return record
+
+    def find_approval(
+        self, conversation_id: str, call_id: str, arguments_digest: str
+    ) -> ApprovalRecord | None:
+        with self._lock:
+            for record in self._approvals.values():
+                if (
+                    record.conversation_id == conversation_id
+                    and record.call_id == call_id
+                    and record.arguments_digest == arguments_digest
+                ):
+                    return record
+            return None
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        with self._lock:
+            return self._approvals.get(approval_id)
+
+    def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: Literal["approved", "rejected", "expired"],
+        decided_by: str | None,
+        note: str = "",
+    ) -> ApprovalRecord | None:
+        with self._lock:
+            record = self._approvals.get(approval_id)
+            if record is None:
+                return None
+            if record.status != "pending":
+                raise ApprovalDecidedError(record)
+            record = record.model_copy(
+                update={
+                    "status": status,
+                    "decided_by": decided_by,
+                    "decided_at": now(),
+                    "note": redact(note),
+                }
+            )
+            self._approvals[approval_id] = record
+            return record
+
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        conversation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ApprovalRecord], int]:
+        with self._lock:
+            found = [
+                record
+                for record in reversed(self._approvals.values())
+                if (status is None or record.status == status)
+                and (conversation_id is None or record.conversation_id == conversation_id)
+            ]
+            return found[offset : offset + limit], len(found)

@@ -6,13 +6,20 @@ import json
 import sqlite3
 from datetime import datetime
 
-from bridge.journal import CallRecord, ConversationRecord, MessageRecord, redacted_arguments
+from bridge.journal import (
+    ApprovalRecord,
+    CallRecord,
+    ConversationRecord,
+    MessageRecord,
+    redacted_arguments,
+)
 from bridge.types import ToolCall
 
 __all__ = [
     "CONVERSATION_SELECT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "approval_record",
     "arguments_json",
     "call_record",
     "conversation_record",
@@ -94,6 +101,30 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (conversation_id, platform_conversation_id)
     );
     """,
+    # 3 -> 4: who sent each message; approvals of confirm=True calls, bound to the call id and
+    # a digest of the exact arguments (one record per pair), decided once.
+    """
+    ALTER TABLE messages ADD COLUMN sent_by TEXT;
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        message_id INTEGER REFERENCES messages (id),
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        arguments_digest TEXT NOT NULL,
+        requested_by TEXT,
+        requested_at TEXT NOT NULL,
+        deadline TEXT NOT NULL,
+        status TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at TEXT,
+        note TEXT NOT NULL DEFAULT '',
+        UNIQUE (conversation_id, call_id, arguments_digest)
+    );
+    CREATE INDEX approvals_by_status ON approvals (status, requested_at);
+    CREATE INDEX approvals_by_conversation ON approvals (conversation_id, requested_at);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -142,6 +173,7 @@ def message_record(row: sqlite3.Row) -> MessageRecord:
         finished_at=_time(row["finished_at"]),
         interrupt_id=row["interrupt_id"],
         platform_settled=bool(row["platform_settled"]),
+        sent_by=row["sent_by"],
     )
 
 
@@ -158,4 +190,23 @@ def call_record(row: sqlite3.Row) -> CallRecord:
         started_at=_time(row["started_at"]),
         duration_ms=row["duration_ms"],
         updated_at=datetime.fromisoformat(row["updated_at"]),
+    )
+
+
+def approval_record(row: sqlite3.Row) -> ApprovalRecord:
+    return ApprovalRecord(
+        approval_id=row["id"],
+        conversation_id=row["conversation_id"],
+        message_id=row["message_id"],
+        call_id=row["call_id"],
+        tool=row["tool"],
+        arguments=json.loads(row["arguments"]),
+        arguments_digest=row["arguments_digest"],
+        requested_by=row["requested_by"],
+        requested_at=datetime.fromisoformat(row["requested_at"]),
+        deadline=datetime.fromisoformat(row["deadline"]),
+        status=row["status"],
+        decided_by=row["decided_by"],
+        decided_at=_time(row["decided_at"]),
+        note=row["note"],
     )

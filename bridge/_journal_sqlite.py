@@ -19,15 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from bridge._journal_schema import (
     CONVERSATION_SELECT,
     MIGRATIONS,
     SCHEMA_VERSION,
+    approval_record,
     arguments_json,
     call_record,
     conversation_record,
@@ -36,6 +38,9 @@ from bridge._journal_schema import (
 from bridge._sqlite_writer import GroupCommitWriter
 from bridge.errors import UsageError, redact
 from bridge.journal import (
+    ApprovalDecidedError,
+    ApprovalRecord,
+    ApprovalStatus,
     CallRecord,
     ConversationRecord,
     Journal,
@@ -62,7 +67,8 @@ class SQLiteJournal(Journal):
         path: the database file (created with its folder if missing) or ``":memory:"``.
         on_write: called with the step name ("conversation", "message", "received",
             "started", "finished", "submitting", "submitted", "message_end",
-            "platform_conversation") after each write is durable;
+            "platform_conversation", "approval", "approval_decided") after each write is
+            durable;
             for metrics and fault injection. An exception it raises propagates.
 
     Raises:
@@ -155,7 +161,7 @@ class SQLiteJournal(Journal):
         total = self._read("SELECT count(*) FROM conversations")[0][0]
         return [conversation_record(row) for row in rows], int(total)
 
-    def begin_message(self, conversation_id: str, query: str) -> int:
+    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
         stamp = now().isoformat()
 
         def op(db: sqlite3.Connection) -> int:
@@ -165,9 +171,9 @@ class SQLiteJournal(Journal):
                 (conversation_id, stamp, stamp),
             )
             cursor = db.execute(
-                "INSERT INTO messages (conversation_id, query, status, created_at) "
-                "VALUES (?, ?, 'running', ?)",
-                (conversation_id, redact(query), stamp),
+                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by) "
+                "VALUES (?, ?, 'running', ?, ?)",
+                (conversation_id, redact(query), stamp, sent_by),
             )
             assert cursor.lastrowid is not None
             return cursor.lastrowid
@@ -409,3 +415,113 @@ class SQLiteJournal(Journal):
                 for row in rows
             ),
         ]
+
+    # --- approvals --------------------------------------------------------------------------------
+
+    def request_approval(
+        self,
+        conversation_id: str,
+        call: ToolCall,
+        *,
+        message_id: int | None,
+        arguments_digest: str,
+        requested_by: str | None,
+        deadline: datetime,
+    ) -> ApprovalRecord:
+        stamp = now().isoformat()
+
+        def op(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING",
+                (conversation_id, stamp, stamp),
+            )
+            db.execute(
+                "INSERT INTO approvals (id, conversation_id, message_id, call_id, tool, "
+                "arguments, arguments_digest, requested_by, requested_at, deadline, status) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') "
+                "ON CONFLICT (conversation_id, call_id, arguments_digest) DO NOTHING",
+                (
+                    uuid.uuid4().hex,
+                    conversation_id,
+                    message_id,
+                    call.call_id,
+                    call.name,
+                    arguments_json(call),
+                    arguments_digest,
+                    requested_by,
+                    stamp,
+                    deadline.isoformat(),
+                ),
+            )
+
+        self._write("approval", op)
+        record = self.find_approval(conversation_id, call.call_id, arguments_digest)
+        assert record is not None
+        return record
+
+    def find_approval(
+        self, conversation_id: str, call_id: str, arguments_digest: str
+    ) -> ApprovalRecord | None:
+        rows = self._read(
+            "SELECT * FROM approvals WHERE conversation_id = ? AND call_id = ? "
+            "AND arguments_digest = ?",
+            (conversation_id, call_id, arguments_digest),
+        )
+        return approval_record(rows[0]) if rows else None
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        rows = self._read("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        return approval_record(rows[0]) if rows else None
+
+    def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: Literal["approved", "rejected", "expired"],
+        decided_by: str | None,
+        note: str = "",
+    ) -> ApprovalRecord | None:
+        stamp = now().isoformat()
+
+        def op(db: sqlite3.Connection) -> int:
+            # Conditional: of two deciders (a person and the deadline) only the first one wins.
+            cursor = db.execute(
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, note = ? "
+                "WHERE id = ? AND status = 'pending'",
+                (status, decided_by, stamp, redact(note), approval_id),
+            )
+            return cursor.rowcount
+
+        changed = self._write("approval_decided", op)
+        record = self.get_approval(approval_id)
+        if record is None:
+            return None
+        if not changed:
+            raise ApprovalDecidedError(record)
+        return record
+
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        conversation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ApprovalRecord], int]:
+        where: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        if conversation_id is not None:
+            where.append("conversation_id = ?")
+            params.append(conversation_id)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        rows = self._read(
+            f"SELECT * FROM approvals{clause} ORDER BY requested_at DESC, rowid DESC "
+            "LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        total = self._read(f"SELECT count(*) FROM approvals{clause}", params)[0][0]
+        return [approval_record(row) for row in rows], int(total)

@@ -17,13 +17,16 @@ only keeps the rounds going, remembers what ran, and reports.
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge._interleave import interleave
 from bridge.errors import (
     BadRequestError,
     BridgeError,
@@ -36,6 +39,14 @@ from bridge.errors import (
 )
 from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageTrail
 from bridge.platforms.base import Platform
+from bridge.tools.approval import (
+    ApprovalRequest,
+    DeferredApprover,
+    arguments_digest,
+    ask_deferred,
+    decide,
+    needs_approval,
+)
 from bridge.tools.context import ConversationScope
 from bridge.tools.dispatch import Dispatcher, ErrorsMode
 from bridge.tools.toolbox import Toolbox
@@ -94,7 +105,10 @@ class Bridge:
         stream: ask the platform for streamed answers.
         end_user_id: default end user sent with every run.
         tool_choice: default tool the agent is forced to call (by name).
-        approve: asked before every call of a `confirm=True` tool; False rejects the call.
+        approve: asked before every call of a `confirm=True` tool: a function
+            `approve(call) -> bool` (False rejects the call), asked before the batch runs; or
+            a `bridge.tools.approval.DeferredApprover` (the daemon's approvals), asked on a
+            thread per call while the rest of the batch runs.
         on_event: called with every event of every run.
         on_tool_call: called with each call before it runs.
         on_tool_result: called with each finished `ToolRun`.
@@ -115,7 +129,7 @@ class Bridge:
         stream: bool = True,
         end_user_id: str | None = None,
         tool_choice: str | None = None,
-        approve: ApproveHook | None = None,
+        approve: ApproveHook | DeferredApprover | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_tool_call: Callable[[ToolCall], None] | None = None,
         on_tool_result: Callable[[ToolRun], None] | None = None,
@@ -248,10 +262,14 @@ class Conversation:
         file_ids: Sequence[str] | None = None,
         files: Sequence[str | Path] = (),
         stream: bool | None = None,
+        sent_by: str | None = None,
     ) -> Iterator[Event]:
-        """Send `query` and yield every event until the run ends (tools run in between)."""
+        """Send `query` and yield every event until the run ends (tools run in between).
+
+        `sent_by`: who sent it (journaled with the message, e.g. the daemon's API key name).
+        """
         bridge = self.bridge
-        message_id = self._begin(query)
+        message_id = self._begin(query, sent_by)
 
         def start(platform_id: str) -> Iterator[Event]:
             uploaded = [bridge.platform.upload_file(platform_id, f) for f in files]
@@ -276,7 +294,12 @@ class Conversation:
         return self._journaled(self._rounds(first, stream=use_stream), message_id)
 
     def stream_resume(
-        self, answer: str, *, interrupt_id: str | None = None, stream: bool | None = None
+        self,
+        answer: str,
+        *,
+        interrupt_id: str | None = None,
+        stream: bool | None = None,
+        sent_by: str | None = None,
     ) -> Iterator[Event]:
         """Like `resume`, yielding events.
 
@@ -288,7 +311,7 @@ class Conversation:
                 raise UsageError("nothing to resume: the last run did not ask for human input")
             interrupt_id = self.pending_input.interrupt_id
         use_stream = self.bridge.stream if stream is None else stream
-        message_id = self._begin(answer)
+        message_id = self._begin(answer, sent_by)
         try:
             first = self.bridge.platform.resume(
                 self.platform_conversation_id,
@@ -342,10 +365,10 @@ class Conversation:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def _begin(self, query: str) -> int:
+    def _begin(self, query: str, sent_by: str | None) -> int:
         """Write the query down as a running message of this conversation."""
         self.bridge.journal.add_conversation(self.id, end_user_id=self.end_user_id)
-        self._message = self.bridge.journal.begin_message(self.id, query)
+        self._message = self.bridge.journal.begin_message(self.id, query, sent_by=sent_by)
         return self._message
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
@@ -490,37 +513,71 @@ class Conversation:
         ledger = self.ledger
         ledger.receive(batch, self._message)
         fresh, interrupted = ledger.plan(batch, self.bridge.toolbox)
-        allowed, rejected = self._approve(fresh)
+        allowed, rejected, waiting = self._approve(fresh)
         for run in (*interrupted, *rejected):
             ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
-        if allowed:
-            # Each call is journaled "started" by the dispatcher's hook, right before its
-            # function may run: a crash before that leaves it "received" (it never ran).
-            updates = self.bridge.dispatcher.iter_run(
-                allowed,
-                scope=self._conversation_scope(),
-                before_run=lambda call: ledger.start((call,)),
-            )
-            for update in updates:
-                if isinstance(update, ToolCallFinished):
-                    ledger.finish(update.run)
-                yield self._emit(update)
+        for update in self._dispatch(allowed, waiting):
+            if isinstance(update, ToolCallFinished):
+                ledger.finish(update.run)
+            yield self._emit(update)
         return [ledger[call.call_id] for call in batch.calls]
 
-    def _approve(self, calls: list[ToolCall]) -> tuple[list[ToolCall], list[ToolRun]]:
-        """Split calls into those allowed to run and rejection records for the rest."""
-        from bridge.tools.approval import decide  # the one rule every entry point shares
-
+    def _approve(
+        self, calls: list[ToolCall]
+    ) -> tuple[list[ToolCall], list[ToolRun], list[ToolCall]]:
+        """Split calls into those allowed to run, rejection records, and calls that wait for
+        a person who answers later (a `DeferredApprover`)."""
+        approve = self.bridge.approve
+        toolbox = self.bridge.toolbox
+        if isinstance(approve, DeferredApprover):
+            waiting = [call for call in calls if needs_approval(toolbox.get(call.name))]
+            asked = {call.call_id for call in waiting}
+            return [call for call in calls if call.call_id not in asked], [], waiting
         allowed: list[ToolCall] = []
         rejected: list[ToolRun] = []
         for call in calls:
-            verdict = decide(self.bridge.toolbox.get(call.name), call, self.bridge.approve)
+            verdict = decide(toolbox.get(call.name), call, approve)  # the one shared rule
             if verdict.run:
                 allowed.append(call)
             else:
                 rejected.append(self.bridge.dispatcher.reject(call, verdict.reason))
-        return allowed, rejected
+        return allowed, rejected, []
+
+    def _dispatch(
+        self, allowed: list[ToolCall], waiting: list[ToolCall]
+    ) -> Iterator[ToolCallStarted | ToolCallFinished]:
+        """Run the allowed calls now, and each waiting call once a person approved it (or
+        report its rejection); the waits do not hold up the rest of the batch."""
+        ledger = self.ledger
+        scope = self._conversation_scope()
+
+        def run(calls: list[ToolCall]) -> Iterator[ToolCallStarted | ToolCallFinished]:
+            # Each call is journaled "started" by the dispatcher's hook, right before its
+            # function may run: a crash before that leaves it "received" (it never ran).
+            return self.bridge.dispatcher.iter_run(
+                calls, scope=scope, before_run=lambda call: ledger.start((call,))
+            )
+
+        if not waiting:
+            return run(allowed) if allowed else iter(())
+        approver = self.bridge.approve
+        assert isinstance(approver, DeferredApprover)
+        stop = threading.Event()
+
+        def once_decided(call: ToolCall) -> Iterator[ToolCallStarted | ToolCallFinished]:
+            digest = arguments_digest(call.name, call.arguments)
+            request = ApprovalRequest(self.id, self._message, call, digest, stop)
+            verdict = ask_deferred(approver, request)
+            if verdict.run:
+                yield from run([call])
+            else:
+                yield ToolCallFinished(run=self.bridge.dispatcher.reject(call, verdict.reason))
+
+        sources = [functools.partial(once_decided, call) for call in waiting]
+        if allowed:
+            sources.insert(0, functools.partial(run, allowed))
+        return interleave(sources, stop=stop, name="toolbridge-approval")
 
     def _conversation_scope(self) -> ConversationScope:
         if self._scope is None:

@@ -29,6 +29,12 @@ not `platform_settled`, and the next message may then continue in a new platform
 the durable one; both are importable from here. `Ledger` is one
 conversation's view, used by `bridge.conversation`. Text written to a journal goes through
 `bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
+
+Approvals: a call of a `confirm=True` tool that waits for a person is an `ApprovalRecord`,
+pending -> approved | rejected | expired, bound to its call id and a hash of its exact arguments
+(`bridge.tools.approval.arguments_digest`). Only a pending one can be decided
+(`ApprovalDecidedError` otherwise), so a decision is taken once, and a restarted process finds
+the same record for the same call and arguments (`find_approval`), never for other arguments.
 """
 
 from __future__ import annotations
@@ -63,6 +69,9 @@ __all__ = [
     "INTERRUPTED_CODE",
     "INTERRUPTED_MESSAGE",
     "INTERRUPTED_OUTPUT",
+    "ApprovalDecidedError",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "CallRecord",
     "CallState",
     "ConversationRecord",
@@ -83,6 +92,7 @@ logger = logging.getLogger(__name__)
 
 CallState = Literal["received", "started", "finished", "submitting", "submitted"]
 MessageStatus = Literal["running", "finished", "failed", "waiting_input"]
+ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
 
 INTERRUPTED_OUTPUT = (
     "The tool call {name!r} was interrupted by a restart of the bridge and was not run again: "
@@ -155,6 +165,8 @@ class MessageRecord(_Record):
     platform_settled: bool = True
     """False when the run ended without a platform event (crash, lost stream, an error of the
     bridge): the platform may still be waiting for something the bridge never saw."""
+    sent_by: str | None = None
+    """Who sent the query: the name of the daemon API key it came with (None without keys)."""
 
 
 class CallRecord(_Record):
@@ -190,6 +202,41 @@ class CallRecord(_Record):
         )
 
 
+class ApprovalRecord(_Record):
+    """A person's decision about one call of a `confirm=True` tool, asked for or taken."""
+
+    approval_id: str
+    conversation_id: str
+    message_id: int | None = None
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    """The call's arguments, registered secrets masked."""
+    arguments_digest: str
+    """SHA-256 of the tool name and the exact arguments: the decision binds these only."""
+    requested_by: str | None = None
+    """Who sent the message whose run asked (the API key's name; None without keys)."""
+    requested_at: datetime
+    deadline: datetime
+    """Past this, a pending request is expired (rejected) instead of decided."""
+    status: ApprovalStatus
+    decided_by: str | None = None
+    """Who decided (the API key's name, "anonymous" without keys); None when it expired."""
+    decided_at: datetime | None = None
+    note: str = ""
+    """The person's note (the model reads it with a rejection), or why it expired."""
+
+
+class ApprovalDecidedError(BridgeError):
+    """Only a pending approval can be decided: this one was decided already, or expired."""
+
+    def __init__(self, record: ApprovalRecord) -> None:
+        by = f" by {record.decided_by}" if record.decided_by else ""
+        when = f" at {record.decided_at.isoformat()}" if record.decided_at else ""
+        super().__init__(f"approval {record.approval_id} is already {record.status}{by}{when}")
+        self.record = record
+
+
 class PendingBatch(_Record):
     """A message's latest tool batch that the platform has not accepted yet."""
 
@@ -222,8 +269,11 @@ class Journal(ABC):
         """A page of conversations, most recently updated first, and the total count."""
 
     @abstractmethod
-    def begin_message(self, conversation_id: str, query: str) -> int:
-        """Record a query whose run starts now (status "running"); returns its message id."""
+    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+        """Record a query whose run starts now (status "running"); returns its message id.
+
+        `sent_by`: who sent it (the daemon's API key name), for attribution.
+        """
 
     @abstractmethod
     def end_message(
@@ -300,6 +350,59 @@ class Journal(ABC):
     @abstractmethod
     def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
         """Every platform conversation it ran in, oldest (its own id) first."""
+
+    # --- approvals --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def request_approval(
+        self,
+        conversation_id: str,
+        call: ToolCall,
+        *,
+        message_id: int | None,
+        arguments_digest: str,
+        requested_by: str | None,
+        deadline: datetime,
+    ) -> ApprovalRecord:
+        """Record a pending approval for `call` (with these exact arguments), or return the
+        one recorded already for the same call id and digest, whatever its status."""
+
+    @abstractmethod
+    def find_approval(
+        self, conversation_id: str, call_id: str, arguments_digest: str
+    ) -> ApprovalRecord | None:
+        """The approval of this call with these exact arguments, if one was requested."""
+
+    @abstractmethod
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """One approval, or None."""
+
+    @abstractmethod
+    def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: Literal["approved", "rejected", "expired"],
+        decided_by: str | None,
+        note: str = "",
+    ) -> ApprovalRecord | None:
+        """Decide a pending approval; returns the decided record (None: unknown id).
+
+        Raises:
+            ApprovalDecidedError: it is not pending any more (decided, or expired).
+        """
+
+    @abstractmethod
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        conversation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ApprovalRecord], int]:
+        """A page of approvals (None: any status or conversation), newest first, and the
+        total count of those matching."""
 
     def close(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release the store (idempotent)."""

@@ -129,6 +129,19 @@ SCENARIO: dict[str, Any] = {
             "faults": "inband=WorkflowError,message=code node failed,round=1",
         },
         {
+            "name": "dangerous-and-safe",
+            "match": r"delete (?P<rid>\d+) and weather in (?P<city>\w+)",
+            "steps": [
+                {
+                    "calls": [
+                        {"tool": "delete_record", "arguments": {"record_id": "{rid}"}},
+                        {"tool": "get_weather", "arguments": {"city": "{city}"}},
+                    ]
+                }
+            ],
+            "answer": "{outputs.delete_record} / {outputs.get_weather.temp}",
+        },
+        {
             "name": "dangerous",
             "match": r"delete (?P<rid>\d+)",
             "steps": [{"tool": "delete_record", "arguments": {"record_id": "{rid}"}}],
@@ -427,3 +440,64 @@ def test_a_refusal_after_a_settled_run_is_reported_not_papered_over(emulator: Em
         with pytest.raises(BadRequestError, match="tool_choice"):
             conversation.ask("weather in Paris", tool_choice="no_such_tool")
         assert len(bridge.journal.platform_conversations(conversation.id)) == 1
+
+
+class _Desk:
+    """A deferred approver: decides each call once `release` is set (or at once)."""
+
+    def __init__(self, decision: str, note: str = "", *, release: threading.Event | None = None):
+        self.decision = decision
+        self.note = note
+        self.release = release
+        self.asked: list[Any] = []
+        self.released_in_time = True
+
+    def ask(self, request: Any) -> Any:
+        from bridge.tools.approval import verdict_for_decision
+
+        self.asked.append(request)
+        if self.release is not None:
+            self.released_in_time = self.release.wait(30)
+        return verdict_for_decision(self.decision, decided_by="alice", note=self.note)  # type: ignore[arg-type]
+
+
+def test_a_deferred_approval_pauses_only_its_call(emulator: Emulator) -> None:
+    """The weather call of the same batch runs while the delete waits for its decision."""
+    weather_done = threading.Event()
+
+    def on_result(run: Any) -> None:
+        if run.name == "get_weather":
+            weather_done.set()
+
+    desk = _Desk("approved", release=weather_done)
+    with make_bridge(emulator, approve=desk, on_tool_result=on_result) as bridge:
+        result = bridge.ask("delete 5 and weather in Paris")
+    assert desk.released_in_time, "the batch's other call did not run while one waited"
+    [request] = desk.asked
+    assert request.call.name == "delete_record" and request.message_id is not None
+    assert request.conversation_id == result.conversation_id
+    assert CALLS["delete_record"] == 1 and CALLS["get_weather"] == 1
+    assert result.answer == "deleted 5 / 18"
+    assert [r.name for r in result.tool_runs] == ["get_weather", "delete_record"]
+
+
+def test_a_deferred_rejection_reaches_the_model_with_its_note(emulator: Emulator) -> None:
+    desk = _Desk("rejected", note="not on a Friday")
+    with make_bridge(emulator, approve=desk) as bridge:
+        result = bridge.ask("delete 6")
+    assert CALLS["delete_record"] == 0
+    assert result.tool_runs[0].error == "rejected"
+    assert result.answer == (
+        "result: The tool call was not run: rejected by alice: not on a Friday"
+    )
+
+
+def test_a_failing_deferred_approver_refuses_the_call(emulator: Emulator) -> None:
+    class Broken:
+        def ask(self, request: Any) -> Any:
+            raise OSError("the desk is gone")
+
+    with make_bridge(emulator, approve=Broken()) as bridge:
+        result = bridge.ask("delete 8")
+    assert CALLS["delete_record"] == 0
+    assert result.answer.endswith("rejected: asking for approval failed (OSError)")

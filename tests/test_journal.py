@@ -278,7 +278,7 @@ def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def test_outputs_are_submitting_before_the_post_and_submitted_once_accepted(
@@ -343,3 +343,104 @@ def test_a_version_2_journal_is_migrated_to_3(tmp_path: Path) -> None:
         assert record is not None and record.platform_id == "c"
     finally:
         journal.close()
+
+
+# --- approvals ----------------------------------------------------------------------------------
+
+
+def _approval(journal: Journal, call: ToolCall, digest: str = "d1") -> Any:
+    from datetime import timedelta
+
+    return journal.request_approval(
+        "conv",
+        call,
+        message_id=None,
+        arguments_digest=digest,
+        requested_by="alice",
+        deadline=datetime.now(timezone.utc) + timedelta(minutes=10),
+    )
+
+
+def test_an_approval_is_requested_once_per_call_and_arguments(journal: Journal) -> None:
+    call = BATCH.calls[0]
+    first = _approval(journal, call)
+    assert first.status == "pending" and first.requested_by == "alice"
+    assert first.tool == "pay" and first.arguments == {"invoice": "A1"}
+    again = _approval(journal, call)
+    assert again.approval_id == first.approval_id, "the same call and arguments: one request"
+    other = _approval(journal, call, digest="d2")
+    assert other.approval_id != first.approval_id, "other arguments: another request"
+    assert journal.find_approval("conv", "c1", "d1") == first
+    assert journal.find_approval("conv", "c1", "d3") is None
+    assert journal.get_approval(first.approval_id) == first
+    assert journal.get_approval("nope") is None
+
+
+def test_an_approval_is_decided_once(journal: Journal) -> None:
+    from bridge.journal import ApprovalDecidedError
+
+    record = _approval(journal, BATCH.calls[0])
+    decided = journal.decide_approval(
+        record.approval_id, status="rejected", decided_by="bob", note="not today"
+    )
+    assert decided is not None
+    assert (decided.status, decided.decided_by, decided.note) == ("rejected", "bob", "not today")
+    assert decided.decided_at is not None
+    with pytest.raises(ApprovalDecidedError, match="already rejected by bob"):
+        journal.decide_approval(record.approval_id, status="approved", decided_by="carol")
+    assert journal.get_approval(record.approval_id) == decided
+    assert journal.decide_approval("nope", status="approved", decided_by="x") is None
+
+
+def test_approvals_are_listed_by_status_and_conversation(journal: Journal) -> None:
+    a = _approval(journal, BATCH.calls[0])
+    b = _approval(journal, BATCH.calls[1])
+    journal.decide_approval(b.approval_id, status="approved", decided_by="bob")
+    pending, total = journal.list_approvals(status="pending")
+    assert [r.approval_id for r in pending] == [a.approval_id] and total == 1
+    everything, total = journal.list_approvals()
+    assert {r.approval_id for r in everything} == {a.approval_id, b.approval_id} and total == 2
+    assert journal.list_approvals(conversation_id="other") == ([], 0)
+    page, total = journal.list_approvals(limit=1)
+    assert len(page) == 1 and total == 2
+
+
+def test_messages_remember_who_sent_them(journal: Journal) -> None:
+    journal.begin_message("conv", "q1", sent_by="alice")
+    journal.begin_message("conv", "q2")
+    assert [m.sent_by for m in journal.messages("conv")] == ["alice", None]
+
+
+def test_registered_secrets_never_reach_an_approval(journal: Journal) -> None:
+    register_secret("approval-secret-0123456789")
+    call = ToolCall(call_id="c9", name="pay", arguments={"invoice": "approval-secret-0123456789"})
+    record = _approval(journal, call)
+    assert "approval-secret" not in str(record.arguments)
+    decided = journal.decide_approval(
+        record.approval_id, status="rejected", decided_by="bob", note="approval-secret-0123456789"
+    )
+    assert decided is not None and "approval-secret" not in decided.note
+
+
+def test_a_version_3_journal_is_migrated_to_4(tmp_path: Path) -> None:
+    """Old messages have no sender; approvals work right after the upgrade."""
+    db = tmp_path / "v3.db"
+    with sqlite3.connect(db) as raw:
+        raw.executescript("".join(MIGRATIONS[:3]) + "PRAGMA user_version=3;")
+        raw.execute(
+            "INSERT INTO conversations (id, created_at, updated_at) VALUES "
+            "('conv', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')"
+        )
+        raw.execute(
+            "INSERT INTO messages (conversation_id, query, status, created_at) "
+            "VALUES ('conv', 'q', 'finished', '2026-01-01T00:00:00+00:00')"
+        )
+    journal = SQLiteJournal(db)
+    try:
+        [message] = journal.messages("conv")
+        assert message.sent_by is None
+        assert _approval(journal, BATCH.calls[0]).status == "pending"
+    finally:
+        journal.close()
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4

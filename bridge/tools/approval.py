@@ -14,6 +14,11 @@ An asker that cannot be a plain function (an MCP host answers asynchronously, po
 several requests) gets the person's answer itself and turns it into a verdict with
 `verdict_for`. `question` is the text every asker shows; `arguments_digest` is what binds an
 answer to the exact arguments it was given for.
+
+A person who is not at hand (the daemon's operators, answering through its API or console) is
+a `DeferredApprover`: the loop asks it on a thread of its own for each call, and the rest of the
+batch runs meanwhile (`ask_deferred`). Its answer is a decision with who took it and a note
+(`verdict_for_decision`).
 """
 
 from __future__ import annotations
@@ -21,23 +26,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from bridge.tools.spec import ToolSpec
 from bridge.types import ToolCall
 
 __all__ = [
     "Answer",
+    "ApprovalRequest",
     "Approver",
+    "DeferredApprover",
     "Verdict",
     "arguments_digest",
+    "ask_deferred",
     "decide",
+    "describe_seconds",
     "needs_approval",
     "pretty_arguments",
     "question",
     "verdict_for",
+    "verdict_for_decision",
 ]
 
 logger = logging.getLogger(__name__)
@@ -148,3 +159,69 @@ def arguments_digest(name: str, arguments: Mapping[str, Any] | str) -> str:
         )
     )
     return hashlib.sha256(json.dumps([name, text]).encode("utf-8")).hexdigest()
+
+
+# --- a person who answers later -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One call waiting for a person, with where it comes from."""
+
+    conversation_id: str
+    message_id: int | None
+    call: ToolCall
+    arguments_digest: str
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    """Set when the run stopped waiting (it failed or was abandoned): give up at once."""
+
+
+@runtime_checkable
+class DeferredApprover(Protocol):
+    """Asks a person who answers later (minutes, possibly after a restart of the process).
+
+    `ask` blocks until the call is decided and returns the verdict; the loop calls it on a
+    thread of its own per call, so the rest of the batch runs meanwhile.
+    """
+
+    def ask(self, request: ApprovalRequest) -> Verdict:
+        """Wait for the decision about `request.call` (bounded by the approver's deadline)."""
+        ...  # pragma: no cover - a protocol
+
+
+def ask_deferred(approver: DeferredApprover, request: ApprovalRequest) -> Verdict:
+    """`approver.ask(request)`, where a failure to ask refuses the call (logged)."""
+    try:
+        return approver.ask(request)
+    except Exception as exc:
+        call = request.call
+        logger.exception(
+            "the approver of %s (call %s) failed; the call is refused", call.name, call.call_id
+        )
+        return verdict_for("failed", detail=type(exc).__name__)
+
+
+def describe_seconds(seconds: float) -> str:
+    """A duration in words: "10 minutes", "90 seconds", "1 second"."""
+    if seconds >= 60 and seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} second{'s' if seconds != 1 else ''}"
+
+
+def verdict_for_decision(
+    status: Literal["pending", "approved", "rejected", "expired"],
+    *,
+    decided_by: str | None = None,
+    note: str = "",
+) -> Verdict:
+    """The verdict for a journaled decision: who rejected it and their note reach the model."""
+    if status == "approved":
+        return RUN
+    if status == "rejected":
+        reason = f"rejected by {decided_by}" if decided_by else DECLINED
+    elif status == "expired":
+        return Verdict(run=False, reason=f"rejected: {note or 'the approval expired'}")
+    else:
+        reason = FAILED + " (no decision)"
+    return Verdict(run=False, reason=f"{reason}: {note}" if note else reason)
