@@ -146,3 +146,25 @@ def test_a_wrong_number_of_labels_is_a_clear_error() -> None:
         ValueError, match=r"toolbridge_run_duration_seconds takes labels \('outcome',\)"
     ):
         metrics.run_seconds.observe(1.0)
+
+
+def test_label_values_round_trip_and_buckets_are_cumulative() -> None:
+    metrics = Metrics(in_flight=_idle, queued=_idle, tools_loaded=_idle)
+    weird = 'we"ird\ntool\\'  # an agent-sent tool name must not break the exposition
+    metrics.tool_calls.inc(weird, "ok")
+    metrics.tool_calls.inc(weird, "ok", amount=2)
+    for seconds in (0.0005, 0.001, 0.5, 400.0):
+        metrics.tool_seconds.observe(seconds, weird)
+    families = _families(metrics.render().decode())
+    calls = families["toolbridge_tool_calls"][1]
+    assert _value(calls, "toolbridge_tool_calls_total", tool=weird, outcome="ok") == 3
+    hist = families["toolbridge_tool_call_duration_seconds"][1]
+    bucket = "toolbridge_tool_call_duration_seconds_bucket"
+    assert _value(hist, bucket, tool=weird, le="0.001") == 2
+    assert _value(hist, bucket, tool=weird, le="0.5") == 3
+    assert _value(hist, bucket, tool=weird, le="300.0") == 3
+    assert _value(hist, bucket, tool=weird, le="+Inf") == 4
+    assert _value(hist, "toolbridge_tool_call_duration_seconds_sum", tool=weird) == pytest.approx(
+        400.5015
+    )
+    assert metrics.tool_calls.value(weird, "ok") == 3

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from bridge.daemon.failpoints import failpoint_from_env
-from bridge.daemon.metrics import Counter, Histogram
 from bridge.daemon.settings import SettingsError, load_settings
 from bridge.errors import UsageError
 
@@ -110,29 +109,6 @@ def test_secrets_stay_secret_in_reprs() -> None:
     settings = load_settings({"api_key": KEY, "token": "bce-v3/ALTAK-secret"}, env={})
     assert KEY not in repr(settings) and "ALTAK-secret" not in repr(settings)
     assert settings.platform_options()["token"] == "bce-v3/ALTAK-secret"
-
-
-def test_prometheus_text_format() -> None:
-    counter = Counter("x_total", "Things.", ["tool", "outcome"])
-    counter.inc('we"ird\ntool', "ok")
-    counter.inc('we"ird\ntool', "ok", amount=2)
-    assert counter.render() == [
-        "# HELP x_total Things.",
-        "# TYPE x_total counter",
-        'x_total{tool="we\\"ird\\ntool",outcome="ok"} 3',
-    ]
-    histogram = Histogram("h_seconds", "Time.", ["tool"], buckets=[0.1, 1])
-    for value in (0.05, 0.1, 0.5, 3):
-        histogram.observe(value, "t")
-    assert histogram.render()[2:] == [
-        'h_seconds_bucket{tool="t",le="0.1"} 2',
-        'h_seconds_bucket{tool="t",le="1"} 3',
-        'h_seconds_bucket{tool="t",le="+Inf"} 4',
-        'h_seconds_sum{tool="t"} 3.65',
-        'h_seconds_count{tool="t"} 4',
-    ]
-    with pytest.raises(ValueError, match="takes labels"):
-        counter.inc("only-one")
 
 
 def test_failpoint_spec_is_checked() -> None:
