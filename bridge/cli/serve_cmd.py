@@ -62,6 +62,31 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    api_key_file: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-file",
+            help="File of named keys, one 'name: key' per line; the name attributes messages "
+            "and approval decisions. Reloaded on SIGHUP (env TOOLBRIDGE_API_KEY_FILE).",
+        ),
+    ] = None,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout",
+            help="Seconds a confirm=True call waits for a person's decision before it is "
+            "rejected (default 600).",
+        ),
+    ] = None,
+    approval_webhook: Annotated[
+        str | None,
+        typer.Option(
+            "--approval-webhook",
+            help="URL to POST each new approval request to (chat-ops); decisions still come "
+            "through the API.",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
         int | None, typer.Option("--workers", help="Conversations answered at once (default 16).")
     ] = None,
@@ -111,8 +136,9 @@ def serve(
 
     Settings also come from TOOLBRIDGE_<NAME> variables and --config; flags win.
 
-    Binding anything but loopback requires --api-key. Requests for other Host names than
-    the daemon's own get 421, cross-origin browser requests 403 (see --server-name).
+    Binding anything but loopback requires --api-key or --api-key-file. Requests for other
+    Host names than the daemon's own get 421, cross-origin browser requests 403 (see
+    --server-name).
 
     SIGTERM/SIGINT: running tool calls get --grace seconds, the rest resumes on the next start.
 
@@ -131,6 +157,9 @@ def serve(
         "port": port,
         "db": db,
         "api_key": api_key,
+        "api_key_file": api_key_file,
+        "approval_timeout": approval_timeout,
+        "approval_webhook": approval_webhook,
         "workers": workers,
         "grace": grace,
         "log_json": log_json,

@@ -9,7 +9,9 @@ request first passes the Host/Origin gate (`bridge.daemon.hosts`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,9 +21,10 @@ from bridge import __version__
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.hosts import HostGate
+from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.recovery import recover
-from bridge.daemon.routers import console, conversations, health, tools
+from bridge.daemon.routers import approvals, console, conversations, health, tools
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
@@ -53,6 +56,9 @@ def create_app(
     for secret in (settings.api_key, settings.token, settings.platform_api_key):
         if secret is not None:
             register_secret(secret.get_secret_value())
+    if settings.approval_webhook is not None:
+        register_secret(settings.approval_webhook)  # chat webhooks carry a token in the URL
+    api_keys = ApiKeys.from_settings(settings)  # a broken key file stops here, before the db
     if platform is None:
         platform = _platform(settings)
     if journal is None:
@@ -63,9 +69,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.start()
         recover(service)
+        reloads_keys = _reload_keys_on_sighup(api_keys)
         try:
             yield
         finally:
+            if reloads_keys:
+                _stop_reloading_keys()
             left = await service.drain()
             app.state.runs_left = left
             await service.close(left)
@@ -80,11 +89,13 @@ def create_app(
     )
     app.state.settings = settings
     app.state.service = service
+    app.state.api_keys = api_keys
     app.state.runs_left = 0
     app.state.grace = GraceClock(settings.grace)  # armed by the server when a shutdown begins
     install_error_handlers(app)
     app.include_router(conversations.router)
     app.include_router(tools.router)
+    app.include_router(approvals.router)
     app.include_router(health.router)
     app.include_router(console.router)
     app.add_middleware(
@@ -94,6 +105,28 @@ def create_app(
         gate=HostGate.for_daemon(settings.host, settings.server_names),
     )
     return app
+
+
+def _reload_keys_on_sighup(keys: ApiKeys | None) -> bool:
+    """Reload the key file on SIGHUP; True if the handler is installed (only a daemon in the
+    main thread can: an app served from another thread keeps its keys)."""
+    if keys is None or keys.path is None or not hasattr(signal, "SIGHUP"):
+        return False
+    import asyncio
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
+    except (ValueError, RuntimeError, NotImplementedError):
+        logger.debug("SIGHUP cannot be handled here; the API keys are not reloadable")
+        return False
+    return True
+
+
+def _stop_reloading_keys() -> None:
+    import asyncio
+
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
 
 
 def _platform(settings: DaemonSettings) -> Platform:

@@ -1,4 +1,5 @@
-"""What routes share: the service, the settings, the request id and the API key check.
+"""What routes share: the service, the settings, the request id, the API key check and the
+name of the key a request came with (`Caller`).
 
 All `async def`: FastAPI runs a plain `def` dependency on a worker thread, a hop that cost
 more than these checks themselves under load.
@@ -6,20 +7,22 @@ more than these checks themselves under load.
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from bridge.daemon.errors import ApiError
+from bridge.daemon.keys import ApiKeys
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
 
 __all__ = [
+    "Caller",
     "GraceDep",
     "RequestId",
     "ServiceDep",
+    "caller_name",
     "get_grace",
     "get_service",
     "get_settings",
@@ -52,12 +55,14 @@ async def request_id(request: Request) -> str:
 
 
 async def require_api_key(request: Request) -> None:
-    """Refuse the request unless it carries the daemon's API key (when one is set).
+    """Refuse the request unless it carries one of the daemon's API keys (when any is set);
+    remember the key's name in ``request.state.api_key_name`` (None without keys).
 
-    The comparison takes the same time whatever the key (`hmac.compare_digest`).
+    Each comparison takes the same time whatever the key (`bridge.daemon.keys.ApiKeys`).
     """
-    settings: DaemonSettings = request.app.state.settings
-    if settings.api_key is None:
+    request.state.api_key_name = None
+    keys: ApiKeys | None = request.app.state.api_keys
+    if keys is None:
         return
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
@@ -70,11 +75,20 @@ async def require_api_key(request: Request) -> None:
             "missing API key: send it in the Authorization header, with the scheme Bearer",
             headers=challenge,
         )
-    expected = settings.api_key.get_secret_value().encode()
-    if not hmac.compare_digest(given.strip().encode(), expected):
+    name = keys.identify(given.strip())
+    if name is None:
         raise ApiError(401, "unauthorized", "invalid API key", headers=challenge)
+    request.state.api_key_name = name
+
+
+async def caller_name(request: Request) -> str | None:
+    """The name of the API key this request came with (after `require_api_key`); None when
+    the daemon takes requests without keys."""
+    name = getattr(request.state, "api_key_name", None)
+    return str(name) if name is not None else None
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 GraceDep = Annotated[GraceClock, Depends(get_grace)]
 RequestId = Annotated[str, Depends(request_id)]
+Caller = Annotated[str | None, Depends(caller_name)]

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.journal import (
+    ApprovalRecord,
     CallRecord,
     ConversationRecord,
     MessageRecord,
@@ -16,12 +17,16 @@ from bridge.journal import (
 from bridge.types import ToolRun
 
 __all__ = [
+    "APPROVAL_ID_PATTERN",
     "CONVERSATION_ID_PATTERN",
+    "MAX_NOTE_CHARS",
     "MAX_QUERY_CHARS",
+    "ApprovalPage",
     "ConversationCreated",
     "ConversationDetail",
     "ConversationPage",
     "CreateConversation",
+    "DecideApproval",
     "ErrorBody",
     "ErrorInfo",
     "Health",
@@ -36,6 +41,8 @@ __all__ = [
 MAX_QUERY_CHARS = 16_000
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+APPROVAL_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_NOTE_CHARS = 2000
 
 
 class _Request(BaseModel):
@@ -177,3 +184,21 @@ class Readiness(BaseModel):
     tools: int
     in_flight: int
     recovering: int = Field(description="Interrupted messages still being resumed.")
+
+
+class ApprovalPage(BaseModel):
+    """Approvals, newest first."""
+
+    items: list[ApprovalRecord]
+    total: int = Field(description="How many match the filters (the page may hold fewer).")
+
+
+class DecideApproval(_Request):
+    """A person's decision about one pending approval."""
+
+    decision: Literal["approve", "reject"]
+    note: str = Field(
+        default="",
+        max_length=MAX_NOTE_CHARS,
+        description="Why; with a rejection the model reads it as the tool's output.",
+    )

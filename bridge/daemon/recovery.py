@@ -17,6 +17,10 @@ For each message the journal still shows "running":
   (`bridge.conversation.Conversation`).
 
 No message is dropped: every one ends finished or failed.
+
+A resumed batch may hold a call waiting for a person's approval: the resumed run finds the
+same pending request in the journal (same call id and arguments) and waits again until its
+deadline (`bridge.daemon.approvals`). A pending request that no resumed run waits for expires.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def recover(service: Service) -> tuple[int, int]:
     """Resume or fail each interrupted message; returns (resumed, failed)."""
     journal = service.journal
     resumed = failed = 0
+    running: set[int] = set()
     for message in journal.unfinished_messages():
         extra = {"conversation_id": message.conversation_id, "message_id": message.message_id}
         pending = journal.pending(message.message_id)
@@ -50,6 +55,7 @@ def recover(service: Service) -> tuple[int, int]:
                 extra=extra,
             )
             service.start_recovery(message.message_id, message.conversation_id, pending)
+            running.add(message.message_id)
             service.metrics.recovered.inc("resumed")
             resumed += 1
             continue
@@ -71,6 +77,7 @@ def recover(service: Service) -> tuple[int, int]:
         )
         service.metrics.recovered.inc("failed")
         failed += 1
+    service.approvals.expire_orphans(running)
     if resumed or failed:
         logger.info("recovery: %d message(s) resumed, %d marked failed", resumed, failed)
     return resumed, failed

@@ -60,10 +60,25 @@ class _Server(uvicorn.Server):
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
                 logger.info("toolbridge daemon listening on http://%s:%d", shown, port)
+                if not self.service.public_url:
+                    self.service.public_url = _public_url(
+                        shown, port, self.service.settings.server_names
+                    )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.grace.arm(self._deadline)
         await super().shutdown(sockets=sockets)
+
+
+def _public_url(shown: str, port: int, server_names: list[str]) -> str:
+    """Where people reach the daemon, for links it sends (the webhook's approve_url): the
+    bound address, or the first --server-name when bound to every interface."""
+    if shown in ("0.0.0.0", "[::]") and server_names:
+        name = server_names[0]
+        tail = name.rsplit(":", 1)[-1]
+        has_port = tail.isdigit() and (name.count(":") == 1 or name.startswith("["))
+        return f"http://{name}" if has_port else f"http://{name}:{port}"
+    return f"http://{shown}:{port}"
 
 
 def serve(settings: DaemonSettings) -> int:

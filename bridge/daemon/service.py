@@ -6,6 +6,7 @@
       start_message()       one run per conversation (409 otherwise), queued on the `RunPool`
       _execute()            worker thread: Conversation.stream -> events -> RunHandle
       drain()               SIGTERM: refuse new work, wait `grace` for running runs
+      approvals             the `ApprovalDesk` confirm calls wait at (`bridge.daemon.approvals`)
 
 Conversations stay in memory between messages, with their `ToolContext` state and resources,
 until they have been idle for `idle_timeout` seconds; then their resources are released.
@@ -23,13 +24,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bridge.conversation import Bridge, Conversation
+from bridge.daemon.approvals import ApprovalDesk
 from bridge.daemon.errors import ApiError
+from bridge.daemon.hub import EventHub
 from bridge.daemon.metrics import Metrics
 from bridge.daemon.pool import RunPool
 from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, event_payload
+from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal import ConversationRecord, Journal, PendingBatch, now
 from bridge.tools.dispatch import Dispatcher
@@ -73,6 +77,7 @@ class _Job:
     tool_choice: str | None = None
     end_user_id: str | None = None
     recover: tuple[int, PendingBatch] | None = None
+    sent_by: str | None = None
 
 
 @dataclass
@@ -98,6 +103,19 @@ class Service:
         self.settings = settings
         self.platform = platform
         self.journal = journal
+        self.hub = EventHub()
+        self.public_url = ""
+        """The daemon's URL once it listens (set by the server), for links it sends out."""
+        webhook = settings.approval_webhook
+        self.approvals = ApprovalDesk(
+            journal,
+            timeout=settings.approval_timeout,
+            publish_run=lambda cid, name, data: self._call_soon(self._publish_run, cid, name, data),
+            hub=self.hub,
+            count=lambda outcome: self.metrics.approvals.inc(outcome),
+            webhook=ApprovalWebhook(webhook) if webhook else None,
+            base_url=lambda: self.public_url,
+        )
         self.generation = self._load(1)
         self.last_reload_error: str | None = None
         self.draining = False
@@ -111,6 +129,7 @@ class Service:
             in_flight=lambda: self.in_flight,
             queued=lambda: self.pool.waiting if self.pool else 0,
             tools_loaded=lambda: len(self.generation.toolbox),
+            approvals_pending=self.approvals.pending,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reload_lock: asyncio.Lock | None = None
@@ -168,6 +187,8 @@ class Service:
             self._live.clear()
         for live in idle:
             await asyncio.to_thread(live.conversation.close)
+        if self.approvals.webhook is not None:
+            await asyncio.to_thread(self.approvals.webhook.close)
         if runs_left == 0:
             self.generation.close()
             self.platform.close()
@@ -186,6 +207,7 @@ class Service:
             journal=self.journal,
             max_rounds=self.settings.max_rounds,
             stream=True,
+            approve=self.approvals,
         )
         return Generation(number, toolbox, dispatcher, bridge, now(), specs)
 
@@ -258,7 +280,12 @@ class Service:
         return self._active.get(conversation_id)
 
     async def start_message(
-        self, conversation_id: str, query: str, tool_choice: str | None, request_id: str
+        self,
+        conversation_id: str,
+        query: str,
+        tool_choice: str | None,
+        request_id: str,
+        sent_by: str | None = None,
     ) -> RunHandle:
         """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping)."""
         self._check_accepting()
@@ -275,7 +302,9 @@ class Service:
                 422, "unknown_tool", f"tool_choice {tool_choice!r} is not a loaded tool: {names}"
             )
         self._check_accepting()  # the await above may have let a SIGTERM in
-        job = _Job(query=query, tool_choice=tool_choice, end_user_id=record.end_user_id)
+        job = _Job(
+            query=query, tool_choice=tool_choice, end_user_id=record.end_user_id, sent_by=sent_by
+        )
         return self._submit(RunHandle(conversation_id, request_id), job)
 
     def start_recovery(
@@ -334,9 +363,11 @@ class Service:
                     message_id, pending.batch, submitting=pending.submitting
                 )
             elif conversation.pending_input is not None:
-                events = conversation.stream_resume(job.query)
+                events = conversation.stream_resume(job.query, sent_by=job.sent_by)
             else:
-                events = conversation.stream(job.query, tool_choice=job.tool_choice)
+                events = conversation.stream(
+                    job.query, tool_choice=job.tool_choice, sent_by=job.sent_by
+                )
             self._call_soon(setattr, handle, "message_id", conversation.message_id)
             for event in events:
                 tally.see(event)
@@ -398,6 +429,12 @@ class Service:
                     "platform_request_id": event.batch.resume.get("request_id"),
                 },
             )
+
+    def _publish_run(self, conversation_id: str, name: str, data: dict[str, Any]) -> None:
+        """Send an event to the conversation's run in progress, if any (on the loop)."""
+        handle = self._active.get(conversation_id)
+        if handle is not None:
+            handle.publish(name, data)
 
     def _call_soon(self, fn: object, *args: object) -> None:
         # After a shutdown that left runs behind the loop is gone: nobody is listening.

@@ -65,7 +65,16 @@ class DaemonSettings(BaseModel):
     db: str = "toolbridge.db"
     """The SQLite journal; ":memory:" keeps nothing across restarts."""
     api_key: SecretStr | None = None
-    """Bearer key every /v1 request and /metrics must carry; required off loopback."""
+    """Bearer key every /v1 request and /metrics must carry; required off loopback (or
+    `api_key_file`). Its name is "default"."""
+    api_key_file: str | None = None
+    """A file of named keys, one ``name: key`` per line (`bridge.daemon.keys`); reloaded on
+    SIGHUP. The name of a request's key is who sent a message or decided an approval."""
+    approval_timeout: float = Field(default=600.0, gt=0, le=7 * 86_400)
+    """Seconds a confirm=True call waits for a person's decision before it is rejected."""
+    approval_webhook: str | None = None
+    """URL that gets a POST for every new approval request (chat-ops); the answer still comes
+    through the API."""
     workers: int = Field(default=16, ge=1, le=1024)
     """Conversations answered at the same time; more wait in a queue."""
     queue_limit: int = Field(default=256, ge=0, le=100_000)
@@ -110,6 +119,21 @@ class DaemonSettings(BaseModel):
             )
         return value
 
+    @field_validator("approval_webhook")
+    @classmethod
+    def _webhook(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "expected an http:// or https:// URL with a host, e.g. "
+                "https://chat.example/hooks/toolbridge"
+            )
+        return value
+
     @field_validator("server_names")
     @classmethod
     def _server_names(cls, value: list[str]) -> list[str]:
@@ -118,10 +142,11 @@ class DaemonSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DaemonSettings:
-        if self.api_key is None and not is_loopback(self.host):
+        if self.api_key is None and self.api_key_file is None and not is_loopback(self.host):
             raise ValueError(
                 f"binding {self.host} exposes the daemon beyond this machine, so it needs an "
-                "API key: pass --api-key (or set TOOLBRIDGE_API_KEY), or bind 127.0.0.1"
+                "API key: pass --api-key (or set TOOLBRIDGE_API_KEY) or --api-key-file, or "
+                "bind 127.0.0.1"
             )
         if self.platform == "appbuilder" and (self.model or self.platform_api_key):
             raise ValueError("model and platform_api_key are for platform openai only")
@@ -152,7 +177,7 @@ def is_loopback(host: str) -> bool:
 
 _FIELDS = tuple(DaemonSettings.model_fields)
 _LISTS = {"tools", "allow_hosts", "server_names"}
-_SECRETS = {"api_key", "token", "platform_api_key"}
+_SECRETS = {"api_key", "token", "platform_api_key", "approval_webhook"}
 
 
 def load_settings(

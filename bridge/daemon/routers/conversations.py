@@ -8,7 +8,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from bridge.daemon.dependencies import GraceDep, RequestId, ServiceDep, require_api_key
+from bridge.daemon.dependencies import (
+    Caller,
+    GraceDep,
+    RequestId,
+    ServiceDep,
+    require_api_key,
+)
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError, error_response
 from bridge.daemon.models import (
     CONVERSATION_ID_PATTERN,
@@ -155,6 +161,7 @@ async def send_message(
     conversation_id: ConversationId,
     body: SendMessage,
     request_id: RequestId,
+    caller: Caller,
 ) -> Any:
     """Ask the agent; the tools it calls run here. One message at a time per conversation.
 
@@ -168,7 +175,9 @@ async def send_message(
     the next start resumes it.
     """
     _check_limits(service, query=body.query)
-    handle = await service.start_message(conversation_id, body.query, body.tool_choice, request_id)
+    handle = await service.start_message(
+        conversation_id, body.query, body.tool_choice, request_id, sent_by=caller
+    )
     if body.stream:
         return _sse(handle, grace)
     outcome = await grace.wait_for(handle)
