@@ -20,7 +20,8 @@
     │   ├── RunFailedError           the platform reported the run as failed
     │   ├── MaxRoundsError           the agent kept asking for tools past `max_rounds`
     │   └── RunInterruptedError      a restart lost the agent's answer stream (ask again)
-    └── PoolExhaustedError           (bridge.tools) no per-conversation resource came free in time
+    ├── PoolExhaustedError           (bridge.tools) no per-conversation resource came free in time
+    └── ApprovalDecidedError         (bridge.journal) only a pending approval can be decided
 
     UsageError(BridgeError, RuntimeError)   a developer mistake: bad manifest, duplicate tool...
     └── ConfigurationError                  missing or malformed configuration (token, app id)
