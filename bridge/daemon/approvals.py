@@ -80,7 +80,8 @@ class ApprovalDesk:
         self.webhook = webhook
         self.base_url = base_url
         self._lock = threading.Lock()
-        self._waiting: dict[str, threading.Event] = {}
+        self._waiting: dict[str, tuple[str, threading.Event]] = {}
+        """Approval id -> (conversation id, wakeup) of each call waiting in this process."""
 
     def __repr__(self) -> str:
         return f"ApprovalDesk(timeout={self.timeout:g}, waiting={len(self._waiting)})"
@@ -88,6 +89,11 @@ class ApprovalDesk:
     def pending(self) -> int:
         """How many requests wait for a decision."""
         return self.journal.list_approvals(status="pending", limit=1)[1]
+
+    def waiting_in(self, conversation_id: str) -> list[str]:
+        """The ids of the approvals a conversation's run waits for now."""
+        with self._lock:
+            return [a for a, (cid, _) in self._waiting.items() if cid == conversation_id]
 
     # --- the run's side (worker threads) ----------------------------------------------------------
 
@@ -138,7 +144,7 @@ class ApprovalDesk:
     def _wait(self, record: ApprovalRecord, cancelled: threading.Event) -> ApprovalRecord:
         wakeup = threading.Event()
         with self._lock:
-            self._waiting[record.approval_id] = wakeup
+            self._waiting[record.approval_id] = (record.conversation_id, wakeup)
         try:
             while True:
                 current = self.journal.get_approval(record.approval_id) or record
@@ -207,9 +213,9 @@ class ApprovalDesk:
             ) from None
         assert decided is not None
         with self._lock:
-            wakeup = self._waiting.get(approval_id)
-        if wakeup is not None:
-            wakeup.set()
+            waiting = self._waiting.get(approval_id)
+        if waiting is not None:
+            waiting[1].set()
         self._decided(decided)
         return decided
 

@@ -322,12 +322,19 @@ class Service:
     def _submit(self, handle: RunHandle, job: _Job) -> RunHandle:
         busy = self._active.get(handle.conversation_id)
         if busy is not None:
+            waits = self.approvals.waiting_in(handle.conversation_id)
+            approvals = (
+                f"; it waits for a person's decision (approval {', '.join(waits)}: "
+                "GET /v1/approvals)"
+                if waits
+                else ""
+            )
             raise ApiError(
                 409,
                 "conversation_busy",
                 f"conversation {handle.conversation_id} is still answering message "
-                f"{busy.message_id or '(starting)'} (for {time.monotonic() - busy.began:.1f} s); "
-                "send the next message when it is done: follow it at GET "
+                f"{busy.message_id or '(starting)'} (for {time.monotonic() - busy.began:.1f} s)"
+                f"{approvals}; send the next message when it is done: follow it at GET "
                 f"/v1/conversations/{handle.conversation_id}/events or poll until busy is false",
             )
         limit = self.settings.workers + self.settings.queue_limit

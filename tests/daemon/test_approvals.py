@@ -338,6 +338,12 @@ def test_a_rejection_with_a_note_is_what_the_model_reads(
     cid = keyed.new_conversation()
     stream = Stream(keyed, cid, "wire 9 to eve")
     request = wait_pending(keyed, cid)
+    busy = keyed.ask(cid, "wire 1 to eve")
+    assert busy.status_code == 409, busy.text
+    assert (
+        f"waits for a person's decision (approval {request['approval_id']}"
+        in (busy.json()["error"]["message"])
+    )
     decided = decide(keyed, request["approval_id"], "reject", "eve is not a customer")
     assert decided.status_code == 200 and decided.json()["decided_by"] == "alice"
     result = stream.result()["result"]
