@@ -383,10 +383,10 @@ def test_sighup_reloads_the_key_file_and_a_broken_one_keeps_the_keys(
     assert keyed.request("GET", "/v1/approvals", headers=as_(keyed, CAROL)).status_code == 200
     assert keyed.request("GET", "/v1/approvals", headers=as_(keyed, BOB)).status_code == 401
 
-    keys.write_text(f"alice: {ALICE}\ncarol: short\n", encoding="utf-8")
+    keys.write_text(f"alice: {ALICE}\ncarol: tiny-key\n", encoding="utf-8")
     keyed.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: "were not reloaded" in keyed.log, "the refused reload")
-    assert "line 2" in keyed.log and "short" not in keyed.log
+    assert "line 2" in keyed.log and "tiny-key" not in keyed.log
     assert keyed.request("GET", "/v1/approvals", headers=as_(keyed, CAROL)).status_code == 200
     assert keyed.proc.poll() is None
 
@@ -459,7 +459,7 @@ def test_a_pending_approval_survives_kill_9_and_approving_it_continues_the_run(
         second.stop()
 
 
-def test_a_broken_key_file_stops_the_daemon_at_start(tmp_path: Path) -> None:
+def test_a_broken_key_file_stops_the_daemon_at_start(emulator: Emulator, tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text(f"alice: {ALICE}\nbob {BOB}\nalice: {CAROL}\n", encoding="utf-8")
     done = subprocess.run(
@@ -467,7 +467,7 @@ def test_a_broken_key_file_stops_the_daemon_at_start(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "TOOLBRIDGE_DB": str(tmp_path / "journal.db")},
+        env={**os.environ, **emulator.env(), "TOOLBRIDGE_DB": str(tmp_path / "journal.db")},
         cwd=tmp_path,
     )
     assert done.returncode == 2, done.stderr
