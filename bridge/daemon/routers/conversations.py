@@ -166,8 +166,9 @@ async def send_message(
     """Ask the agent; the tools it calls run here. One message at a time per conversation.
 
     With `stream: true` the answer is a Server-Sent Events stream: `tool_calls`,
-    `tool_call_started`, `tool_call_finished`, `text_delta`, `finished` / `failed` /
-    `human_input`, and always a last `done` event with the result or the error.
+    `tool_call_started`, `tool_call_finished`, `approval_requested` / `approval_decided` (a
+    `confirm=True` call waiting for a person, see /v1/approvals), `text_delta`, `finished` /
+    `failed` / `human_input`, and always a last `done` event with the result or the error.
 
     A query longer than the platform accepts (AppBuilder: 2,000 characters) gets 422. If the
     daemon is stopped and its grace period ends before the answer, the reply is 503
