@@ -120,6 +120,8 @@ class HumanInputRequested(_Frozen):
     interrupt_id: str
     interrupt_type: str = "chat"
     prompt: str = ""
+    request_id: str | None = None
+    """The platform's id of the request that paused (for support tickets, like any run's)."""
     raw: Any = None
 
 

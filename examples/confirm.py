@@ -6,6 +6,8 @@ The loop asks the `approve` hook; a rejected call is not run and the agent is to
 
 from __future__ import annotations
 
+import sys
+
 from bridge import Bridge, Platform, Result, ToolCall, manifest, open_platform
 
 SCENARIO = {
@@ -45,6 +47,8 @@ def main(platform: Platform) -> list[Result]:
 
 
 if __name__ == "__main__":
-    with open_platform(scenario=SCENARIO) as platform:
+    # --emulator: offline, on the embedded emulator scripted by SCENARIO; without it, your app
+    # (APPBUILDER_TOKEN and APPBUILDER_APP_ID).
+    with open_platform(emulator="--emulator" in sys.argv[1:], scenario=SCENARIO) as platform:
         for result in main(platform):
             print(result.answer)

@@ -8,6 +8,7 @@ At most `pool_size` conversations hold one at a time.
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 from bridge import Bridge, Platform, Result, ToolContext, manifest, open_platform
 
@@ -70,6 +71,8 @@ def main(platform: Platform) -> list[Result]:
 
 
 if __name__ == "__main__":
-    with open_platform(scenario=SCENARIO) as platform:
+    # --emulator: offline, on the embedded emulator scripted by SCENARIO; without it, your app
+    # (APPBUILDER_TOKEN and APPBUILDER_APP_ID).
+    with open_platform(emulator="--emulator" in sys.argv[1:], scenario=SCENARIO) as platform:
         for result in main(platform):
             print(result.answer)

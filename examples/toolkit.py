@@ -6,6 +6,7 @@ state (here an in-memory ticket store) shared by its tools.
 
 from __future__ import annotations
 
+import sys
 from typing import Literal
 
 from bridge import Bridge, Platform, Result, manifest, open_platform
@@ -62,5 +63,7 @@ def main(platform: Platform) -> Result:
 
 
 if __name__ == "__main__":
-    with open_platform(scenario=SCENARIO) as platform:
+    # --emulator: offline, on the embedded emulator scripted by SCENARIO; without it, your app
+    # (APPBUILDER_TOKEN and APPBUILDER_APP_ID).
+    with open_platform(emulator="--emulator" in sys.argv[1:], scenario=SCENARIO) as platform:
         print(main(platform).answer)

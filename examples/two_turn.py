@@ -4,11 +4,13 @@ With the official SDK you run the query with `tools=[...]`, read the interrupt's
 call your function, then run again with `tool_outputs=[...]`. `Bridge.ask` does all of that
 (and any further rounds) for you.
 
-Run it: `python examples/two_turn.py` (uses the embedded emulator unless APPBUILDER_TOKEN and
-APPBUILDER_APP_ID point at a real app whose agent has this tool in mind).
+Run it: `python examples/two_turn.py --emulator` (offline), or without `--emulator` against the
+app of APPBUILDER_TOKEN and APPBUILDER_APP_ID (whose agent should have this tool in mind).
 """
 
 from __future__ import annotations
+
+import sys
 
 from bridge import Bridge, Platform, Result, manifest, open_platform
 
@@ -43,6 +45,8 @@ def main(platform: Platform) -> list[Result]:
 
 
 if __name__ == "__main__":
-    with open_platform(scenario=SCENARIO) as platform:
+    # --emulator: offline, on the embedded emulator scripted by SCENARIO; without it, your app
+    # (APPBUILDER_TOKEN and APPBUILDER_APP_ID).
+    with open_platform(emulator="--emulator" in sys.argv[1:], scenario=SCENARIO) as platform:
         for result in main(platform):
             print(result.answer, f"(tool rounds: {result.rounds})")

@@ -274,8 +274,10 @@ def test_run_reports_the_pause_and_resume_answers_it(emulator: Emulator, tmp_pat
     assert asked.exit_code == 0, asked.output
     body = json.loads(asked.stdout)
     assert body["human_input"]["prompt"] == QUESTION
+    assert body["request_ids"] == [body["human_input"]["request_id"]]  # for support tickets
     terminal = runner.invoke(app, ["run", "请帮我预订餐厅", "-t", str(tools_file)], env=env)
     assert "--resume" in terminal.stderr and "您要预订哪一天的餐厅？" in terminal.stderr
+    assert terminal.stderr.count("您要预订哪一天的餐厅？") == 1  # the question, printed once
     paused = body["conversation_id"], body["human_input"]["interrupt_id"]
     answered = runner.invoke(
         app,

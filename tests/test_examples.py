@@ -23,7 +23,7 @@ def platform_for() -> Iterator[object]:
     stack: list[object] = []
 
     def make(module: ModuleType) -> Platform:
-        manager = open_platform(emulate=True, scenario=module.SCENARIO)
+        manager = open_platform(emulator=True, scenario=module.SCENARIO)
         stack.append(manager)
         return manager.__enter__()
 
@@ -104,7 +104,7 @@ def test_examples_run_as_scripts_offline(args: list[str], expected: str) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("APPBUILDER_", "GATEWAY_"))}
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, *args],
+        [sys.executable, *args, "--emulator"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -113,3 +113,24 @@ def test_examples_run_as_scripts_offline(args: list[str], expected: str) -> None
     )
     assert done.returncode == 0, done.stderr
     assert expected in done.stdout
+
+
+def test_without_the_emulator_switch_missing_settings_are_an_error() -> None:
+    """No silent fallback to the emulator: a mistyped variable must not give emulated answers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("APPBUILDER_", "GATEWAY_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "examples/two_turn.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    error = done.stderr.strip().splitlines()[-1]
+    assert "ConfigurationError" in error
+    # Every missing setting at once, and the way out.
+    assert "APPBUILDER_APP_ID" in error and "APPBUILDER_TOKEN" in error
+    assert "open_platform(emulator=True)" in error
+    assert done.stdout == ""

@@ -44,3 +44,17 @@ def main(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # basicConfig leaves an already configured root alone (an embedding app, a test runner):
+    # -v must still bring the library's debug records, tracebacks included.
+    logging.getLogger("bridge").setLevel(logging.DEBUG if verbose else logging.NOTSET)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _ShownElsewhere) for f in handler.filters):
+            handler.addFilter(_ShownElsewhere())
+
+
+class _ShownElsewhere(logging.Filter):
+    """Drops log records the commands already show in their own words: a tool's failure is
+    its `✗` line (the dispatcher's warning and traceback come back with `-v`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return state["verbose"] or not getattr(record, "tool_failure", False)

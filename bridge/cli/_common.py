@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -14,13 +15,16 @@ from bridge.cli._app import state
 from bridge.errors import (
     AuthenticationError,
     BridgeError,
+    ConfigurationError,
     PlatformConnectionError,
     UsageError,
     redact,
 )
 
 if TYPE_CHECKING:
+    from bridge.emulator import Emulator
     from bridge.platforms.base import Platform
+    from bridge.platforms.retry import RetryNotice
     from bridge.tools.toolbox import Toolbox
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "AppIdOpt",
     "BaseUrlOpt",
     "Connection",
+    "EmulatorOpt",
     "ModelOpt",
     "PlatformOpt",
     "TokenOpt",
@@ -91,6 +96,14 @@ ModelOpt = Annotated[
     str | None,
     typer.Option("--model", help="Model name, with --platform openai (env OPENAI_MODEL)."),
 ]
+EmulatorOpt = Annotated[
+    bool,
+    typer.Option(
+        "--emulator",
+        help="Talk to the embedded AppBuilder emulator (offline, no credentials) instead of "
+        "an app; without it, a missing token or app id is an error.",
+    ),
+]
 ApiKeyOpt = Annotated[
     str | None,
     typer.Option(
@@ -143,16 +156,108 @@ class Connection:
     token: str | None = None
     model: str | None = None
     api_key: str | None = None
+    emulator: bool = False
+    on_retry: Callable[[RetryNotice], None] | None = None
 
     def open(self) -> Platform:
-        """Build the platform adapter from these flags and the environment."""
-        from bridge.platforms import create_platform
+        """Build the platform adapter from these flags and the environment.
 
-        return create_platform(
-            self.platform,
-            app_id=self.app_id,
-            base_url=self.base_url,
-            token=self.token,
-            model=self.model,
-            api_key=self.api_key,
+        With `emulator`, the embedded AppBuilder emulator is started and stops when the
+        command ends.
+
+        Raises:
+            ConfigurationError: Settings are missing (all of them named, in flag and variable
+                names) or contradict each other.
+        """
+        from bridge.platforms import create_platform
+        from bridge.platforms.retry import RetryPolicy
+
+        options: dict[str, Any] = {
+            "app_id": self.app_id,
+            "base_url": self.base_url,
+            "token": self.token,
+            "model": self.model,
+            "api_key": self.api_key,
+        }
+        if self.on_retry is not None:
+            options["retry_policy"] = RetryPolicy(on_retry=self.on_retry)
+        if not self.emulator:
+            if self.platform == "appbuilder":
+                _check_appbuilder_settings(self.app_id, self.token)
+            elif self.platform == "openai":
+                _check_openai_settings(self.base_url, self.model)
+            return create_platform(self.platform, **options)
+        server = self._emulator()
+        try:
+            options.update(app_id=server.app_id, token=server.token, base_url=server.base_url)
+            platform = create_platform(self.platform, **options)
+        except BaseException:
+            server.stop()
+            raise
+        close = platform.close
+
+        def close_both() -> None:
+            try:
+                close()
+            finally:
+                server.stop()
+
+        # Closing the platform (as every command does) stops the emulator it talks to.
+        platform.close = close_both  # type: ignore[method-assign]
+        return platform
+
+    def _emulator(self) -> Emulator:
+        if self.platform != "appbuilder":
+            raise ConfigurationError(
+                "--emulator speaks AppBuilder's API: use it with --platform appbuilder"
+            )
+        given = [
+            flag
+            for flag, value in (
+                ("--app-id", self.app_id),
+                ("--token", self.token),
+                ("--base-url", self.base_url),
+            )
+            if value
+        ]
+        if given:
+            raise ConfigurationError(
+                f"--emulator starts its own app, so {', '.join(given)} cannot be used with it; "
+                "pass one or the other"
+            )
+        from bridge.emulator import Emulator
+
+        server = Emulator().start()
+        logger.info("using the embedded AppBuilder emulator at %s", server.base_url)
+        return server
+
+
+def _check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
+    """Name every missing AppBuilder setting at once, as the command line spells them."""
+    missing = []
+    if not (token or os.environ.get("APPBUILDER_TOKEN")):
+        missing.append("the token (--token or APPBUILDER_TOKEN; an API key bce-v3/ALTAK-…/…)")
+    if not (app_id or os.environ.get("APPBUILDER_APP_ID")):
+        missing.append(
+            "the app id (--app-id or APPBUILDER_APP_ID; the id of a published app, shown in "
+            "the AppBuilder console)"
+        )
+    if missing:
+        raise ConfigurationError(
+            f"AppBuilder is not configured: missing {' and '.join(missing)}. "
+            "To try things offline, pass --emulator for the embedded emulator."
+        )
+
+
+def _check_openai_settings(base_url: str | None, model: str | None) -> None:
+    missing = []
+    if not (base_url or os.environ.get("OPENAI_BASE_URL")):
+        missing.append(
+            "the server's URL (--base-url or OPENAI_BASE_URL, e.g. http://127.0.0.1:8000/v1)"
+        )
+    if not (model or os.environ.get("OPENAI_MODEL")):
+        missing.append("the model (--model or OPENAI_MODEL)")
+    if missing:
+        raise ConfigurationError(
+            f"the OpenAI-compatible server is not configured: missing {' and '.join(missing)}"
         )

@@ -93,10 +93,21 @@ class Renderer:
             self._stop_spinner()
             self._end_line()
 
+    def retrying(self, text: str) -> None:
+        """The client backs off before trying the platform again: one yellow line."""
+        self._stop_spinner()
+        self._end_line()
+        self.err.print(f"{self.indent}[yellow]…[/yellow] {escape(text)}")
+        self.waiting()
+
     def tool_line(self, run: ToolRun) -> None:
-        """One line per finished tool call: name, arguments, duration, error kind."""
+        """One line per finished tool call: name, arguments, duration, and for a failure its
+        kind and the first line of what the model was told (never a traceback)."""
         mark = "[green]✓[/green]" if run.error is None else "[red]✗[/red]"
-        error = f" [red]{run.error}[/red]" if run.error else ""
+        error = ""
+        if run.error:
+            kind = "error" if run.error == "tool_error" else run.error
+            error = f" [red]{escape(kind)}:[/red] {escape(_first_line(run.output))}"
         arguments = escape(format_arguments(run.arguments))
         self.err.print(
             f"{self.indent}{mark} [bold]{escape(run.name)}[/bold]({arguments})"
@@ -107,6 +118,11 @@ class Renderer:
         """Stop the spinner and end the answer's line."""
         self._stop_spinner()
         self._end_line()
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((part for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _parsed(arguments: dict[str, Any] | str) -> Any:

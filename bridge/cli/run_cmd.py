@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -16,6 +16,7 @@ from bridge.cli._common import (
     AppIdOpt,
     BaseUrlOpt,
     Connection,
+    EmulatorOpt,
     ModelOpt,
     PlatformOpt,
     TokenOpt,
@@ -24,11 +25,18 @@ from bridge.cli._common import (
     exit_code_for,
     fail,
 )
-from bridge.errors import AuthenticationError, BridgeError, ConfigurationError, UsageError
+from bridge.errors import (
+    AuthenticationError,
+    BridgeError,
+    ConfigurationError,
+    UsageError,
+    redact,
+)
 
 if TYPE_CHECKING:
     from bridge.cli._render import Renderer
     from bridge.conversation import Bridge
+    from bridge.platforms.retry import RetryNotice
     from bridge.types import ToolCall
 
 __all__ = ["chat", "run"]
@@ -88,6 +96,18 @@ def _make_bridge(
     )
 
 
+def _retry_line(renderer: Renderer | None) -> Callable[[RetryNotice], None]:
+    """Say on stderr that the client backs off, so a slow platform does not look hung."""
+
+    def show(notice: RetryNotice) -> None:
+        if renderer is None:
+            typer.echo(f"{notice}", err=True)
+        else:
+            renderer.retrying(str(notice))
+
+    return show
+
+
 def _approver(renderer: Renderer | None, yes: bool) -> Callable[[ToolCall], bool] | None:
     """Ask y/n before a confirm-tool runs; `--yes` approves all; --json mode has nobody to ask
     (None: the call is refused as "no approver is configured", not as a person's no)."""
@@ -136,6 +156,7 @@ def run(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
+    emulator: EmulatorOpt = False,
 ) -> None:
     """Ask the agent one question, running the tools it calls, and print the answer.
 
@@ -145,12 +166,41 @@ def run(
     from bridge.cli._render import Renderer, result_json
 
     renderer = None if as_json else Renderer()
+
+    def failed(exc: BridgeError, rounds: int = 0, conversation: str | None = None) -> NoReturn:
+        if not as_json:
+            fail(exc)
+        typer.echo(
+            result_json(
+                conversation_id=conversation,
+                answer="",
+                rounds=rounds,
+                tool_runs=exc.tool_runs,
+                request_ids=[rid for rid in [getattr(exc, "request_id", None)] if rid],
+                error={
+                    "type": type(exc).__name__,
+                    "message": redact(str(exc)),
+                    "exit_code": exit_code_for(exc),
+                },
+            )
+        )
+        raise typer.Exit(exit_code_for(exc)) from None
+
     if resume is not None and conversation_id is None:
-        fail(UsageError("--resume needs the --conversation-id of the paused conversation"))
+        failed(UsageError("--resume needs the --conversation-id of the paused conversation"))
     try:
         bridge = _make_bridge(
             tools=tools,
-            connection=Connection(platform, app_id, base_url, token, model, api_key),
+            connection=Connection(
+                platform,
+                app_id,
+                base_url,
+                token,
+                model,
+                api_key,
+                emulator=emulator,
+                on_retry=_retry_line(renderer),
+            ),
             end_user_id=end_user_id,
             tool_choice=tool_choice,
             stream=stream,
@@ -160,7 +210,7 @@ def run(
             allow_hosts=allow_host,
         )
     except BridgeError as exc:
-        fail(exc)
+        failed(exc)
     conversation = bridge.conversation(conversation_id)
     try:
         if renderer is not None:
@@ -172,23 +222,7 @@ def run(
     except BridgeError as exc:
         if renderer is not None:
             renderer.close()
-        if as_json:
-            typer.echo(
-                result_json(
-                    conversation_id=conversation._id,
-                    answer="",
-                    rounds=conversation.last_rounds,
-                    tool_runs=exc.tool_runs,
-                    request_ids=[rid for rid in [getattr(exc, "request_id", None)] if rid],
-                    error={
-                        "type": type(exc).__name__,
-                        "message": str(exc),
-                        "exit_code": exit_code_for(exc),
-                    },
-                )
-            )
-            raise typer.Exit(exit_code_for(exc)) from None
-        fail(exc)
+        failed(exc, conversation.last_rounds, conversation._id)
     finally:
         conversation.close()
         bridge.close()
@@ -196,8 +230,8 @@ def run(
     if renderer is not None:
         renderer.close()
         if result.human_input is not None:
+            # The question itself was printed as it arrived ("? the agent asks for input").
             renderer.err.print(
-                f"[yellow]The agent asks:[/yellow] {escape(result.human_input.prompt)}\n"
                 "[yellow]Answer with[/yellow] toolbridge run ANSWER "
                 f"--conversation-id {result.conversation_id} "
                 f"--resume {result.human_input.interrupt_id}",
@@ -215,6 +249,7 @@ def run(
                     {
                         "interrupt_id": result.human_input.interrupt_id,
                         "prompt": result.human_input.prompt,
+                        "request_id": result.human_input.request_id,
                     }
                     if result.human_input is not None
                     else None
@@ -239,6 +274,7 @@ def chat(
     max_rounds: MaxRoundsOpt = 10,
     yes: YesOpt = False,
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
+    emulator: EmulatorOpt = False,
 ) -> None:
     """Talk with the agent in one conversation; type /exit (or Ctrl-D) to leave."""
     from bridge.cli._render import Renderer
@@ -247,7 +283,16 @@ def chat(
     try:
         bridge = _make_bridge(
             tools=tools,
-            connection=Connection(platform, app_id, base_url, token, model, api_key),
+            connection=Connection(
+                platform,
+                app_id,
+                base_url,
+                token,
+                model,
+                api_key,
+                emulator=emulator,
+                on_retry=_retry_line(renderer),
+            ),
             end_user_id=end_user_id,
             tool_choice=None,
             stream=stream,
@@ -285,7 +330,7 @@ def chat(
                 fail(exc)
             except BridgeError as exc:
                 renderer.close()
-                renderer.err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
+                renderer.err.print(f"[red]error:[/red] {escape(redact(str(exc)))}", markup=True)
     finally:
         conversation.close()
         bridge.close()

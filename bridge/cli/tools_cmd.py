@@ -21,7 +21,10 @@ def manifest(
         list[str],
         typer.Argument(
             metavar="SPEC...",
-            help="A .py file or an importable module name (package.module); several allowed.",
+            help="Where tools come from, as --tools takes them: a .py file, a module name "
+            "(package.module), a .yaml/.yml/.json HTTP tools manifest, 'openapi:PATH_OR_URL "
+            "[--include X] [--server-url URL]', 'mcp:COMMAND ARGS' or mcp+http://HOST:PORT/PATH. "
+            "Several allowed.",
             show_default=False,
         ),
     ],
@@ -34,7 +37,7 @@ def manifest(
         ),
     ] = "appbuilder",
 ) -> None:
-    """Print the JSON array of tool descriptions of every @manifest function in SPEC."""
+    """Print the JSON array of tool descriptions of every tool in SPEC (any source kind)."""
     import json
     import os
     import sys

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import UsageError
+from bridge.errors import ConfigurationError, UsageError
 from bridge.platforms.base import Platform, PlatformLimits, limits_of
 
 __all__ = [
@@ -56,20 +55,29 @@ def create_platform(name: str, **options: Any) -> Platform:
 @contextlib.contextmanager
 def open_platform(
     *,
-    emulate: bool | None = None,
+    emulator: bool = False,
     scenario: str | Path | Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Iterator[Platform]:
-    """An AppBuilder platform: the real cloud when configured, else the embedded emulator.
+    """An AppBuilder platform, closed on exit: your app, or the embedded emulator when asked.
 
-    With `emulate=None` the emulator is used when no token is given and `APPBUILDER_TOKEN` is
-    unset, so examples run offline and, unchanged, against a real app once the environment
-    says which. `scenario` scripts the emulated agent (see `bridge.emulator.scenario`).
+    `emulator=True` starts the AppBuilder emulator in this process (offline, no credentials;
+    `scenario` scripts its agent, see `bridge.emulator.scenario`, and is ignored for a real
+    app, so one call serves both). Otherwise the app comes from
+    `app_id`/`token`/`base_url` or `APPBUILDER_APP_ID`/`APPBUILDER_TOKEN`/`GATEWAY_URL_V2`, and
+    missing ones are an error: a mistyped variable must not quietly give emulated answers.
+
+    Raises:
+        ConfigurationError: Without `emulator=True`, the app id or the token is missing (all
+            missing settings are named at once).
     """
-    if emulate is None:
-        emulate = not (options.get("token") or os.environ.get("APPBUILDER_TOKEN"))
-    if not emulate:
-        platform = create_platform("appbuilder", **options)
+    if not emulator:
+        try:
+            platform = create_platform("appbuilder", **options)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"{exc}; or use open_platform(emulator=True) for the embedded emulator"
+            ) from None
         try:
             yield platform
         finally:
@@ -77,13 +85,13 @@ def open_platform(
         return
     from bridge.emulator import Emulator
 
-    with Emulator(scenario=scenario) as emulator:
-        logger.info("no AppBuilder token configured: using the emulator at %s", emulator.base_url)
+    with Emulator(scenario=scenario) as server:
+        logger.info("using the embedded AppBuilder emulator at %s", server.base_url)
         platform = create_platform(
             "appbuilder",
-            app_id=emulator.app_id,
-            token=emulator.token,
-            base_url=emulator.base_url,
+            app_id=server.app_id,
+            token=server.token,
+            base_url=server.base_url,
             **{k: v for k, v in options.items() if k not in {"app_id", "token", "base_url"}},
         )
         try:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
+import ssl
+from urllib.parse import urlsplit
 
 import requests
 import requests.utils
 
-__all__ = ["new_session"]
+__all__ = ["connect_failure", "new_session", "origin"]
 
 
 def new_session(base_url: str) -> requests.Session:
@@ -26,3 +29,42 @@ def new_session(base_url: str) -> requests.Session:
     if bundle:
         session.verify = bundle
     return session
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of `url`: where a connection goes, without path or query."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.hostname:
+        return url
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme}://{host}{port}"
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, in a few words ("connection refused", "host not found"),
+    from the OS error that urllib3 and requests wrap in their own repr-laden messages."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop(0)
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, socket.gaierror):
+            return "host name not found"
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(error, ConnectionResetError):
+            return "connection reset"
+        if isinstance(error, ssl.SSLError):
+            return f"TLS error: {error.reason or error}"
+        if isinstance(error, TimeoutError | socket.timeout):
+            return "timed out"
+        if isinstance(error, OSError) and error.errno is not None and error.strerror:
+            return error.strerror.lower()
+        nested = [error.__cause__, error.__context__, getattr(error, "reason", None)]
+        nested += [arg for arg in error.args if isinstance(arg, BaseException)]
+        todo += [n for n in nested if isinstance(n, BaseException)]
+    text = str(exc)
+    return text if len(text) <= 200 else text[:199] + "…"

@@ -34,7 +34,7 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
-from bridge.platforms._http import new_session
+from bridge.platforms._http import connect_failure, new_session, origin
 from bridge.platforms._openai_wire import BODY_LIMIT, error_details, trim
 from bridge.platforms.retry import ExcKind, RetryPolicy
 from bridge.types import Event
@@ -204,7 +204,8 @@ class ChatTransport:
                     request_id=request_id,
                 ) from exc
             raise PlatformConnectionError(
-                f"cannot reach {where} ({_reason(exc)}); is the server running?",
+                f"cannot connect to {origin(where)} ({connect_failure(exc)}); is the server "
+                "running?",
                 request_id=request_id,
             ) from exc
         except requests.exceptions.TooManyRedirects as exc:
@@ -252,6 +253,8 @@ class ChatTransport:
             attempt + 1,
             self.retry_policy.max_retries,
         )
+        reason = error.message.removesuffix("; is the server running?")
+        self.retry_policy.announce(attempt, delay, status=status, reason=reason)
         time.sleep(delay)
         return True
 

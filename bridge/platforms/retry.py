@@ -8,6 +8,7 @@ agent (and its side effects) twice.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_RETRY_AFTER",
     "RETRY_STATUSES",
     "ExcKind",
+    "RetryNotice",
     "RetryPolicy",
 ]
 
@@ -42,6 +44,38 @@ ExcKind = Literal["connect", "timeout", "read", "other"]
 
 
 @dataclass(frozen=True)
+class RetryNotice:
+    """A client is about to wait `delay` seconds and try a request again: what a person
+    watching (the CLI) is told, through `RetryPolicy.on_retry`.
+
+    Attributes:
+        attempt: The attempt about to be made (2 for the first retry).
+        attempts: The most attempts the policy allows (`max_retries + 1`).
+        delay: Seconds until that attempt.
+        status: The HTTP status of the failed attempt; None when there was no answer.
+        reason: Why it failed, in a few words: "cannot connect to http://host:port
+            (connection refused)" when there was no answer.
+    """
+
+    attempt: int
+    attempts: int
+    delay: float
+    status: int | None = None
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if self.status == 429:
+            what = f"platform rate limit (HTTP {self.status})"
+        elif self.status == 503:
+            what = f"platform busy (HTTP {self.status})"
+        elif self.status is not None:
+            what = f"platform error (HTTP {self.status})"
+        else:
+            what = self.reason or "no answer"
+        return f"{what}, retrying in {self.delay:.1f} s (attempt {self.attempt} of {self.attempts})"
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """A shareable, immutable retry policy (exponential backoff with jitter, `Retry-After`).
 
@@ -54,6 +88,8 @@ class RetryPolicy:
         max_retry_after: A `Retry-After` longer than this many seconds means "give up".
         rand: Source of randomness in [0, 1); injectable for deterministic tests.
         now: Wall clock in epoch seconds, used for HTTP-date `Retry-After` values.
+        on_retry: Told before each wait (a `RetryNotice`), so a person is not left staring at
+            a silent terminal while the client backs off; an exception it raises is ignored.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -63,6 +99,7 @@ class RetryPolicy:
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER
     rand: Callable[[], float] = field(default=random.random, compare=False, repr=False)
     now: Callable[[], float] = field(default=time.time, compare=False, repr=False)
+    on_retry: Callable[[RetryNotice], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = []
@@ -115,6 +152,16 @@ class RetryPolicy:
             return advised if advised <= self.max_retry_after else math.inf
         backoff = min(self.backoff_base * (2.0 ** max(attempt, 0)), self.backoff_max)
         return backoff * (1.0 - self.jitter * self.rand())
+
+    def announce(
+        self, attempt: int, delay: float, *, status: int | None = None, reason: str = ""
+    ) -> None:
+        """Tell `on_retry` that retry number `attempt + 1` comes after `delay` seconds."""
+        if self.on_retry is None:
+            return
+        notice = RetryNotice(attempt + 2, self.max_retries + 1, delay, status, reason)
+        with contextlib.suppress(Exception):  # a display hook must never fail the request
+            self.on_retry(notice)
 
     def parse_retry_after(self, value: str | None) -> float | None:
         """Seconds from a `Retry-After` header (delta-seconds or HTTP-date); None if unusable."""

@@ -162,7 +162,7 @@ def run_on_threads(
                 if item is None:
                     continue  # it returned after its timeout was already reported
                 runs[index] = dispatcher._record(
-                    item.call, item.started_at, item.began, _outcome(dispatcher, item)
+                    item.call, item.started_at, item.began, _outcome(dispatcher, item, conversation)
                 )
                 yield ToolCallFinished(run=runs[index])
     except BaseException:
@@ -190,7 +190,7 @@ def _put(finished: queue.SimpleQueue[int], index: int, _job: object) -> None:
     finished.put(index)
 
 
-def _outcome(dispatcher: Dispatcher, item: _Running) -> Outcome:
+def _outcome(dispatcher: Dispatcher, item: _Running, scope: ConversationScope) -> Outcome:
     spec, call = item.ready.spec, item.call
     if not item.job.done():  # past its deadline: abandon it, say so when it returns
         item.ready.cancelled.set()
@@ -204,7 +204,7 @@ def _outcome(dispatcher: Dispatcher, item: _Running) -> Outcome:
     except CallTimeoutError:
         return dispatcher._timed_out(spec, call, item.ready.timeout), "timeout"
     except Exception as exc:
-        return dispatcher._failed(spec, call, exc), "tool_error"
+        return dispatcher._failed(spec, call, exc, scope), "tool_error"
 
 
 def _finish_on_loop(dispatcher: Dispatcher, item: _Running, deferred: Deferred) -> Any:

@@ -402,7 +402,7 @@ class Dispatcher:
             logger.info("invalid arguments for %r (call %s): %s", spec.name, call.call_id, exc)
             return invalid_arguments(spec, exc.problems), "invalid_arguments"
         except Exception as exc:
-            return self._failed(spec, call, exc), "tool_error"
+            return self._failed(spec, call, exc, scope), "tool_error"
         cancelled = threading.Event()
         if spec.context_param:
             kwargs[spec.context_param] = ToolContext(
@@ -432,7 +432,7 @@ class Dispatcher:
         except CallTimeoutError:
             return self._timed_out(spec, call, ready.timeout), "timeout"
         except Exception as exc:
-            return self._failed(spec, call, exc), "tool_error"
+            return self._failed(spec, call, exc, scope), "tool_error"
 
     def _record(
         self, call: ToolCall, started_at: datetime, began: float, outcome: Outcome
@@ -547,11 +547,37 @@ class Dispatcher:
         available = f"Available tools: {', '.join(names)}." if names else "No tools are available."
         return f"Unknown tool {name!r}. {available}"
 
-    def _failed(self, spec: ToolSpec, call: ToolCall, exc: Exception) -> str:
-        if isinstance(exc, ToolError):
-            logger.warning("tool %r (call %s) failed: %s", spec.name, call.call_id, exc)
-        else:
-            logger.error("tool %r (call %s) raised", spec.name, call.call_id, exc_info=exc)
+    def _failed(
+        self,
+        spec: ToolSpec,
+        call: ToolCall,
+        exc: Exception,
+        scope: ConversationScope | None = None,
+    ) -> str:
+        # One line per failure, whatever raised: the output (and the CLI's tool line) already
+        # says what went wrong. The traceback is a debugging aid, so DEBUG (`-v`); a ToolError
+        # is an expected failure and has none worth showing.
+        conversation_id = scope.conversation_id if scope is not None else None
+        extra: dict[str, object] = {
+            "tool": spec.name,
+            "call_id": call.call_id,
+            "tool_failure": True,
+        }
+        if conversation_id is not None:
+            extra["conversation_id"] = conversation_id
+        error = describe_exception(exc).splitlines()[0]
+        logger.warning(
+            "tool %r failed (conversation %s, call %s): %s",
+            spec.name,
+            conversation_id or "-",
+            call.call_id,
+            redact(error),
+            extra=extra,
+        )
+        if not isinstance(exc, ToolError):
+            logger.debug(
+                "traceback of tool %r (call %s)", spec.name, call.call_id, exc_info=exc, extra=extra
+            )
         if self.errors == "raise":
             raise exc
         if self.errors == "hidden":

@@ -1,9 +1,12 @@
 """Ask about the weather with the tools of `tools.py`.
 
-Run it: `python -m examples.weather.main` from the repository root (emulator by default).
+Run it: `python -m examples.weather.main --emulator` from the repository root (offline; without
+`--emulator`, against the app of APPBUILDER_TOKEN and APPBUILDER_APP_ID).
 """
 
 from __future__ import annotations
+
+import sys
 
 from bridge import Bridge, Platform, Result, open_platform
 from examples.weather import tools
@@ -35,6 +38,8 @@ def main(platform: Platform) -> list[Result]:
 
 
 if __name__ == "__main__":
-    with open_platform(scenario=SCENARIO) as platform:
+    # --emulator: offline, on the embedded emulator scripted by SCENARIO; without it, your app
+    # (APPBUILDER_TOKEN and APPBUILDER_APP_ID).
+    with open_platform(emulator="--emulator" in sys.argv[1:], scenario=SCENARIO) as platform:
         for result in main(platform):
             print(result.answer)

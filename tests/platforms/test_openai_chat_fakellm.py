@@ -313,4 +313,6 @@ def test_cli_run_with_platform_openai(fakellm: FakeLLM, tmp_path: Path) -> None:
     assert body["tool_runs"][0]["arguments"] == {"city": "Paris", "unit": "celsius"}
     wrong = CliRunner().invoke(app, [*args, "--token", "x"], env={})
     assert wrong.exit_code == 2
-    assert "--token is for --platform appbuilder only" in wrong.stderr
+    # --json reports even a usage error as JSON.
+    error = json.loads(wrong.stdout)["error"]
+    assert "--token is for --platform appbuilder only" in error["message"]

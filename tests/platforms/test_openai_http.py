@@ -74,7 +74,7 @@ def _read_timeout() -> requests.exceptions.ConnectionError:
             _refused(),
             False,
             PlatformConnectionError,
-            r"cannot reach .* \(connection refused\); is the server running\?",
+            r"cannot connect to http://\S+ \(connection refused\); is the server running\?",
         ),
         (
             requests.exceptions.ConnectionError("reset"),
@@ -94,7 +94,12 @@ def _read_timeout() -> requests.exceptions.ConnectionError:
             ProtocolError,
             "cannot decode the answer",
         ),
-        (requests.exceptions.SSLError("bad cert"), False, PlatformConnectionError, "cannot reach"),
+        (
+            requests.exceptions.SSLError("bad cert"),
+            False,
+            PlatformConnectionError,
+            "cannot connect",
+        ),
         (
             requests.exceptions.TooManyRedirects("loop"),
             False,

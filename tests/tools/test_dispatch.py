@@ -394,6 +394,7 @@ def test_errors_message_gives_type_and_message_without_traceback(
     toolbox: Toolbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     _register_failing(toolbox)
+    caplog.set_level(logging.DEBUG, logger="bridge.tools.dispatch")
     with Dispatcher(toolbox, errors="message") as dispatcher:
         run = run_one(dispatcher, "explode", {"reason": "that"})
         arun = run_one(dispatcher, "aexplode")
@@ -401,6 +402,9 @@ def test_errors_message_gives_type_and_message_without_traceback(
     assert (arun.error, arun.output) == ("tool_error", "LookupError")
     logged = [r for r in caplog.records if r.name == "bridge.tools.dispatch" and r.exc_info]
     assert len(logged) == 2  # the traceback goes to the log, not to the model
+    assert {r.levelno for r in logged} == {logging.DEBUG}  # a traceback is for -v only
+    failures = [r for r in caplog.records if getattr(r, "tool_failure", False) and not r.exc_info]
+    assert [r.levelno for r in failures] == [logging.WARNING] * 2  # one line per failure
     assert "Traceback" in caplog.text and "Traceback" not in run.output
 
 
@@ -429,6 +433,7 @@ def test_errors_raise_re_raises_from_run_and_arun(
     toolbox: Toolbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     _register_failing(toolbox)
+    caplog.set_level(logging.DEBUG, logger="bridge.tools.dispatch")
     with Dispatcher(toolbox, errors="raise") as dispatcher:
         with pytest.raises(ValueError, match="cannot do this"):
             dispatcher.run([call("explode", {"reason": "this"})])
@@ -1139,12 +1144,15 @@ def test_a_tool_failure_is_an_output_with_a_warning_not_a_traceback(
     )
     assert bug.error == "tool_error"
     by_call = {
-        r.getMessage().split("(call ")[1][:1]: r
+        r.getMessage().split("call ")[1][:1]: r
         for r in caplog.records
-        if "(call " in r.getMessage()
+        if getattr(r, "tool_failure", False)
     }
+    # Both one warning line naming tool, call and error; a traceback only at DEBUG (-v).
     assert by_call["f"].levelno == logging.WARNING and by_call["f"].exc_info is None
-    assert by_call["b"].levelno == logging.ERROR and by_call["b"].exc_info is not None
+    assert by_call["b"].levelno == logging.WARNING and by_call["b"].exc_info is None
+    assert "KeyError: 'x'" in by_call["b"].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

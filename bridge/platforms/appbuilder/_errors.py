@@ -32,6 +32,7 @@ from bridge.errors import (
     StreamTimeoutError,
     status_error_class,
 )
+from bridge.platforms._http import connect_failure, origin
 
 __all__ = [
     "BODY_LIMIT",
@@ -186,9 +187,15 @@ def _from_requests(exc: requests.exceptions.RequestException, ctx: CallContext) 
         )
     if isinstance(exc, requests.exceptions.TooManyRedirects):
         return ProtocolError(f"{where}: too many redirects", **ids)
+    # In the OS's few words, not urllib3's "HTTPConnectionPool(host=...): Max retries..."
+    # (the full text is still the exception's __cause__, for -v).
     if is_connect_error(exc):
-        return PlatformConnectionError(f"{where}: could not connect: {reason}", **ids)
-    return PlatformConnectionError(f"{where}: the request failed: {reason}", **ids)
+        return PlatformConnectionError(
+            f"AppBuilder {ctx.operation}: cannot connect to {origin(ctx.url)} "
+            f"({connect_failure(exc)})",
+            **ids,
+        )
+    return PlatformConnectionError(f"{where}: the request failed ({connect_failure(exc)})", **ids)
 
 
 def status_error(

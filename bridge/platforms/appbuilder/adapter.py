@@ -323,6 +323,7 @@ class _RunState:
         return HumanInputRequested(
             interrupt_id=str(interrupt_id),
             interrupt_type=str(outputs.get("interrupt_event_type") or "chat"),
+            request_id=self.best_request_id,
             raw=event.model_dump(mode="json"),
         )
 

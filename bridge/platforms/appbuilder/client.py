@@ -22,7 +22,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
-from bridge.platforms._http import new_session
+from bridge.platforms._http import connect_failure, new_session, origin
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
     check_conversation_id,
@@ -112,17 +112,25 @@ class AppBuilderClient:
         session: requests.Session | None = None,
     ) -> None:
         app_id = app_id or os.environ.get("APPBUILDER_APP_ID", "")
-        if not app_id:
-            raise ConfigurationError(
-                "no AppBuilder app id: pass app_id=... or set APPBUILDER_APP_ID "
-                "(the id of a published app, shown in the AppBuilder console)"
-            )
         token = token or os.environ.get("APPBUILDER_TOKEN", "")
-        if not token:
-            raise ConfigurationError(
-                "no AppBuilder token: pass token=... or set APPBUILDER_TOKEN "
-                "(an API key such as bce-v3/ALTAK-...)"
+        missing = [
+            text
+            for value, text in (
+                (
+                    app_id,
+                    "no app id: pass app_id=... or set APPBUILDER_APP_ID (the id of a "
+                    "published app, shown in the AppBuilder console)",
+                ),
+                (
+                    token,
+                    "no token: pass token=... or set APPBUILDER_TOKEN (an API key such as "
+                    "bce-v3/ALTAK-...)",
+                ),
             )
+            if not value
+        ]
+        if missing:  # every missing setting at once: one fix-and-retry round, not two
+            raise ConfigurationError("AppBuilder is not configured: " + "; ".join(missing))
         for name, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
             if not value > 0:
                 raise ConfigurationError(
@@ -510,14 +518,16 @@ class AppBuilderClient:
                 kind: ExcKind = "connect" if is_connect_error(exc) else "other"
                 if policy.should_retry(attempt, exc_kind=kind):
                     wait = policy.delay(attempt)
+                    reason = f"cannot connect to {origin(url)} ({connect_failure(exc)})"
                     log.debug(
-                        "AppBuilder %s: could not connect (%s); retry %d/%d in %.2f s",
+                        "AppBuilder %s: %s; retry %d/%d in %.2f s",
                         operation,
-                        type(exc).__name__,
+                        reason,
                         attempt + 1,
                         policy.max_retries,
                         wait,
                     )
+                    policy.announce(attempt, wait, reason=reason)
                     self._sleep(wait)
                     attempt += 1
                     continue
@@ -541,6 +551,7 @@ class AppBuilderClient:
                         wait,
                     )
                     response.close()
+                    policy.announce(attempt, wait, status=status)
                     self._sleep(wait)
                     attempt += 1
                     continue

@@ -212,11 +212,33 @@ def test_connection_refused_is_retried_then_reported(caplog: pytest.LogCaptureFi
         client.create_conversation()
     error = info.value
     assert not isinstance(error, PlatformTimeoutError)
-    assert "could not connect" in error.message and f"127.0.0.1:{port}" in error.message
+    # The OS's words, not urllib3's "HTTPConnectionPool(host=...): Max retries exceeded".
+    assert error.message == (
+        f"AppBuilder create_conversation: cannot connect to http://127.0.0.1:{port} "
+        "(connection refused)"
+    )
     assert isinstance(error.__cause__, Exception)
     assert error.request_id  # the id that was sent
-    retries = [r for r in caplog.records if "could not connect" in r.getMessage()]
+    retries = [r for r in caplog.records if "cannot connect" in r.getMessage()]
     assert len(retries) == 3
+
+
+def test_each_retry_is_announced_to_on_retry() -> None:
+    from bridge.platforms.retry import RetryNotice
+
+    port = _closed_port()
+    notices: list[RetryNotice] = []
+    policy = RetryPolicy(max_retries=2, backoff_base=0, on_retry=notices.append)
+    with (
+        AppBuilderClient("app-1", TOKEN, f"http://127.0.0.1:{port}", retry_policy=policy) as c,
+        pytest.raises(PlatformConnectionError),
+    ):
+        c.create_conversation()
+    assert [(n.attempt, n.attempts, n.status) for n in notices] == [(2, 3, None), (3, 3, None)]
+    assert str(notices[0]) == (
+        f"cannot connect to http://127.0.0.1:{port} (connection refused), retrying in 0.0 s "
+        "(attempt 2 of 3)"
+    )
 
 
 def test_idle_stream_times_out(fake: FakeAppBuilder, fake_url: str) -> None:
