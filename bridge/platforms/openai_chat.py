@@ -307,6 +307,24 @@ class OpenAIChatPlatform:
             return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
         return f"{self.base_url} answered and serves model {self.model!r}"
 
+    def check_chat(self) -> str:
+        """Prove chat completions answer, with one completion of at most one token.
+
+        For servers without `GET /models` (some gateways and llama.cpp builds); unlike `check`
+        it costs a (tiny) completion.
+
+        Raises:
+            PlatformError: the server is unreachable, refused the key or the model.
+        """
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "ping"}],
+            "max_tokens": 1,
+            "stream": False,
+        }
+        self._http.post(body, stream=False).close()
+        return f"{self.base_url}/chat/completions answered for model {self.model!r}"
+
     # --- one completion ------------------------------------------------------------------------
 
     def _complete(

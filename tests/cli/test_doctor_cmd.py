@@ -182,3 +182,98 @@ def test_openai_check_tolerates_servers_without_a_model_list() -> None:
             assert "lists no models" in platform.check()
         finally:
             platform.close()
+
+
+# --- --json, hints in full, servers without /models -----------------------------------------
+
+
+def test_the_token_hint_is_not_masked_as_a_secret(tools_file: str) -> None:
+    result = invoke(["--tools", tools_file], {})
+    assert "it looks like bce-v3/ALTAK-…/…" in result.stdout
+    assert "[secure]" not in result.stdout
+    assert "--emulator" in result.stdout
+
+
+def test_json_report(emulator: Emulator, tools_file: str) -> None:
+    import json
+
+    good = invoke(["--tools", tools_file, "--json"], emulator.env())
+    assert good.exit_code == 0, good.output
+    body = json.loads(good.stdout)
+    assert (body["ok"], body["exit_code"]) == (True, 0)
+    assert [c["name"] for c in body["checks"]] == [
+        "token",
+        "app id",
+        "gateway",
+        "reachable",
+        "tools",
+    ]
+    assert {c["status"] for c in body["checks"]} == {"ok"}
+    assert GOOD_TOKEN not in good.output
+    bad = invoke(["--json"], {})
+    assert bad.exit_code == 2
+    body = json.loads(bad.stdout)
+    assert (body["ok"], body["exit_code"]) == (False, 2)
+    statuses = {c["name"]: c["status"] for c in body["checks"]}
+    assert statuses["token"] == statuses["app id"] == "fail"
+
+
+def test_doctor_checks_the_embedded_emulator(tools_file: str) -> None:
+    result = invoke(["--emulator", "--tools", tools_file], {})
+    assert result.exit_code == 0, result.output
+    assert "✓ platform: the embedded AppBuilder emulator" in result.stdout
+    assert "✓ reachable: AppBuilder at http://127.0.0.1:" in result.stdout
+
+
+def _chat_only_app() -> Starlette:
+    """A compatible server that answers chat completions but has no GET /v1/models."""
+
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        if body.get("model") != "local":
+            return JSONResponse({"error": {"message": "no such model"}}, status_code=404)
+        return JSONResponse(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "model": "local",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "p"},
+                        "finish_reason": "length",
+                    }
+                ],
+            }
+        )
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def test_openai_server_without_models_is_a_warning_when_chat_answers() -> None:
+    with serve_in_thread(_chat_only_app()) as handle:
+        env = {"OPENAI_BASE_URL": handle.base_url + "/v1"}
+        result = invoke(["--platform", "openai", "--model", "local"], env)
+        assert result.exit_code == 0, result.output
+        assert "! reachable:" in result.stdout
+        assert "/v1/models is not served (404)" in result.stdout
+        assert "/v1/chat/completions answered for model 'local'" in result.stdout
+        wrong = invoke(["--platform", "openai", "--model", "gpt-9"], env)
+        assert wrong.exit_code == 1
+        assert "✗ reachable:" in wrong.stdout
+        assert "check --base-url/OPENAI_BASE_URL: it is the API root ending in /v1" in wrong.stdout
+
+
+def test_openai_hints(tools_file: str) -> None:
+    port = free_port()
+    down = invoke(
+        ["--platform", "openai", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1"], {}
+    )
+    assert down.exit_code == 4
+    assert f"cannot connect to http://127.0.0.1:{port} (connection refused)" in down.stdout
+    assert "start the server (vLLM, Ollama, llama.cpp...)" in down.stdout
+    assert "APPBUILDER" not in down.stdout and "gateway" not in down.stdout
+    odd = invoke(
+        ["--platform", "openai", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/api"], {}
+    )
+    assert "does not end in /v1" in odd.stdout
