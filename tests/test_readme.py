@@ -3,8 +3,11 @@ server or credentials). Each block runs alone in a fresh interpreter, offline.""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +37,119 @@ def test_block_runs(code: str, tmp_path: Path) -> None:
     # Where a block shows its output in comments, the output is what it prints.
     for line in re.findall(r"^# ((?:\d \w|unknown argument|limit:).*)$", code, re.M):
         assert line in done.stdout, f"{line!r} not in output:\n{done.stdout}"
+
+
+# --- console transcripts ---------------------------------------------------------------------
+#
+# Every ```console block is run as shown, on the embedded emulator, and each command's shown
+# output must be what it prints: stderr lines (tool lines, notes) then stdout lines (the answer),
+# with durations normalised. Commands: `toolbridge ...` (run as `python -m bridge`), `export`,
+# and `python -m examples.intranet.app --port N &` (started in-process on a free port, which
+# replaces N in later commands). `toolbridge serve` is left out: a daemon does not end (the
+# daemon's tests cover it).
+
+CONSOLE = re.findall(
+    r"^```console\n(.*?)^```", (ROOT / "README.md").read_text("utf-8"), re.M | re.S
+)
+
+
+def _steps(block: str) -> list[tuple[str, list[str]]]:
+    """(command, shown output lines) for each ``$ `` line of a console block."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:].strip(), []))
+        elif not line.strip() or line.startswith("#"):
+            if steps and steps[-1][1]:
+                steps.append(("", []))  # the output ended; a later line is not part of it
+        elif steps and steps[-1][0]:
+            steps[-1][1].append(line)
+    return [(command, shown) for command, shown in steps if command]
+
+
+def _normalise(lines: list[str]) -> list[str]:
+    return [re.sub(r"\b\d+(?:\.\d+)? (ms|s)\b", r"N \1", line.rstrip()) for line in lines]
+
+
+def _workdir(tmp_path: Path) -> Path:
+    """A working directory like the repository's root, where written files stay in tmp_path."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "manifests").mkdir()
+    for path in (ROOT / "manifests").iterdir():
+        (tmp_path / "manifests" / path.name).symlink_to(path)
+    return tmp_path
+
+
+def _toolbridge(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    args = shlex.split(command)
+    assert args[0] == "toolbridge", command
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", *args[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _offline_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("APPBUILDER_", "GATEWAY_"))}
+    env.pop("INTRANET_KEY", None)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_the_readme_has_transcripts() -> None:
+    commands = [command for block in CONSOLE for command, _ in _steps(block)]
+    assert any("examples/weather/tools.py" in c for c in commands)
+    assert any("manifests/intranet.yaml" in c and c.startswith("toolbridge run") for c in commands)
+
+
+@pytest.mark.parametrize("block", CONSOLE, ids=[f"console{i}" for i in range(len(CONSOLE))])
+def test_console_transcript(block: str, tmp_path: Path) -> None:
+    from bridge._serve import serve_in_thread
+    from examples.intranet.app import create_app
+
+    cwd, env = _workdir(tmp_path), _offline_env()
+    with contextlib.ExitStack() as stack:
+        ports: dict[str, str] = {}
+        for command, shown in _steps(block):
+            for readme_port, port in ports.items():
+                command = command.replace(f"127.0.0.1:{readme_port}", f"127.0.0.1:{port}")
+            app = re.fullmatch(r"python -m examples\.intranet\.app --port (\d+) &", command)
+            if app:
+                handle = stack.enter_context(serve_in_thread(create_app(api_key="dev-key")))
+                ports[app.group(1)] = str(handle.port)
+                continue
+            if command.startswith("export "):
+                name, _, value = command.removeprefix("export ").partition("=")
+                env[name] = value
+                continue
+            if command.startswith("toolbridge serve"):
+                continue
+            done = _toolbridge(command, cwd, env)
+            assert done.returncode == 0, f"$ {command}\n{done.stderr}"
+            assert "Traceback" not in done.stderr, done.stderr
+            if shown:
+                printed = [
+                    line for line in [*done.stderr.splitlines(), *done.stdout.splitlines()] if line
+                ]
+                assert _normalise(printed) == _normalise(shown), f"$ {command}"
+
+
+def test_the_ready_made_manifests_run_as_the_readme_says(tmp_path: Path) -> None:
+    """`toolbridge run "what time is it in Tokyo?" --tools manifests/time.py` (and --emulator)."""
+    text = (ROOT / "README.md").read_text("utf-8")
+    commands = re.findall(r"`(toolbridge run [^`]*--tools manifests/[^`]*)`", text)
+    assert commands
+    cwd = _workdir(tmp_path)
+    for command in commands:
+        if "--emulator" not in command:
+            assert "add `--emulator` to try it offline" in text
+            command += " --emulator"
+        done = _toolbridge(command, cwd, _offline_env())
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer["timezone"] == "Asia/Tokyo", done.stdout

@@ -1,279 +1,115 @@
-"""Text heuristics of the default planner: read manifests, pick a tool, fill its arguments.
+"""The default planner's rules: pick a tool for a query, fill its arguments, split lists.
 
-No model, no dictionary: English is split into words (with a stop list and a crude plural
-rule), Chinese and other CJK text into character bigrams, so it works without jieba. Everything
-is deterministic: ties go to the tool listed first.
+Everything is deterministic: ties go to the tool (or parameter) listed first. The text is read
+by `bridge.emulator.reading` (words, CJK bigrams, the verb, quoted values, lists).
 
-Manifests come in two flavours and both are read: real JSON Schema (``"type": "string"``,
-``enum``, ``anyOf``) and the official SDK's Python type strings (``"type": "Optional[int]"``,
-``"Literal[fast, slow]"``, a per-property ``required`` flag).
+**Choosing the tool** (`score_tool`, `choose_tool`): name words 3 points, description words
+and bigrams 1, enum values mentioned 2, parameter names and descriptions 0.5 each; a tool that
+scores at all gets 3 more when the query's verb asks for its kind (open/create/file ->
+``create_*``, get/show/find -> ``get_*``, list -> ``list_*``, search/find -> ``search_*``,
+delete/remove -> ``delete_*``, update/change -> ``update_*``; 查询/获取 -> get, 创建/新建 ->
+create, 删除 -> delete, 列出 -> list). The verb itself is not read as a value ("open a ticket"
+is not ``status: open``). A tool must score 1 to be chosen; otherwise the answer is plain.
+
+**Filling the arguments** (`fill_calls`), in this order:
+
+1. text after a colon (``open a ticket: the printer jams``) is the message itself: it goes,
+   as written, to the first free-text string parameter; the rules below read only the text
+   before the colon;
+2. quoted values go to the string parameter that fits best: one whose name or description
+   words stand right before the quote (``asset "MN-2001"`` -> ``asset_id``), else an id-like
+   one (``*_id``, code, key, number) for an id-like value (no space, a digit), else the first;
+3. enum values mentioned (the longest wins: "celsius" over "c");
+4. named values: ``priority high``, ``department: IT``, ``city=Paris`` (the parameter's
+   name, then a value);
+5. a person after "for", "to", "by", "named" (``for Chloé``, a capitalised name or a quoted
+   value) goes to a string parameter about people (assignee, owner, user, name, employee ...,
+   by its name first, then its description); when the tool wants the person's id instead
+   (``assignee_id``), the planner looks it up first (`bridge.emulator.people.plan_lookup`);
+6. numbers: a required number parameter takes the number next to a word of its name or
+   description, else the first one left; an optional one only the number next to such a word;
+7. booleans named in the query (``recursive``; ``not recursive`` is False);
+8. the words left (neither stop words nor the tool's own vocabulary) go to the first free
+   string parameter, or, for an array, become its items.
+
+A list in the query (``Paris and Tokyo``, ``北京和上海``, ``"MN-1" and "MN-2"``, see
+`bridge.emulator.reading.split_items`) becomes the items of an array parameter when the tool
+has one, else a parallel batch: one call per item, the other arguments shared.
+
+Optional parameters with nothing to fill them are left out; a required one gets its default,
+a neutral value (the first enum value, the minimum or 1, False, ``[]``, ``{}``), or, for a
+string, nothing: a parameter is never filled with the whole query, so the tool's own
+validation tells what is missing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from bridge.emulator.people import (
+    PERSON_BEFORE,
+    Lookup,
+    fill_person,
+    is_person,
+    looked_up_id,
+    plan_lookup,
+)
+from bridge.emulator.reading import (
+    CJK_STOP_PHRASES,
+    NUMBER,
+    STOP_WORDS,
+    TOKEN,
+    Quote,
+    bigrams,
+    blank,
+    cjk_chars,
+    content_words,
+    find_quotes,
+    has_cjk,
+    is_separator,
+    join_spans,
+    normalise,
+    read_verb,
+    split_content,
+    split_items,
+    tool_verb,
+    words,
+)
+from bridge.emulator.toolinfo import Param, ToolInfo, coerce, tool_info
+
 __all__ = [
+    "FilledCall",
+    "Lookup",
     "Param",
     "ToolInfo",
     "choose_tool",
     "coerce",
     "fill_arguments",
+    "fill_calls",
     "has_cjk",
+    "looked_up_id",
+    "plan_lookup",
     "score_tool",
     "tool_info",
 ]
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_TOKEN = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)")
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d+(?:\.\d+)?(?![A-Za-z0-9_])")
-_QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|“([^”]+)”|‘([^’]+)’|「([^」]+)」|《([^》]+)》")
+_VERB_BONUS = 3.0
 _NEGATIONS = frozenset({"no", "not", "without", "dont", "never"})
-
-# Word lists read better as text than as list literals.
-_STOP_WORDS = frozenset(
-    """
-    a an the is are was were be been being am what whats which who whom whose when where why how
-    s t d ll re ve m i me my mine you your yours we us our they them their it its this that these
-    those there here in on at of for to from by with about into onto over under as than then if
-    and or but so not no please can could would should will shall may might must do does did
-    done tell give show find get gets set fetch query lookup look up let lets want wants need
-    needs know like just also some any all much many more most very really today now current
-    currently right tool tools function functions return returns returned given specified using
-    use used via per each every one e g eg ie etc has have had make makes go going value
-    """.split()  # noqa: SIM905
-)
-_CJK_STOP_PHRASES = sorted(
-    """
-    请问 请帮我 帮我 帮忙 麻烦 一下 查询 查一查 查查 查看 告诉我 我想知道 我想 想知道
-    怎么样 怎样 如何 是什么 什么 是多少 多少 今天 明天 昨天 后天 现在 目前 当前 给我 看看
-    看一下 使用 用
-    的 了 吗 呢 吧 啊 呀 在 和 与 请 是 个 把 要 能 可以 我 你
-    """.split(),  # noqa: SIM905
-    key=len,
-    reverse=True,
-)
-_CJK_STOP_CHARS = frozenset("的了吗呢吧啊呀是在和与一我你请帮个把要能")
-
-_PY_SCALARS = {
-    "str": "string",
-    "string": "string",
-    "int": "integer",
-    "integer": "integer",
-    "float": "number",
-    "number": "number",
-    "bool": "boolean",
-    "boolean": "boolean",
-    "list": "array",
-    "tuple": "array",
-    "set": "array",
-    "array": "array",
-    "sequence": "array",
-    "iterable": "array",
-    "dict": "object",
-    "mapping": "object",
-    "object": "object",
-}
+_ID_WORDS = frozenset({"id", "code", "key", "number", "no", "sku", "ref", "uuid", "slug"})
 
 
 @dataclass(frozen=True)
-class Param:
-    """One parameter of a tool, reduced to what the planner needs."""
+class FilledCall:
+    """The arguments of one call, and the listed item it was made for (a parallel batch)."""
 
-    name: str
-    kind: str
-    """One of string, integer, number, boolean, array, object."""
-    description: str = ""
-    required: bool = False
-    enum: tuple[Any, ...] = ()
-    item_kind: str = "string"
-    has_default: bool = False
-    default: Any = None
-    minimum: float | None = None
+    arguments: dict[str, Any]
+    item: str | None = None
 
 
-@dataclass(frozen=True)
-class ToolInfo:
-    """A tool as sent with a run: its name, description and parameters."""
-
-    name: str
-    description: str = ""
-    params: tuple[Param, ...] = field(default_factory=tuple)
-
-    def param(self, name: str) -> Param | None:
-        """The parameter called `name`, if any."""
-        return next((p for p in self.params if p.name == name), None)
-
-
-def tool_info(name: str, description: str | None, parameters: Mapping[str, Any]) -> ToolInfo:
-    """Read one tool's manifest (JSON Schema or SDK type strings) into a `ToolInfo`."""
-    props = parameters.get("properties")
-    required_list = parameters.get("required")
-    required = set(required_list) if isinstance(required_list, list) else set()
-    params = []
-    if isinstance(props, Mapping):
-        for pname, prop in props.items():
-            prop = prop if isinstance(prop, Mapping) else {}
-            flag = prop.get("required")
-            params.append(_param(str(pname), prop, pname in required or flag is True))
-    return ToolInfo(name=name, description=description or "", params=tuple(params))
-
-
-def _param(name: str, prop: Mapping[str, Any], required: bool) -> Param:
-    kind, enum, item_kind = _schema_kind(prop)
-    minimum = prop.get("minimum")
-    return Param(
-        name=name,
-        kind=kind,
-        description=str(prop.get("description") or prop.get("title") or ""),
-        required=required,
-        enum=enum,
-        item_kind=item_kind,
-        has_default="default" in prop,
-        default=prop.get("default"),
-        minimum=float(minimum) if isinstance(minimum, (int, float)) else None,
-    )
-
-
-def _schema_kind(prop: Mapping[str, Any]) -> tuple[str, tuple[Any, ...], str]:
-    """(kind, enum values, item kind) of a JSON Schema or SDK-style property."""
-    for key in ("anyOf", "oneOf"):
-        options = prop.get(key)
-        if isinstance(options, list):
-            for option in options:
-                if isinstance(option, Mapping) and option.get("type") != "null":
-                    return _schema_kind(option)
-    enum = tuple(prop["enum"]) if isinstance(prop.get("enum"), list) else ()
-    if "const" in prop and not enum:
-        enum = (prop["const"],)
-    kind_value = prop.get("type")
-    if isinstance(kind_value, list):
-        kind_value = next((k for k in kind_value if k != "null"), "string")
-    if isinstance(kind_value, str) and kind_value in (
-        "string",
-        "integer",
-        "number",
-        "boolean",
-        "array",
-        "object",
-    ):
-        item_kind = "string"
-        items = prop.get("items")
-        if isinstance(items, Mapping):
-            item_kind = _schema_kind(items)[0]
-        return kind_value, enum, item_kind
-    if isinstance(kind_value, str):
-        kind, py_enum, item_kind = _python_kind(kind_value)
-        return kind, enum or py_enum, item_kind
-    if enum:
-        return _kind_of_values(enum), enum, "string"
-    if "properties" in prop:
-        return "object", (), "string"
-    if "items" in prop:
-        items = prop["items"]
-        return "array", (), _schema_kind(items)[0] if isinstance(items, Mapping) else "string"
-    return "string", (), "string"
-
-
-def _python_kind(text: str) -> tuple[str, tuple[Any, ...], str]:
-    """Read an SDK type string such as ``Optional[List[int]]`` or ``Literal[fast, slow]``."""
-    text = text.strip()
-    match = re.fullmatch(r"([\w.]+)\[(.*)\]", text, re.DOTALL)
-    if not match:
-        return _PY_SCALARS.get(text.lower(), "string"), (), "string"
-    origin, inner = match.group(1).split(".")[-1], match.group(2)
-    members = _split_top(inner)
-    if origin in ("Optional", "Annotated") and members:
-        return _python_kind(members[0])
-    if origin == "Union":
-        real = [m for m in members if m not in ("None", "NoneType")]
-        return _python_kind(real[0]) if real else ("string", (), "string")
-    if origin == "Literal":
-        values = tuple(_literal(m) for m in members)
-        return _kind_of_values(values), values, "string"
-    kind = _PY_SCALARS.get(origin.lower(), "string")
-    if kind == "array" and members:
-        return "array", (), _python_kind(members[0])[0]
-    return kind, (), "string"
-
-
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return parts
-
-
-def _literal(text: str) -> Any:
-    text = text.strip().strip("'\"")
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    return text
-
-
-def _kind_of_values(values: Iterable[Any]) -> str:
-    values = list(values)
-    if values and all(isinstance(v, bool) for v in values):
-        return "boolean"
-    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return "integer"
-    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return "number"
-    return "string"
-
-
-# --- scoring ---------------------------------------------------------------------------------
-
-
-def has_cjk(text: str) -> bool:
-    """Whether `text` contains Chinese, Japanese or Korean characters."""
-    return bool(_CJK_RUN.search(text))
-
-
-def _normalise(word: str) -> str:
-    word = word.lower()
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _words(text: str) -> list[str]:
-    """Normalised non-CJK words; camelCase and snake_case names are split."""
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return [_normalise(m.group("word")) for m in _TOKEN.finditer(text) if m.group("word")]
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in _words(text) if w not in _STOP_WORDS}
-
-
-def _bigrams(text: str) -> set[str]:
-    grams = set()
-    for run in _CJK_RUN.findall(text):
-        for i in range(len(run) - 1):
-            gram = run[i : i + 2]
-            if not (set(gram) & _CJK_STOP_CHARS):
-                grams.add(gram)
-        if len(run) == 1 and run not in _CJK_STOP_CHARS:
-            grams.add(run)
-    return grams
+# --- choosing the tool -----------------------------------------------------------------------
 
 
 def _mentions(query: str, value: Any) -> bool:
@@ -281,7 +117,7 @@ def _mentions(query: str, value: Any) -> bool:
     if isinstance(value, bool) or value is None:
         return False
     if isinstance(value, (int, float)):
-        return any(float(n) == float(value) for n in _NUMBER.findall(query))
+        return any(float(n) == float(value) for n in NUMBER.findall(query))
     text = str(value).strip()
     if not text:
         return False
@@ -291,24 +127,28 @@ def _mentions(query: str, value: Any) -> bool:
 
 
 def score_tool(query: str, tool: ToolInfo) -> float:
-    """How well `tool` fits `query`: name words 3, description words and bigrams 1, enum
-    values mentioned 2, parameter names and descriptions 0.5 each."""
-    q_words = _content_words(query)
-    q_grams = _bigrams(query)
-    name_words = _content_words(tool.name)
-    desc_words = _content_words(tool.description) - name_words
+    """How well `tool` fits `query` (the points are in the module docstring)."""
+    verb = read_verb(query)
+    if verb is not None:
+        query = blank(query, verb.start, verb.end)
+    q_words = content_words(query)
+    q_grams = bigrams(query)
+    name_words = content_words(tool.name)
+    desc_words = content_words(tool.description) - name_words
     score = 3.0 * len(q_words & name_words) + 1.0 * len(q_words & desc_words)
-    score += 3.0 * len(q_grams & _bigrams(tool.name))
-    tool_grams = _bigrams(tool.description) - _bigrams(tool.name)
+    score += 3.0 * len(q_grams & bigrams(tool.name))
+    tool_grams = bigrams(tool.description) - bigrams(tool.name)
     score += 1.0 * len(q_grams & tool_grams)
     param_words: set[str] = set()
     param_grams: set[str] = set()
     for param in tool.params:
-        param_words |= _content_words(param.name) | _content_words(param.description)
-        param_grams |= _bigrams(param.description)
+        param_words |= content_words(param.name) | content_words(param.description)
+        param_grams |= bigrams(param.description)
         score += 2.0 * sum(1 for value in param.enum if _mentions(query, value))
     score += 0.5 * len(q_words & (param_words - name_words - desc_words))
     score += 0.5 * len(q_grams & (param_grams - tool_grams))
+    if score > 0 and verb is not None and tool_verb(tool.name) in verb.kinds:
+        score += _VERB_BONUS
     return score
 
 
@@ -326,59 +166,94 @@ def choose_tool(query: str, tools: Sequence[ToolInfo], minimum: float = 1.0) -> 
 
 
 def fill_arguments(query: str, tool: ToolInfo) -> dict[str, Any]:
-    """Arguments for `tool` read from `query`.
+    """Arguments for one call of `tool` read from `query` (a listed value: its first item)."""
+    return fill_calls(query, tool)[0].arguments
 
-    In turn: enum values mentioned; numbers (one next to a word of the parameter's name or
-    description first, else in order of appearance); quoted text; then the words left over
-    for the first free string parameter. Optional parameters with nothing to fill them are
-    left out; required ones get their default or a neutral value. Keys follow the schema.
+
+def fill_calls(
+    query: str, tool: ToolInfo, given: Mapping[str, Any] | None = None
+) -> list[FilledCall]:
+    """The calls of `tool` that answer `query`: one, or one per item of a list it names.
+
+    `given` are arguments already known (an id looked up); the query does not override them.
     """
-    args: dict[str, Any] = {}
-    quoted = [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(query)]
-    # Consumed text is blanked with spaces of the same length, so spans keep their meaning.
-    text = _QUOTED.sub(lambda m: " " * len(m.group(0)), query)
+    args: dict[str, Any] = dict(given or {})
+    text, content = split_content(query)
+    verb = read_verb(text)
+    if verb is not None:
+        text = blank(text, verb.start, verb.end)
+    listed: tuple[str, list[str]] | None = None  # (parameter, items) of a parallel batch
+
+    quotes = find_quotes(text)
+    for quote in quotes:
+        text = blank(text, quote.start, quote.end)
+    for group in _quote_groups(query, quotes):
+        if len(group) > 1:
+            array = _array_param(tool, args)
+            if array is not None:
+                args[array.name] = [q.value for q in group]
+                continue
+            best = _quote_param(query, group[0], tool, args) if listed is None else None
+            if best is not None:
+                listed = (best.name, [q.value for q in group])
+                args[best.name] = group[0].value
+                continue
+        for quote in group:
+            best = _quote_param(query, quote, tool, args)
+            array = _array_param(tool, {}) if best is None else None
+            if best is not None:
+                args[best.name] = quote.value
+            elif array is not None:
+                args.setdefault(array.name, []).append(quote.value)
 
     for param in tool.params:
         if param.enum:
             found = _pick_enum(text, param.enum)
             if found is not None:
                 args[param.name] = found
-                text = _blank(text, str(found))
+                text = _blank_value(text, str(found))
             elif param.required:
                 args[param.name] = param.default if param.has_default else param.enum[0]
 
-    numbers = list(_NUMBER.finditer(text))
+    text = _named_values(text, tool, args)
+    text = fill_person(text, tool, args)
+
+    numbers = list(NUMBER.finditer(text))
     for param in tool.params:
-        if param.enum or param.kind not in ("integer", "number"):
+        if param.enum or param.kind not in ("integer", "number") or param.name in args:
             continue
         picked = _take_number(numbers, param, text)
         if picked is not None:
             args[param.name] = picked[0]
-            start, end = picked[1]
-            text = text[:start] + " " * (end - start) + text[end:]
+            text = blank(text, *picked[1])
         elif param.required:
             args[param.name] = _neutral_number(param)
 
-    vocab_words = _content_words(tool.name) | _content_words(tool.description)
-    vocab_grams = _bigrams(tool.name) | _bigrams(tool.description)
+    vocab_words = content_words(tool.name) | content_words(tool.description)
+    vocab_grams = bigrams(tool.name) | bigrams(tool.description)
     for param in tool.params:
-        vocab_words |= _content_words(param.name)
+        vocab_words |= content_words(param.name)
         if param.name in args:  # the unit words of filled parameters ("5 people", "5个人")
-            vocab_words |= _content_words(param.description)
-            vocab_grams |= _bigrams(param.description) | _cjk_chars(param.description)
-    rest = _remainder(text, vocab_words, vocab_grams)
+            vocab_words |= content_words(param.description)
+            vocab_grams |= bigrams(param.description) | cjk_chars(param.description)
+    spans = _remainder(text, vocab_words, vocab_grams)
+    rest = content if content else join_spans(text, spans)
+    items = None if content else split_items(text, spans)
 
-    q_words = set(_words(query))
-    for param in tool.params:
+    q_words = set(words(query))
+    for param in _free_text_order(tool):
         if param.enum or param.name in args:
             continue
         if param.kind == "string":
-            if quoted:
-                args[param.name] = quoted.pop(0)
-            elif rest:
-                args[param.name], rest = rest, ""
-            elif param.required:
-                args[param.name] = param.default if param.has_default else query.strip()
+            if rest:
+                if items and listed is None:
+                    listed = (param.name, items)
+                    args[param.name] = items[0]
+                else:
+                    args[param.name] = rest
+                rest, items = "", None
+            elif param.required and param.has_default:
+                args[param.name] = param.default
         elif param.kind == "boolean":
             mentioned = _mentioned_flag(query, param, q_words)
             if mentioned is not None:
@@ -386,22 +261,109 @@ def fill_arguments(query: str, tool: ToolInfo) -> dict[str, Any]:
             elif param.required:
                 args[param.name] = bool(param.default) if param.has_default else False
         elif param.kind == "array":
-            items = _array_items(param, quoted, rest, [m.group(0) for m in numbers])
-            if items:
-                args[param.name] = items
+            values = _array_items(param, items, rest, [m.group(0) for m in numbers])
+            if values:
+                args[param.name] = values
+                rest, items = "", None
             elif param.required:
                 args[param.name] = param.default if param.has_default else []
         elif param.kind == "object" and param.required:
             args[param.name] = param.default if param.has_default else {}
-    return {p.name: args[p.name] for p in tool.params if p.name in args}
+    ordered = {p.name: args[p.name] for p in tool.params if p.name in args}
+    if listed is None:
+        return [FilledCall(ordered)]
+    name, values = listed
+    return [FilledCall({**ordered, name: coerce(v, tool.param(name))}, v) for v in values]
 
 
-def _blank(text: str, value: str) -> str:
+def _quote_groups(query: str, quotes: list[Quote]) -> list[list[Quote]]:
+    """Quoted values grouped into lists: quotes with only a separator between them."""
+    groups: list[list[Quote]] = []
+    for quote in quotes:
+        if groups:
+            last = groups[-1][-1]
+            gap = query[last.end : quote.start]
+            if gap and (gap.isspace() or is_separator(gap, "", "")):
+                groups[-1].append(quote)
+                continue
+        groups.append([quote])
+    return groups
+
+
+def _array_param(tool: ToolInfo, args: dict[str, Any]) -> Param | None:
+    return next(
+        (
+            p
+            for p in tool.params
+            if p.kind == "array" and p.item_kind == "string" and p.name not in args
+        ),
+        None,
+    )
+
+
+def _is_id_like(param: Param) -> bool:
+    return bool(set(words(param.name)) & _ID_WORDS)
+
+
+def _quote_param(query: str, quote: Quote, tool: ToolInfo, args: dict[str, Any]) -> Param | None:
+    """The free string parameter a quoted value fits best (see the module docstring)."""
+    before = query[max(0, quote.start - 24) : quote.start]
+    near = set(words(before)[-2:]) - STOP_WORDS
+    near_chars = set(before.rstrip()[-2:]) if has_cjk(before[-3:]) else set()
+    value_id_like = " " not in quote.value and any(ch.isdigit() for ch in quote.value)
+    best, best_score = None, -1.0
+    for param in tool.params:
+        if param.kind != "string" or param.enum or param.name in args:
+            continue
+        score = 0.0
+        hints = content_words(param.name) | content_words(param.description)
+        if near & hints or near_chars & cjk_chars(param.name + param.description):
+            score += 2.0
+        if PERSON_BEFORE.search(before) and is_person(param):
+            score += 2.0
+        if value_id_like and _is_id_like(param):
+            score += 1.0
+        if score > best_score:
+            best, best_score = param, score
+    return best
+
+
+def _free_text_order(tool: ToolInfo) -> list[Param]:
+    """Parameters in schema order, id-like strings after the others (free text is no id)."""
+    return sorted(tool.params, key=lambda p: p.kind == "string" and _is_id_like(p))
+
+
+def _named_values(text: str, tool: ToolInfo, args: dict[str, Any]) -> str:
+    """Fill ``NAME VALUE`` / ``NAME: VALUE`` / ``NAME=VALUE`` pairs; returns the text left."""
+    for param in tool.params:
+        if param.enum or param.name in args or len(param.name) < 2:
+            continue
+        if param.kind not in ("string", "integer", "number"):
+            continue
+        name = r"[\s_-]?".join(re.escape(part) for part in re.split(r"[_\s-]+", param.name))
+        pattern = re.compile(
+            rf"(?<![^\W_]){name}(?![^\W_])\s*(?:[:=]\s*|\s+(?:is\s+|of\s+)?)"
+            rf"(?P<value>-?\d+(?:\.\d+)?|[^\W_][\w.@/-]*)",
+            re.I,
+        )
+        for found in pattern.finditer(text):
+            value = found.group("value")
+            numeric = NUMBER.fullmatch(value) is not None
+            if param.kind != "string" and not numeric:
+                continue
+            # "the city of Paris", not "city of"; but "department IT" is no stop word.
+            if param.kind == "string" and value.islower() and normalise(value) in STOP_WORDS:
+                continue
+            args[param.name] = coerce(value, param)
+            text = blank(text, found.start(), found.end())
+            break
+    return text
+
+
+def _blank_value(text: str, value: str) -> str:
     """`text` with the first mention of `value` replaced by spaces."""
     found = re.search(re.escape(value), text, re.IGNORECASE)
-    if not found:
-        return text
-    return text[: found.start()] + " " * len(found.group(0)) + text[found.end() :]
+    return blank(text, found.start(), found.end()) if found else text
 
 
 def _pick_enum(text: str, values: Sequence[Any]) -> Any:
@@ -411,17 +373,13 @@ def _pick_enum(text: str, values: Sequence[Any]) -> Any:
     return max(mentioned, key=lambda v: len(str(v)))  # longest wins: "celsius" over "c"
 
 
-def _cjk_chars(text: str) -> set[str]:
-    return {ch for run in _CJK_RUN.findall(text) for ch in run if ch not in _CJK_STOP_CHARS}
-
-
 def _near(text: str, number: re.Match[str], param: Param) -> bool:
     """Whether a word of the parameter's name or description stands right by the number."""
-    hints = _content_words(param.name) | _content_words(param.description)
+    hints = content_words(param.name) | content_words(param.description)
     before, after = text[max(0, number.start() - 16) : number.start()], text[number.end() :]
-    if set(_words(before)[-1:] + _words(after[:16])[:1]) & hints:
+    if set(words(before)[-1:] + words(after[:16])[:1]) & hints:
         return True
-    chars = _cjk_chars(param.name + param.description)
+    chars = cjk_chars(param.name + param.description)
     return bool(chars & (set(before[-2:]) | set(after[:3])))
 
 
@@ -432,7 +390,11 @@ def _take_number(
     usable = [m for m in numbers if not (integral and not float(m.group(0)).is_integer())]
     if not usable:
         return None
-    chosen = next((m for m in usable if _near(text, m, param)), usable[0])
+    chosen = next((m for m in usable if _near(text, m, param)), None)
+    if chosen is None:
+        if not param.required:  # "floor 2" is no assignee id
+            return None
+        chosen = usable[0]
     numbers.remove(chosen)
     raw = chosen.group(0)
     value = float(raw)
@@ -449,47 +411,36 @@ def _neutral_number(param: Param) -> int | float:
 
 
 def _mentioned_flag(query: str, param: Param, q_words: set[str]) -> bool | None:
-    name_words = [w for w in _words(param.name) if w not in _STOP_WORDS]
+    name_words = [w for w in words(param.name) if w not in STOP_WORDS]
     if not name_words or not all(w in q_words for w in name_words):
         return None
     before = query.lower().split(param.name.split("_")[0].lower(), 1)[0].split()
     return not (before and before[-1].strip(",.") in _NEGATIONS)
 
 
-def _array_items(param: Param, quoted: list[str], rest: str, numbers: list[str]) -> list[Any]:
+def _array_items(param: Param, items: list[str] | None, rest: str, numbers: list[str]) -> list[Any]:
     if param.item_kind in ("integer", "number"):
         values = [float(n) for n in numbers]
         if param.item_kind == "integer":
             return [int(v) for v in values if v.is_integer()]
         return [int(v) if v.is_integer() else v for v in values]
-    if quoted:
-        items, quoted[:] = list(quoted), []
-        return items
+    if items:
+        return list(items)
     return [rest] if rest else []
 
 
-def _remainder(text: str, vocab_words: set[str], vocab_grams: set[str]) -> str:
-    """The words of `text` that are neither stop words nor the tool's own vocabulary.
-
-    Pieces that touched in the text are joined without a space ("3楼"), others with one.
-    """
+def _remainder(text: str, vocab_words: set[str], vocab_grams: set[str]) -> list[tuple[int, int]]:
+    """Spans of the words of `text` that are neither stop words nor the tool's vocabulary."""
     pieces: list[tuple[int, int]] = []
-    for match in _TOKEN.finditer(text):
+    for match in TOKEN.finditer(text):
         if match.group("word"):
-            norm = _normalise(match.group("word"))
-            if norm not in _STOP_WORDS and norm not in vocab_words:
+            norm = normalise(match.group("word"))
+            if norm not in STOP_WORDS and norm not in vocab_words:
                 pieces.append(match.span())
         else:
             offset = match.start()
             pieces += [(offset + a, offset + b) for a, b in _cjk_left(match.group(0), vocab_grams)]
-    out = ""
-    last_end = -1
-    for start, end in pieces:
-        if out and start != last_end:
-            out += " "
-        out += text[start:end]
-        last_end = end
-    return out.strip()
+    return pieces
 
 
 def _cjk_left(run: str, vocab_grams: set[str]) -> list[tuple[int, int]]:
@@ -498,7 +449,7 @@ def _cjk_left(run: str, vocab_grams: set[str]) -> list[tuple[int, int]]:
     for i in range(len(run) - 1):
         if run[i : i + 2] in vocab_grams:
             removed[i] = removed[i + 1] = True
-    for phrase in _CJK_STOP_PHRASES:
+    for phrase in CJK_STOP_PHRASES:
         start = run.find(phrase)
         while start >= 0:
             for j in range(start, start + len(phrase)):
@@ -512,22 +463,3 @@ def _cjk_left(run: str, vocab_grams: set[str]) -> list[tuple[int, int]]:
         elif not gone and begin is None:
             begin = i
     return spans
-
-
-def coerce(value: Any, param: Param | None) -> Any:
-    """Bring a templated value to the parameter's JSON type when that is lossless."""
-    if param is None:
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        if param.kind == "integer" and re.fullmatch(r"-?\d+", text):
-            return int(text)
-        if param.kind == "number" and re.fullmatch(r"-?\d+(?:\.\d+)?", text):
-            number = float(text)
-            return int(number) if number.is_integer() and "." not in text else number
-        if param.kind == "boolean" and text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        return value
-    if param.kind == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return value

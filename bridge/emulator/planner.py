@@ -4,10 +4,22 @@ Two sources of decisions, both deterministic:
 
 1. a scenario (`bridge.emulator.scenario`): the first rule whose regex matches the query (and
    whose tools were sent) scripts the rounds and the answer;
-2. the default planner, for any manifests and no scenario (or no matching rule): round 0 calls
-   the tool that best matches the query with arguments read from it
-   (`bridge.emulator.matching`), round 1 answers with the tool output. A query that matches no
-   tool gets a plain answer. ``tool_choice`` of type ``function`` forces the named tool.
+2. the default planner, for any manifests and no scenario (or no matching rule):
+
+   - it calls the tool that best matches the query, with arguments read from it; a list in
+     the query ("Paris and Tokyo", "北京和上海") makes a parallel batch, one call per item
+     (the rules, in full: `bridge.emulator.matching`);
+   - when that tool wants a person's id (``assignee_id``) and the query names the person
+     (``for Chloé``), another tool sent with the run that finds people by name is called
+     first, and the first record's ``id`` fills the parameter (`plan_lookup`);
+   - when a call's output says ``did you mean X?`` and quotes a value the call was given, that
+     call is made again once, with X in place of that value (as a model reads an error and
+     retries: ``Tokyo`` -> ``Asia/Tokyo``);
+   - then it answers with the output: the one output as it is, or one ``ITEM: output`` line
+     per call (the item, or the tool's name when the calls were not made for a list).
+
+   A query that matches no tool gets a plain answer. ``tool_choice`` of type ``function``
+   forces the named tool.
 
 Only a scenario can ask the person a question (an ``ask`` step, `AskStep`): the run pauses
 until the client resumes it with the reply, which `RunContext.answers` then holds.
@@ -15,11 +27,20 @@ until the client resumes it with the reply, which `RunContext.answers` then hold
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.emulator.matching import ToolInfo, choose_tool, coerce, fill_arguments, has_cjk
+from bridge.emulator.matching import (
+    ToolInfo,
+    choose_tool,
+    coerce,
+    fill_calls,
+    has_cjk,
+    looked_up_id,
+    plan_lookup,
+)
 from bridge.emulator.scenario import Rule, Scenario, Settings
 from bridge.emulator.templates import TemplateError, render, render_value
 
@@ -184,22 +205,43 @@ class Planner:
     # --- default planner ----------------------------------------------------------------
 
     def _default(self, run: RunContext) -> Step:
-        if run.rounds:
-            return AnswerStep(_answer_from(run.rounds[-1]))
         tool = choose_tool(run.query, run.tools)
         if tool is None:
             return self._plain(run.query)
-        call = PlannedCall(tool.name, fill_arguments(run.query, tool), tool.name)
-        return CallStep((call,), _thought(run.query, [tool.name]))
+        return self._plan(run, tool, tool.name, {})
 
     def _forced(self, run: RunContext, forced: ForcedTool) -> Step:
-        if run.rounds:
-            return AnswerStep(_answer_from(run.rounds[-1]))
         tool = run.tool(forced.name)
-        arguments = fill_arguments(run.query, tool) if tool is not None else {}
-        arguments.update(forced.input)
-        call = PlannedCall(forced.name, arguments, forced.name)
-        return CallStep((call,), _thought(run.query, [forced.name]))
+        if tool is None:
+            if run.rounds:
+                return AnswerStep(_answer_from(run.rounds[-1]))
+            call = PlannedCall(forced.name, dict(forced.input), forced.name)
+            return CallStep((call,), _thought(run.query, [forced.name]))
+        return self._plan(run, tool, forced.name, forced.input)
+
+    def _plan(self, run: RunContext, tool: ToolInfo, name: str, forced: Mapping[str, Any]) -> Step:
+        """The default plan, recomputed each round (it is deterministic): an id looked up by
+        name if needed, the calls, one retry of what an output corrected, the answer."""
+        lookup = plan_lookup(run.query, tool, run.tools)
+        if lookup is not None and lookup.param in forced:
+            lookup = None
+        if lookup is not None:
+            if not run.rounds:
+                call = PlannedCall(lookup.tool, lookup.arguments, lookup.tool)
+                return CallStep((call,), _thought(run.query, [lookup.tool]))
+            if len(run.rounds) == 1:
+                found = looked_up_id(run.rounds[0][0].output)
+                given = {lookup.param: found} if found is not None else {}
+                return _calls(run.query, tool, name, forced, given)
+        rounds = run.rounds[1:] if lookup is not None else run.rounds
+        if not rounds:
+            return _calls(run.query, tool, name, forced, {})
+        if len(rounds) == 1:
+            retries = [r for r in map(_retry, rounds[0]) if r is not None]
+            if retries:
+                return CallStep(tuple(retries), _retry_thought(run.query, retries))
+        latest = {c.output_name: c for round_ in rounds for c in round_}
+        return AnswerStep(_answer_from([latest[c.output_name] for c in rounds[0]]))
 
     def _plain(self, query: str) -> AnswerStep:
         template = self.settings.plain_answer
@@ -276,6 +318,48 @@ def _render_any(
     return value
 
 
+def _calls(
+    query: str,
+    tool: ToolInfo,
+    name: str,
+    forced: Mapping[str, Any],
+    given: Mapping[str, Any],
+) -> CallStep:
+    """The default planner's calls: one, or one per item of a list in the query."""
+    filled = fill_calls(query, tool, given)
+    calls: list[PlannedCall] = []
+    for index, call in enumerate(filled):
+        arguments = {**call.arguments, **forced}
+        # Distinct names, so the answer can say which output is which.
+        label = call.item if call.item is not None and len(filled) > 1 else name
+        if any(c.output_name == label for c in calls):
+            label = f"{label}#{index + 1}"
+        calls.append(PlannedCall(name, arguments, label))
+    return CallStep(tuple(calls), _thought(query, [c.name for c in calls]))
+
+
+_SUGGESTION = re.compile(r"did you mean:?\s*[\"'`]?([^\s,;?\"'`]+)", re.IGNORECASE)
+
+
+def _retry(call: CompletedCall) -> PlannedCall | None:
+    """The call again with the value its output suggested, if it suggested one."""
+    found = _SUGGESTION.search(call.output)
+    if found is None:
+        return None
+    fix = found.group(1).rstrip(".")
+    for key, value in call.arguments.items():
+        if isinstance(value, str) and value and value != fix and value in call.output:
+            return PlannedCall(call.name, {**call.arguments, key: fix}, call.output_name)
+    return None
+
+
+def _retry_thought(query: str, calls: Sequence[PlannedCall]) -> str:
+    listed = ", ".join(dict.fromkeys(c.name for c in calls))
+    if has_cjk(query):
+        return f"工具提示了正确的取值，用它再调用一次 {listed}。"
+    return f"The tool suggested a correct value; calling {listed} again with it."
+
+
 def _answer_from(calls: Sequence[CompletedCall]) -> str:
     """The default answer: the one output as is, or one ``name: output`` line per call."""
     if len(calls) == 1:
@@ -284,7 +368,7 @@ def _answer_from(calls: Sequence[CompletedCall]) -> str:
 
 
 def _thought(query: str, names: Sequence[str]) -> str:
-    listed = ", ".join(names)
+    listed = ", ".join(dict.fromkeys(names))
     if has_cjk(query):
         return f"用户的问题需要调用工具 {listed} 才能回答：{query}"
     return f"To answer the question I need to call {listed}: {query}"
