@@ -436,7 +436,14 @@ def test_a_pending_approval_survives_kill_9_and_approving_it_continues_the_run(
         cid = first.new_conversation()
         send_in_background(first, cid, "wire 7 to eve and check savings")
         request = wait_pending(first, cid)
-        wait_for(lambda: "balance savings" in executions(tools_dir), "the other call")
+
+        def balance_finished() -> bool:
+            calls = first.request("GET", f"/v1/conversations/{cid}").json()["tool_calls"]
+            return any(c["name"] == "balance" and c["state"] == "finished" for c in calls)
+
+        # Journaled "finished", not only logged: a kill between the two would rightly run the
+        # idempotent tool again.
+        wait_for(balance_finished, "the other call to finish")
     finally:
         first.kill9()
     second = start(emulator, tools_dir, db)
