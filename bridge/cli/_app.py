@@ -30,6 +30,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show details of errors and debug logs.")
     ] = False,
@@ -45,11 +46,21 @@ def main(
         format="%(levelname)s %(name)s: %(message)s",
     )
     # basicConfig leaves an already configured root alone (an embedding app, a test runner):
-    # -v must still bring the library's debug records, tracebacks included.
-    logging.getLogger("bridge").setLevel(logging.DEBUG if verbose else logging.NOTSET)
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, _ShownElsewhere) for f in handler.filters):
-            handler.addFilter(_ShownElsewhere())
+    # -v must still bring the library's debug records, tracebacks included. Both settings
+    # last as long as the command, so that the process embedding it gets its logging back.
+    library = logging.getLogger("bridge")
+    level = library.level
+    library.setLevel(logging.DEBUG if verbose else level)
+    ctx.call_on_close(lambda: library.setLevel(level))
+    if not verbose and ctx.invoked_subcommand in _TOOL_LINES:
+        dispatch = logging.getLogger("bridge.tools.dispatch")
+        shown = _ShownElsewhere()
+        dispatch.addFilter(shown)
+        ctx.call_on_close(lambda: dispatch.removeFilter(shown))
+
+
+_TOOL_LINES = frozenset({"run", "chat", "demo", "call"})
+"""Commands that print a line per tool call; `serve` logs failures instead."""
 
 
 class _ShownElsewhere(logging.Filter):
@@ -57,4 +68,4 @@ class _ShownElsewhere(logging.Filter):
     its `✗` line (the dispatcher's warning and traceback come back with `-v`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return state["verbose"] or not getattr(record, "tool_failure", False)
+        return not getattr(record, "tool_failure", False)

@@ -44,6 +44,8 @@ __all__ = [
     "TokenOpt",
     "ToolsOpt",
     "build_toolbox",
+    "check_appbuilder_settings",
+    "check_openai_settings",
     "exit_code_for",
     "fail",
 ]
@@ -183,9 +185,9 @@ class Connection:
             options["retry_policy"] = RetryPolicy(on_retry=self.on_retry)
         if not self.emulator:
             if self.platform == "appbuilder":
-                _check_appbuilder_settings(self.app_id, self.token)
+                check_appbuilder_settings(self.app_id, self.token)
             elif self.platform == "openai":
-                _check_openai_settings(self.base_url, self.model)
+                check_openai_settings(self.base_url, self.model)
             return create_platform(self.platform, **options)
         server = self._emulator()
         try:
@@ -232,7 +234,7 @@ class Connection:
         return server
 
 
-def _check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
+def check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
     """Name every missing AppBuilder setting at once, as the command line spells them."""
     missing = []
     if not (token or os.environ.get("APPBUILDER_TOKEN")):
@@ -249,7 +251,7 @@ def _check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
         )
 
 
-def _check_openai_settings(base_url: str | None, model: str | None) -> None:
+def check_openai_settings(base_url: str | None, model: str | None) -> None:
     missing = []
     if not (base_url or os.environ.get("OPENAI_BASE_URL")):
         missing.append(

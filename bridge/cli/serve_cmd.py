@@ -7,8 +7,9 @@ server the daemon talks to (`--platform openai`).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,14 +18,21 @@ from bridge.cli._common import (
     AllowHostOpt,
     AppIdOpt,
     BaseUrlOpt,
+    EmulatorOpt,
     ModelOpt,
     TokenOpt,
     ToolsOpt,
     fail,
 )
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, ConfigurationError
+
+if TYPE_CHECKING:
+    from bridge.daemon.settings import DaemonSettings
+    from bridge.emulator import Emulator
 
 __all__ = ["serve"]
+
+logger = logging.getLogger("bridge.daemon")
 
 
 @app.command()
@@ -52,7 +60,11 @@ def serve(
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option("--db", help="SQLite journal (default toolbridge.db); ':memory:' for none."),
+        typer.Option(
+            "--db",
+            help="SQLite journal (default $XDG_STATE_HOME/toolbridge/toolbridge.db, i.e. "
+            "~/.local/state/toolbridge/toolbridge.db); ':memory:' for none.",
+        ),
     ] = None,
     api_key: Annotated[
         str | None,
@@ -131,6 +143,7 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    emulator: EmulatorOpt = False,
 ) -> None:
     """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
 
@@ -174,10 +187,68 @@ def serve(
         "model": model,
         "platform_api_key": platform_api_key,
     }
+    server = None
     try:
+        if emulator:
+            server = _start_emulator(flags)
         settings = load_settings(flags, config=config)
+        if server is None:
+            _check_platform_settings(settings)
         configure_logging(json_lines=settings.log_json, verbose=bool(state.get("verbose")))
+        _announce(settings, server)
         code = run_server(settings)
     except BridgeError as exc:
         fail(exc)
+    finally:
+        if server is not None:
+            server.stop()
     raise typer.Exit(code)
+
+
+def _start_emulator(flags: dict[str, Any]) -> Emulator:
+    """--emulator: an embedded AppBuilder emulator, serving for as long as the daemon does."""
+    given = [
+        f"--{name.replace('_', '-')}" for name in ("app_id", "token", "base_url") if flags[name]
+    ]
+    if flags["platform"] not in (None, "appbuilder"):
+        raise ConfigurationError(
+            "--emulator speaks AppBuilder's API: use it with --platform appbuilder"
+        )
+    if given:
+        raise ConfigurationError(
+            f"--emulator starts its own app, so {', '.join(given)} cannot be used with it; "
+            "pass one or the other"
+        )
+    from bridge.emulator import Emulator
+
+    server = Emulator().start()
+    flags.update(app_id=server.app_id, token=server.token, base_url=server.base_url)
+    return server
+
+
+def _check_platform_settings(settings: DaemonSettings) -> None:
+    """Every missing platform setting at once, in flag and variable names (the adapters'
+    own errors speak Python: `app_id=`)."""
+    from bridge.cli._common import check_appbuilder_settings, check_openai_settings
+
+    if settings.platform == "appbuilder":
+        token = settings.token.get_secret_value() if settings.token else None
+        check_appbuilder_settings(settings.app_id, token)
+    else:
+        check_openai_settings(settings.base_url, settings.model)
+
+
+def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
+    """What an operator must know before the first request: where the journal is, and what
+    is missing."""
+    journal = "in memory (nothing survives a restart)" if settings.db == ":memory:" else settings.db
+    logger.info("journal: %s", journal)
+    if server is not None:
+        logger.info(
+            "platform: the embedded AppBuilder emulator at %s (--emulator)", server.base_url
+        )
+    if not settings.tools:
+        logger.warning(
+            "starting with no tools: the agent can call nothing and /readyz answers 503; pass "
+            "--tools SPEC (or set TOOLBRIDGE_TOOLS)"
+        )

@@ -14,6 +14,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -59,11 +60,27 @@ def create_app(
     if settings.approval_webhook is not None:
         register_secret(settings.approval_webhook)  # chat webhooks carry a token in the URL
     api_keys = ApiKeys.from_settings(settings)  # a broken key file stops here, before the db
+    own_platform = platform is None
     if platform is None:
         platform = _platform(settings)
+    own_journal = journal is None
+    fresh = own_journal and settings.db != ":memory:" and not Path(settings.db).exists()
     if journal is None:
+        if fresh:  # the default lives in the user's state directory, which may not exist yet
+            Path(settings.db).parent.mkdir(parents=True, exist_ok=True)
         journal = SQLiteJournal(settings.db, on_write=failpoint_from_env())
-    service = Service(settings, platform, journal)
+    try:
+        service = Service(settings, platform, journal)
+    except BaseException:
+        # A start-up that fails (tools that do not load) leaves no empty journal behind.
+        if own_journal:
+            journal.close()
+            if fresh:
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(settings.db + suffix).unlink(missing_ok=True)
+        if own_platform:
+            platform.close()
+        raise
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

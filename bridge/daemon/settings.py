@@ -37,7 +37,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 (mypy checks as 3.10 but runs where tomli may be absent)
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["ENV_PREFIX", "MIN_API_KEY_CHARS", "DaemonSettings", "SettingsError", "load_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "MIN_API_KEY_CHARS",
+    "DaemonSettings",
+    "SettingsError",
+    "default_db",
+    "load_settings",
+]
 
 ENV_PREFIX = "TOOLBRIDGE_"
 MIN_API_KEY_CHARS = 16
@@ -62,8 +69,9 @@ class DaemonSettings(BaseModel):
     platform: Literal["appbuilder", "openai"] = "appbuilder"
     host: str = "127.0.0.1"
     port: int = Field(default=8411, ge=0, le=65535)
-    db: str = "toolbridge.db"
-    """The SQLite journal; ":memory:" keeps nothing across restarts."""
+    db: str = Field(default_factory=lambda: default_db())
+    """The SQLite journal; ":memory:" keeps nothing across restarts. Default: the user's state
+    directory (`default_db`), not wherever the daemon happens to be started."""
     api_key: SecretStr | None = None
     """Bearer key every /v1 request and /metrics must carry; required off loopback (or
     `api_key_file`). Its name is "default"."""
@@ -165,6 +173,17 @@ class DaemonSettings(BaseModel):
         return {"base_url": self.base_url, "model": self.model, "api_key": api_key}
 
 
+def default_db(env: Mapping[str, str] | None = None) -> str:
+    """``$XDG_STATE_HOME/toolbridge/toolbridge.db`` (default ``~/.local/state/...``).
+
+    The XDG base directory rules: a relative XDG_STATE_HOME is ignored.
+    """
+    env = os.environ if env is None else env
+    state = env.get("XDG_STATE_HOME", "")
+    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local/state"
+    return str(base / "toolbridge" / "toolbridge.db")
+
+
 def is_loopback(host: str) -> bool:
     """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
     if host.lower() == "localhost":
@@ -219,6 +238,7 @@ def load_settings(
         if value is None or (name in _LISTS and not value):
             continue
         values[name], origin[name] = value, f"--{name.replace('_', '-')}"
+    values.setdefault("db", default_db(env))
     try:
         return DaemonSettings.model_validate(values)
     except ValidationError as exc:

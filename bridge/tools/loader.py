@@ -8,17 +8,23 @@ A SPEC is one of (each kind is one entry of `_LOADERS`: a test on the SPEC and a
     "openapi:api.json --include tickets"  an OpenAPI 3.x document (path or URL), with options
     "mcp:uvx mcp-server-time"             an MCP server started over stdio (split like a shell)
     mcp+http://127.0.0.1:8000/mcp         an MCP server over streamable HTTP
+
+Any SPEC may end in `` prefix=NAME`` (one argument with the SPEC: ``"tools.yaml prefix=crm_"``):
+its tools are then registered as NAME + their own name (``crm_search``), so two sources with
+the same tool names can be loaded together.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import UsageError
+from bridge.tools._dialects import replace_spec
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
 
@@ -102,29 +108,96 @@ def load_tools(
     Raises:
         UsageError: For a missing file, an import error (with the original error line), a
             module without `@manifest` functions, an invalid manifest or document, an MCP
-            server that cannot be started, or a SPEC of no known kind.
+            server that cannot be started, a SPEC of no known kind, or a tool name that two
+            SPECs share (the message says how to add a prefix).
     """
     if isinstance(specs, str):
         specs = [specs]
     options = _Options(allow_hosts=tuple(allow_hosts))
     box = toolbox if toolbox is not None else Toolbox()
+    origins: dict[str, str] = {name: "" for name in box.names()}
     try:
-        for spec in specs:
+        for given in specs:
+            spec, prefix = _split_prefix(given)
             for matches, load in _LOADERS:
                 if matches(spec):
-                    load(spec, box, options)
+                    part = Toolbox()
+                    try:
+                        load(spec, part, options)
+                        loaded = _Loaded(part, prefix)
+                        _check_clashes(loaded.specs(), given, origins)
+                        box.add_source(loaded)  # box.close() now closes what `part` opened
+                    except BaseException:
+                        part.close()
+                        raise
                     break
             else:
                 raise UsageError(
                     f"cannot load tools from {spec!r}: expected a path to a .py file or a module "
                     "name such as package.module, a .yaml/.yml/.json HTTP tools manifest, "
-                    "openapi:PATH_OR_URL, mcp:COMMAND or mcp+http://HOST:PORT/PATH"
+                    "openapi:PATH_OR_URL, mcp:COMMAND or mcp+http://HOST:PORT/PATH (optionally "
+                    "followed by prefix=NAME)"
                 )
     except BaseException:
         if toolbox is None:
             box.close()
         raise
     return box
+
+
+_PREFIX = re.compile(r"^(?P<spec>.*\S)\s+prefix=(?P<prefix>\S*)$", re.S)
+
+
+def _split_prefix(given: str) -> tuple[str, str]:
+    """``"tools.yaml prefix=crm_"`` -> ``("tools.yaml", "crm_")``; no prefix -> ``""``."""
+    found = _PREFIX.match(given)
+    if found is None:
+        return given, ""
+    prefix = found["prefix"]
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,63}", prefix):
+        raise UsageError(
+            f"prefix={prefix!r} in {given!r}: expected 1 to 63 ASCII letters, digits, '_' or "
+            "'-', e.g. prefix=crm_"
+        )
+    return found["spec"], prefix
+
+
+def _check_clashes(specs: list[ToolSpec], given: str, origins: dict[str, str]) -> None:
+    """A name clash between SPECs, said in command-line terms (with the way out)."""
+    for spec in specs:
+        if spec.name in origins:
+            earlier = origins[spec.name]
+            where = f"by --tools {earlier!r}" if earlier else "already"
+            raise UsageError(
+                f"duplicate tool name {spec.name!r}: registered {where} and again by --tools "
+                f"{given!r}; rename one source's tools with a prefix in the same argument, "
+                f'e.g. --tools "{given} prefix=other_" (tools become other_{spec.name}, ...)'
+            )
+    for spec in specs:
+        origins[spec.name] = given
+
+
+class _Loaded:
+    """The tools one SPEC loaded (into a toolbox of their own), renamed with its prefix, as a
+    tool source: the target toolbox closes them with its other sources."""
+
+    def __init__(self, part: Toolbox, prefix: str) -> None:
+        self._part = part
+        self._specs = [
+            replace_spec(spec, name=prefix + spec.name) if prefix else spec for spec in part
+        ]
+        too_long = [spec.name for spec in self._specs if len(spec.name) > 64]
+        if too_long:
+            raise UsageError(
+                f"prefix={prefix!r} makes tool names longer than 64 characters "
+                f"({', '.join(too_long)}); choose a shorter prefix"
+            )
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def close(self) -> None:
+        self._part.close()
 
 
 def _error_line(exc: BaseException) -> str:

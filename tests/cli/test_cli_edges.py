@@ -120,7 +120,9 @@ def test_the_readme_time_example_fails_in_one_line_not_a_traceback() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    [line] = [line for line in done.stderr.splitlines() if line.strip()]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert all(line.startswith(("✓ ", "✗ ")) for line in lines), done.stderr  # tool lines only
+    [line] = [line for line in lines if line.startswith("✗ ")]
     assert line.startswith('✗ current_time({"timezone": "Tokyo"}) ')
     assert "error: ValueError: timezone: unknown time zone 'Tokyo'" in line
     assert "did you mean Asia/Tokyo?" in line
@@ -221,6 +223,37 @@ def test_chat_takes_the_emulator_switch(tools_file: str) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "get_weather" in result.stderr
+
+
+# --- 5. renaming a source's tools -----------------------------------------------------------------
+
+
+def test_a_prefix_renames_one_sources_tools(tools_file: str) -> None:
+    result = runner.invoke(app, ["manifest", tools_file, f"{tools_file} prefix=other_"])
+    assert result.exit_code == 0, result.output
+    names = [tool["function"]["name"] for tool in json.loads(result.stdout)]
+    assert names == ["get_weather", "other_get_weather"]
+    clash = runner.invoke(app, ["manifest", tools_file, tools_file])
+    assert clash.exit_code == 2
+    assert "duplicate tool name 'get_weather'" in clash.stderr
+    assert f'--tools "{tools_file} prefix=other_"' in " ".join(clash.stderr.split())
+    bad = runner.invoke(app, ["manifest", f"{tools_file} prefix=no!"])
+    assert bad.exit_code == 2
+    assert "expected 1 to 63 ASCII letters, digits, '_' or '-'" in bad.stderr
+
+
+def test_run_calls_a_renamed_tool(emulator: Emulator, tools_file: str) -> None:
+    result = invoke(
+        ["run", "weather in Paris", "-t", tools_file, "-t", f"{tools_file} prefix=x_", "--json"],
+        emulator.env(),
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["tool_runs"][0]["name"] == "get_weather"
+    sent = [r.json for r in emulator.requests if r.path.endswith("/runs") and r.json.get("tools")]
+    assert [tool["function"]["name"] for tool in sent[-1]["tools"]] == [
+        "get_weather",
+        "x_get_weather",
+    ]
 
 
 # --- 7. --json, human input, help ----------------------------------------------------------------

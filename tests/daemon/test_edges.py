@@ -176,11 +176,27 @@ def test_platform_limits_rules() -> None:
 
 
 @pytest.fixture(scope="module")
-def openai_daemon() -> Iterator[tuple[ScriptedServer, ServerHandle, Any]]:
+def openai_daemon(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ScriptedServer, ServerHandle, Any]]:
     """The daemon app in-process against a scripted OpenAI-compatible server."""
+    tools = tmp_path_factory.mktemp("edge-tools") / "edge_tools.py"
+    tools.write_text(
+        "from bridge import manifest\n\n"
+        "@manifest(description='Say hello.')\n"
+        "def hello(name: str) -> str:\n"
+        "    return f'hello {name}'\n",
+        encoding="utf-8",
+    )
     with ScriptedServer().running() as llm:
         settings = load_settings(
-            {"platform": "openai", "base_url": llm.base_url, "model": "m", "db": ":memory:"},
+            {
+                "platform": "openai",
+                "base_url": llm.base_url,
+                "model": "m",
+                "db": ":memory:",
+                "tools": [str(tools)],  # /readyz wants tools
+            },
             env={},
         )
         app = create_app(settings)

@@ -16,9 +16,19 @@ KEY = "k" * 24
 def test_defaults() -> None:
     settings = load_settings({}, env={})
     assert (settings.host, settings.port, settings.workers, settings.db) == (
-        "127.0.0.1", 8411, 16, "toolbridge.db",
+        "127.0.0.1", 8411, 16, str(Path.home() / ".local/state/toolbridge/toolbridge.db"),
     )  # fmt: skip
     assert settings.api_key is None and settings.max_body_bytes == 65536
+
+
+def test_the_default_journal_is_in_the_state_directory(tmp_path: Path) -> None:
+    from bridge.daemon.settings import default_db
+
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    assert load_settings({}, env=env).db == str(tmp_path / "toolbridge" / "toolbridge.db")
+    assert default_db({"XDG_STATE_HOME": "relative/dir"}) == default_db({})  # XDG: ignored
+    assert load_settings({"db": "here.db"}, env=env).db == "here.db"
+    assert load_settings({}, env={**env, "TOOLBRIDGE_DB": ":memory:"}).db == ":memory:"
 
 
 def test_flags_beat_env_beat_file(tmp_path: Path) -> None:

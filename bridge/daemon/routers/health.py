@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import PlainTextResponse
 
 from bridge.daemon.dependencies import ServiceDep, require_api_key
 from bridge.daemon.errors import GATE_RESPONSES, ApiError
 from bridge.daemon.metrics import CONTENT_TYPE
 from bridge.daemon.models import ErrorBody, Health, Readiness
+from bridge.daemon.readiness import PlatformWatch
 
 __all__ = ["router"]
 
@@ -28,18 +29,51 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     summary="Readiness",
-    responses={503: {"model": ErrorBody, "description": "shutting down"}},
+    responses={
+        503: {
+            "model": ErrorBody,
+            "description": "not ready (no tools, platform unreachable) or shutting down",
+        }
+    },
 )
-async def readyz(service: ServiceDep) -> Readiness:
-    """Ready to take messages (503 from the start of a shutdown, while runs drain)."""
+async def readyz(request: Request, service: ServiceDep) -> Readiness:
+    """Ready to take messages: tools loaded and the platform reachable (503 with the reasons
+    otherwise, and from the start of a shutdown, while runs drain).
+
+    The platform's reachability is the cached outcome of its last check, renewed in the
+    background at most every 5 minutes (15 s while it fails): probes never cost a platform
+    call each (`bridge.daemon.readiness`).
+    """
     if service.draining:
         raise ApiError(503, "shutting_down", "the daemon is shutting down")
+    reasons = []
+    if len(service.generation.toolbox) == 0:
+        reasons.append(
+            "no tools are loaded: start with --tools SPEC (or TOOLBRIDGE_TOOLS), or fix the "
+            "specs and POST /v1/tools/reload"
+        )
+    reachable = await _watch(request, service).current()
+    if reachable is None:
+        reasons.append("the agent platform has not answered its first check yet")
+    elif not reachable.ok:
+        reasons.append(f"the agent platform is unreachable: {reachable.reason}")
+    if reasons:
+        raise ApiError(503, "not_ready", "; ".join(reasons))
     return Readiness(
         status="ready",
         tools=len(service.generation.toolbox),
         in_flight=service.in_flight,
         recovering=service.recovering,
     )
+
+
+def _watch(request: Request, service: ServiceDep) -> PlatformWatch:
+    """The app's platform watch, made on the first probe (no probe, no platform check)."""
+    watch = getattr(request.app.state, "platform_watch", None)
+    if not isinstance(watch, PlatformWatch) or watch.platform is not service.platform:
+        watch = PlatformWatch(service.platform)
+        request.app.state.platform_watch = watch
+    return watch
 
 
 @router.get(
