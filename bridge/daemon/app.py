@@ -25,7 +25,7 @@ from bridge.daemon.hosts import HostGate
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.recovery import recover
-from bridge.daemon.routers import approvals, console, conversations, health, tools
+from bridge.daemon.routers import approvals, console, conversations, events, health, tools
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
@@ -113,6 +113,7 @@ def create_app(
     app.include_router(conversations.router)
     app.include_router(tools.router)
     app.include_router(approvals.router)
+    app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(console.router)
     app.add_middleware(

@@ -1,20 +1,184 @@
-"""The daemon-wide event hub: live events of every conversation, for the console.
+"""The daemon-wide event hub: what happens in every conversation, for the console.
 
-A placeholder of the approvals work: `publish` accepts events and keeps nothing yet. The
-console's event stream (one SSE stream per open page, resumable with ``Last-Event-ID``)
-extends this class.
+    worker threads, routes                 hub (event loop)                 GET /v1/events
+    publish(name, data) --------------->   id = n + 1, history (bounded)  -> every follower
+                    (call_soon_threadsafe)                                   (one per open page)
+
+Each event gets the next id; a follower that reconnects with ``Last-Event-ID: n`` first gets the
+events after ``n`` still in the history, then live ones. When ``n`` is older than the history,
+it gets a ``reset`` event first: what it missed is gone, so it should reload what it shows.
+Chatty events (answer text as it streams) go to live followers only and are never replayed:
+the run's end carries the whole answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["EventHub"]
+__all__ = ["HUB_HISTORY", "EventHub", "HubEvent"]
+
+HUB_HISTORY = 2000
+"""Events kept for followers that reconnect."""
+
+FOLLOWER_BACKLOG = 5000
+"""Events a slow follower may fall behind by before it is dropped (it reconnects and resumes)."""
+
+
+@dataclass(frozen=True)
+class HubEvent:
+    """One event of the daemon: an id, a name and JSON data (with ``at``, when it happened)."""
+
+    id: int
+    name: str
+    data: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The Server-Sent Events wire form."""
+        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        return f"id: {self.id}\nevent: {self.name}\ndata: {payload}\n\n".encode()
 
 
 class EventHub:
-    """Where the daemon publishes what happens (runs, tool calls, approvals)."""
+    """Where the daemon publishes what happens (conversations, runs, tool calls, approvals).
 
-    def publish(self, name: str, data: dict[str, Any]) -> None:
-        """Publish one event (thread-safe; callable from worker threads)."""
-        del name, data  # nobody listens yet
+    `publish` may be called from any thread, before or after the serving loop is bound;
+    followers live on the loop.
+
+    Args:
+        history: how many events are kept for followers that reconnect.
+    """
+
+    def __init__(self, history: int = HUB_HISTORY) -> None:
+        self._history: deque[HubEvent] = deque(maxlen=history)
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self._forgotten = 0
+        """The id of the newest event pushed out of the history."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._followers: set[asyncio.Queue[HubEvent | None]] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"EventHub(last_id={self.last_id}, followers={len(self._followers)})"
+
+    @property
+    def last_id(self) -> int:
+        """The id of the newest event (0 before the first)."""
+        return self._next_id - 1
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Deliver to followers on `loop` (the serving loop) from now on."""
+        self._loop = loop
+
+    def publish(self, name: str, data: dict[str, Any], *, replay: bool = True) -> None:
+        """Publish one event (thread-safe; callable from worker threads).
+
+        Args:
+            name: the event's name, e.g. ``run_started``.
+            data: its JSON data; ``at`` (now, ISO 8601) is added when missing.
+            replay: False for chatty events that followers reconnecting need not see again.
+        """
+        body = data if "at" in data else {**data, "at": _now()}
+        with self._lock:
+            event = HubEvent(self._next_id, name, body)
+            self._next_id += 1
+            if replay:
+                if len(self._history) == self._history.maxlen:
+                    self._forgotten = self._history[0].id
+                self._history.append(event)
+        loop = self._loop
+        if loop is None:
+            return
+        if _running_loop() is loop:
+            self._deliver(event)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+                loop.call_soon_threadsafe(self._deliver, event)
+
+    def close(self, reason: str) -> None:
+        """Say goodbye (a ``closing`` event) and end every stream; new followers end at once."""
+        self.publish("closing", {"reason": reason})
+        self._closed = True
+        loop = self._loop
+        if loop is None:
+            return
+        if _running_loop() is loop:
+            self._end_all()
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._end_all)
+
+    def _end_all(self) -> None:
+        for queue in list(self._followers):
+            queue.put_nowait(None)
+        self._followers.clear()
+
+    def _deliver(self, event: HubEvent) -> None:
+        for queue in list(self._followers):
+            if queue.qsize() >= FOLLOWER_BACKLOG:
+                # Too slow: end its stream; the page reconnects with Last-Event-ID.
+                self._followers.discard(queue)
+                queue.put_nowait(None)
+            else:
+                queue.put_nowait(event)
+
+    def since(self, last_id: int) -> tuple[list[HubEvent], bool]:
+        """The kept events after `last_id`, and whether some after it are no longer kept."""
+        with self._lock:
+            kept = list(self._history)
+            forgotten = self._forgotten
+        return [e for e in kept if e.id > last_id], last_id < forgotten
+
+    async def follow(
+        self, last_id: int | None = None, keepalive: float | None = None
+    ) -> AsyncIterator[HubEvent | None]:
+        """Events from now on (or after `last_id`, replayed from the history first).
+
+        With `keepalive`, None is yielded after that many quiet seconds. A follower whose
+        `last_id` is older than the history (or from before a restart) gets a ``reset`` event.
+        """
+        if self._closed:
+            return
+        queue: asyncio.Queue[HubEvent | None] = asyncio.Queue()
+        self._followers.add(queue)  # before reading the history: nothing falls in between
+        try:
+            seen = 0
+            if last_id is not None:
+                replay, lost = self.since(last_id)
+                if lost or last_id > self.last_id:
+                    yield HubEvent(0, "reset", {"last_id": self.last_id, "at": _now()})
+                    replay = []
+                for old in replay:
+                    seen = old.id
+                    yield old
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), keepalive)
+                except asyncio.TimeoutError:
+                    yield None
+                    continue
+                if event is None:
+                    return
+                if event.id > seen:
+                    yield event
+        finally:
+            self._followers.discard(queue)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -22,10 +22,13 @@ __all__ = [
     "MAX_NOTE_CHARS",
     "MAX_QUERY_CHARS",
     "ApprovalPage",
+    "CallTool",
     "ConversationCreated",
     "ConversationDetail",
     "ConversationPage",
+    "ConversationSummary",
     "CreateConversation",
+    "DaemonInfo",
     "DecideApproval",
     "ErrorBody",
     "ErrorInfo",
@@ -36,6 +39,8 @@ __all__ = [
     "SendMessage",
     "ToolInfo",
     "ToolList",
+    "ToolSource",
+    "title_of",
 ]
 
 MAX_QUERY_CHARS = 16_000
@@ -119,10 +124,29 @@ class MessageResult(BaseModel):
     )
 
 
+TITLE_CHARS = 80
+
+
+def title_of(messages: list[MessageRecord]) -> str | None:
+    """A conversation's title: its first message, on one line, cut to `TITLE_CHARS`."""
+    if not messages:
+        return None
+    text = " ".join(messages[0].query.split())
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+class ConversationSummary(ConversationRecord):
+    """A conversation in a list: the journal's record and a title."""
+
+    title: str | None = Field(
+        default=None, description="Its first message, shortened (None before the first)."
+    )
+
+
 class ConversationPage(BaseModel):
     """One page of conversations, most recently updated first."""
 
-    items: list[ConversationRecord]
+    items: list[ConversationSummary]
     total: int
     limit: int
     offset: int
@@ -132,6 +156,7 @@ class ConversationDetail(BaseModel):
     """A conversation with its messages and tool calls."""
 
     conversation: ConversationRecord
+    title: str | None = Field(default=None, description="Its first message, shortened.")
     busy: bool = Field(description="True while a run is in progress.")
     messages: list[MessageRecord]
     tool_calls: list[CallRecord]
@@ -139,6 +164,19 @@ class ConversationDetail(BaseModel):
         default_factory=list,
         description="Every platform conversation it ran in, oldest first: a new one is opened "
         "when an interrupted run left the previous one waiting for calls the bridge never saw.",
+    )
+
+
+class ToolSource(BaseModel):
+    """Where a tool comes from."""
+
+    kind: Literal["python", "http", "openapi", "mcp"] = Field(
+        description="A Python function, an HTTP tools manifest, an OpenAPI document, or an MCP "
+        "server."
+    )
+    location: str = Field(
+        description="The module and function, the manifest file, the document, or the server's "
+        "command or URL."
     )
 
 
@@ -150,8 +188,40 @@ class ToolInfo(BaseModel):
     parameters: dict[str, Any]
     idempotent: bool
     confirm: bool
+    read_only: bool = False
     timeout: float | None
     origin: str
+    source: ToolSource
+    title: str | None = None
+
+
+class CallTool(_Request):
+    """Run one tool directly (the console's "try it"), outside any conversation."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    confirm: bool = Field(
+        default=False,
+        description="Required (true) for a confirm=True tool: the caller is the person who "
+        "decides.",
+    )
+
+
+class DaemonInfo(BaseModel):
+    """What this daemon is and whom it talks to (never a token or key)."""
+
+    version: str
+    platform: str = Field(description="The adapter: appbuilder or openai.")
+    base_url: str | None = Field(description="The platform's URL.")
+    app_id: str | None = Field(default=None, description="The AppBuilder app, if any.")
+    model: str | None = Field(default=None, description="The model of an OpenAI-compatible server.")
+    is_emulator: bool = Field(description="True when the platform is toolbridge's emulator.")
+    tools: int
+    generation: int
+    started_at: datetime
+    draining: bool
+    in_flight: int
+    approvals_pending: int
+    auth: bool = Field(description="True when requests need an API key.")
 
 
 class ToolList(BaseModel):

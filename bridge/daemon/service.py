@@ -22,6 +22,7 @@ import logging
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal import ConversationRecord, Journal, PendingBatch, now
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.loader import load_tools
-from bridge.types import Event, ToolCallFinished, ToolCallsRequested
+from bridge.types import Event, ToolCall, ToolCallFinished, ToolCallsRequested, ToolRun
 
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
@@ -104,6 +105,7 @@ class Service:
         self.platform = platform
         self.journal = journal
         self.hub = EventHub()
+        self.started_at = now()
         self.public_url = ""
         """The daemon's URL once it listens (set by the server), for links it sends out."""
         webhook = settings.approval_webhook
@@ -140,6 +142,7 @@ class Service:
     async def start(self) -> None:
         """Start the workers and the idle-conversation janitor (on the serving loop)."""
         self._loop = asyncio.get_running_loop()
+        self.hub.bind(self._loop)
         self._reload_lock = asyncio.Lock()
         self.pool = RunPool(self.settings.workers)
         self._janitor = asyncio.create_task(self._sweep_idle())
@@ -149,6 +152,8 @@ class Service:
         if not self.draining:
             self.draining = True
             self._drain_deadline = time.monotonic() + self.settings.grace
+            # Console pages follow the hub forever: end their streams so the server can stop.
+            self.hub.close("the daemon is shutting down")
             logger.info(
                 "stopping: %d run(s) in progress get up to %g s to finish",
                 len(self._active),
@@ -224,6 +229,7 @@ class Service:
                 )
                 self.last_reload_error = reason
                 self.metrics.reloads.inc("failed")
+                self.hub.publish("tools_reload_failed", {"generation": old.number, "error": reason})
                 logger.warning("tool reload failed, keeping generation %d: %s", old.number, reason)
                 raise ApiError(
                     422,
@@ -240,6 +246,9 @@ class Service:
             self.last_reload_error = None
             self.metrics.reloads.inc("ok")
             logger.info("tools reloaded: generation %d, %d tool(s)", new.number, len(new.toolbox))
+            self.hub.publish(
+                "tools_reloaded", {"generation": new.number, "tools": new.toolbox.names()}
+            )
             return new
 
     # --- conversations ---------------------------------------------------------------------------
@@ -254,7 +263,7 @@ class Service:
         """Open a conversation on the platform and record it."""
         self._check_accepting()
         try:
-            return await asyncio.to_thread(self._create_conversation, end_user_id)
+            record = await asyncio.to_thread(self._create_conversation, end_user_id)
         except PlatformError as exc:
             raise ApiError(
                 502,
@@ -262,6 +271,8 @@ class Service:
                 f"the platform could not open a conversation: {exc}",
                 platform_request_id=exc.request_id,
             ) from None
+        self.hub.publish("conversation_created", record.model_dump(mode="json"))
+        return record
 
     def _create_conversation(self, end_user_id: str | None) -> ConversationRecord:
         conversation_id = self.platform.create_conversation(end_user_id=end_user_id)
@@ -278,6 +289,52 @@ class Service:
     def active(self, conversation_id: str) -> RunHandle | None:
         """The run in progress in a conversation, if any."""
         return self._active.get(conversation_id)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, confirm: bool, caller: str | None
+    ) -> ToolRun:
+        """Run one tool outside any conversation (the console's "try it"); nothing is journaled.
+
+        The confirm rule holds here too: a ``confirm=True`` tool runs only with `confirm`, the
+        caller's explicit decision (409 ``confirmation_required`` otherwise).
+        """
+        self._check_accepting()
+        with self._live_lock:
+            generation = self.generation
+            spec = generation.toolbox.get(name)
+            if spec is not None and (confirm or not spec.options.confirm):
+                generation.runs += 1
+        if spec is None:
+            names = ", ".join(generation.toolbox.names()) or "(none)"
+            raise ApiError(404, "tool_not_found", f"no tool {name!r}; the tools are: {names}")
+        if spec.options.confirm and not confirm:
+            raise ApiError(
+                409,
+                "confirmation_required",
+                f"{name} is a confirm=True tool: a person must decide each call; send "
+                '"confirm": true to say you do',
+            )
+        call = ToolCall(call_id=f"try-{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
+        try:
+            runs = await asyncio.to_thread(generation.dispatcher.run, [call])
+        finally:
+            with self._live_lock:
+                generation.runs -= 1
+                last_of_retired = generation.retired and generation.runs == 0
+            if last_of_retired:
+                await asyncio.to_thread(generation.close)
+        run = runs[0]
+        self.metrics.tool_calls.inc(name, run.error or "ok")
+        self.metrics.tool_seconds.observe(run.duration_ms / 1000, name)
+        logger.info(
+            "tool %s called directly by %s%s: %s in %.1f ms",
+            name,
+            caller or "anonymous",
+            " (confirmed)" if spec.options.confirm else "",
+            run.error or "ok",
+            run.duration_ms,
+        )
+        return run
 
     async def start_message(
         self,
@@ -348,6 +405,17 @@ class Service:
             )
         assert self.pool is not None, "Service.start() was not called"
         self._active[handle.conversation_id] = handle
+        self.hub.publish(
+            "run_started",
+            {
+                "conversation_id": handle.conversation_id,
+                "message_id": handle.message_id,
+                "query": job.query or None,
+                "sent_by": job.sent_by,
+                "request_id": handle.request_id,
+                "recovered": handle.recovered,
+            },
+        )
         context = contextvars.copy_context()
         self.pool.submit(lambda: context.run(self._execute, handle, job))
         return handle
@@ -382,12 +450,14 @@ class Service:
                 payload = event_payload(event)
                 if payload is not None:
                     self._call_soon(handle.publish, *payload)
+                    self._tell_hub(cid, conversation.message_id, *payload)
             outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
         except Exception as exc:
             if not isinstance(exc, BridgeError):
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
             self._call_soon(handle.publish, "failed", failure.to_json())
+            self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
             outcome = RunOutcome("failed", failure=failure)
         finally:
             with self._live_lock:
@@ -437,6 +507,13 @@ class Service:
                 },
             )
 
+    def _tell_hub(
+        self, conversation_id: str, message_id: int | None, name: str, data: dict[str, Any]
+    ) -> None:
+        """Pass a run event to the daemon-wide hub, saying whose it is (worker thread)."""
+        body = {**data, "conversation_id": conversation_id, "message_id": message_id}
+        self.hub.publish(name, body, replay=name != "text_delta")
+
     def _publish_run(self, conversation_id: str, name: str, data: dict[str, Any]) -> None:
         """Send an event to the conversation's run in progress, if any (on the loop)."""
         handle = self._active.get(conversation_id)
@@ -456,7 +533,18 @@ class Service:
         if handle.recovered:
             self.recovering -= 1
         self.metrics.runs.inc(outcome.status)
-        self.metrics.run_seconds.observe(time.monotonic() - handle.began, outcome.status)
+        seconds = time.monotonic() - handle.began
+        self.metrics.run_seconds.observe(seconds, outcome.status)
+        ended: dict[str, Any] = {
+            "conversation_id": handle.conversation_id,
+            "message_id": handle.message_id,
+            "status": outcome.status,
+            "request_id": handle.request_id,
+            "duration_ms": round(seconds * 1000, 1),
+            "answer": outcome.result.answer if outcome.result else None,
+            "error": outcome.failure.to_json() if outcome.failure else None,
+        }
+        self.hub.publish("run_ended", ended)
 
     async def _sweep_idle(self) -> None:
         """Release the tool resources of conversations idle for `idle_timeout` seconds."""

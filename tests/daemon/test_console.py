@@ -6,6 +6,7 @@ is never skipped), naming what to install.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
@@ -49,7 +50,10 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             page.fill("#key-input", API_KEY)
             page.click("#key-form button")
             expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
+            expect(page.get_by_test_id("tool-count")).to_have_text(re.compile(r"^\d+$"))
+            page.get_by_test_id("view-tools").click()
             expect(page.get_by_test_id("tools")).to_contain_text("get_weather")
+            page.get_by_test_id("view-conversations").click()
 
             page.get_by_test_id("new-conversation").click()
             expect(page.get_by_test_id("message-input")).to_be_enabled(timeout=15_000)
@@ -60,7 +64,7 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             expect(answer).to_have_text("Paris: 18 degrees", timeout=30_000)
             call = page.get_by_test_id("tool-call").first
             expect(call.get_by_test_id("tool-name")).to_have_text("get_weather")
-            expect(call.get_by_test_id("tool-arguments")).to_contain_text('"city":"Paris"')
+            expect(call.get_by_test_id("tool-arguments")).to_contain_text('"city": "Paris"')
             expect(call.get_by_test_id("tool-output")).to_contain_text('"temp": 18')
             expect(call).to_contain_text(" ms")
             expect(page.get_by_test_id("conversation-item").first).to_contain_text("1 message")
@@ -72,8 +76,9 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             page.screenshot(path=str(tmp_path / "console.png"))
 
             # Typing first, with no conversation chosen, starts one; Enter sends.
-            first_title = page.locator("#conversation-title").inner_text()
-            page.reload()
+            expect(page.locator("#conversation-title")).to_have_text("what is the weather in Paris?")
+            first_url = page.url
+            page.goto(daemon.url + "/")
             expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
             expect(page.locator("#conversation-title")).to_have_text("No conversation selected")
             page.get_by_test_id("message-input").fill("what is the weather in Paris?")
@@ -81,9 +86,10 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             expect(page.get_by_test_id("live-answer")).to_have_text(
                 "Paris: 18 degrees", timeout=30_000
             )
-            title = page.locator("#conversation-title")
-            expect(title).to_contain_text("Conversation ")
-            assert title.inner_text() != first_title  # a new one, not the last one reopened
+            expect(page.locator("#conversation-title")).to_have_text(
+                "what is the weather in Paris?"
+            )
+            assert "#/c/" in page.url and page.url != first_url  # a new one, not the last one
             assert problems == [], problems
         finally:
             context.close()

@@ -26,6 +26,8 @@ def test_no_generated_request_gets_a_5xx(daemon: DaemonProcess) -> None:
     sent: list[int] = []
     for result in schema.get_all_operations():
         operation = result.ok()
+        if operation.path == "/v1/events":
+            continue  # a stream that never ends by design; tests/daemon/test_events.py has it
         params = {"conversation_id": cid} if "messages" in operation.path else None
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode, path_parameters=params)

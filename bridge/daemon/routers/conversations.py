@@ -21,10 +21,12 @@ from bridge.daemon.models import (
     ConversationCreated,
     ConversationDetail,
     ConversationPage,
+    ConversationSummary,
     CreateConversation,
     ErrorBody,
     MessageResult,
     SendMessage,
+    title_of,
 )
 from bridge.daemon.runs import RunHandle
 from bridge.daemon.service import Service
@@ -117,7 +119,13 @@ def list_conversations(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ConversationPage:
     """Conversations, most recently updated first, one page at a time."""
-    items, total = service.journal.list_conversations(limit=limit, offset=offset)
+    records, total = service.journal.list_conversations(limit=limit, offset=offset)
+    items = [
+        ConversationSummary(
+            **record.model_dump(), title=title_of(service.journal.messages(record.conversation_id))
+        )
+        for record in records
+    ]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -127,10 +135,12 @@ def get_conversation(service: ServiceDep, conversation_id: ConversationId) -> Co
     record = service.journal.get_conversation(conversation_id)
     if record is None:
         raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
+    messages = service.journal.messages(conversation_id)
     return ConversationDetail(
         conversation=record,
+        title=title_of(messages),
         busy=service.active(conversation_id) is not None,
-        messages=service.journal.messages(conversation_id),
+        messages=messages,
         tool_calls=service.journal.calls(conversation_id),
         platform_conversations=service.journal.platform_conversations(conversation_id),
     )

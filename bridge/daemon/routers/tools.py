@@ -1,14 +1,18 @@
-"""/v1/tools: what the agent can call, and reloading it from the specs."""
+"""/v1/tools: what the agent can call, calling one directly, and reloading them from the specs."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from typing import Annotated, Any
 
-from bridge.daemon.dependencies import ServiceDep, require_api_key
+from fastapi import APIRouter, Depends, Path
+
+from bridge.daemon.dependencies import Caller, ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES
-from bridge.daemon.models import ErrorBody, ReloadResult, ToolInfo, ToolList
+from bridge.daemon.models import CallTool, ErrorBody, ReloadResult, ToolInfo, ToolList, ToolSource
+from bridge.tools.spec import ToolSpec
+from bridge.types import ToolRun
 
-__all__ = ["router"]
+__all__ = ["router", "source_of"]
 
 router = APIRouter(
     prefix="/v1/tools",
@@ -17,25 +21,51 @@ router = APIRouter(
     responses=ERROR_RESPONSES,
 )
 
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def source_of(spec: ToolSpec) -> ToolSource:
+    """Where a tool comes from, read from its `origin` (each loader writes its own form:
+    ``mcp:COMMAND:tool``, ``mcp+URL:tool``, ``openapi:DOC:tool``, ``FILE.yaml:tool``,
+    ``module:function`` or ``file.py:function``)."""
+    origin = spec.origin
+    if origin.startswith(("mcp:", "mcp+")):
+        return ToolSource(kind="mcp", location=_without_tool(origin, spec.name))
+    if origin.startswith("openapi:"):
+        return ToolSource(kind="openapi", location=_without_tool(origin[8:], spec.name))
+    place = _without_tool(origin, spec.name)
+    if place.lower().endswith(_MANIFEST_SUFFIXES):
+        return ToolSource(kind="http", location=place)
+    return ToolSource(kind="python", location=origin or spec.name)
+
+
+def _without_tool(origin: str, name: str) -> str:
+    head, sep, tail = origin.rpartition(":")
+    return head if sep and tail == name else origin
+
+
+def tool_info(spec: ToolSpec) -> ToolInfo:
+    """The API's description of one tool."""
+    return ToolInfo(
+        name=spec.name,
+        description=spec.description,
+        parameters=spec.parameters,
+        idempotent=spec.options.idempotent,
+        confirm=spec.options.confirm,
+        read_only=spec.options.read_only,
+        timeout=spec.options.timeout,
+        origin=spec.origin,
+        source=source_of(spec),
+        title=spec.title,
+    )
+
 
 @router.get("", summary="List the tools")
 def list_tools(service: ServiceDep) -> ToolList:
-    """Every tool of the current toolbox, with its JSON Schema and options."""
+    """Every tool of the current toolbox, with its JSON Schema, options and source."""
     generation = service.generation
-    tools = [
-        ToolInfo(
-            name=spec.name,
-            description=spec.description,
-            parameters=spec.parameters,
-            idempotent=spec.options.idempotent,
-            confirm=spec.options.confirm,
-            timeout=spec.options.timeout,
-            origin=spec.origin,
-        )
-        for spec in generation.toolbox
-    ]
     return ToolList(
-        tools=tools,
+        tools=[tool_info(spec) for spec in generation.toolbox],
         generation=generation.number,
         loaded_at=generation.loaded_at,
         specs=list(generation.specs),
@@ -52,3 +82,26 @@ async def reload_tools(service: ServiceDep) -> ReloadResult:
     """Load the tool specs again. A broken spec keeps the current toolbox and answers 422."""
     generation = await service.reload()
     return ReloadResult(generation=generation.number, tools=generation.toolbox.names())
+
+
+_CALL_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "no such tool (tool_not_found)"},
+    409: {
+        "model": ErrorBody,
+        "description": 'a confirm=True tool without "confirm": true (confirmation_required)',
+    },
+}
+
+
+@router.post("/{name}/call", summary="Call a tool", responses=_CALL_ERRORS)
+async def call_tool(
+    service: ServiceDep,
+    name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The tool.")],
+    body: CallTool,
+    caller: Caller,
+) -> ToolRun:
+    """Run one tool now, with these arguments, outside any conversation (nothing is journaled;
+    the daemon's log names the caller). Arguments are validated as for the agent: a bad one
+    gives a `bad_arguments` output, not an HTTP error. A confirm=True tool needs
+    `"confirm": true`, the caller's own decision."""
+    return await service.call_tool(name, body.arguments, confirm=body.confirm, caller=caller)

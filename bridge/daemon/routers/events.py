@@ -1,0 +1,134 @@
+"""/v1/events (every conversation's events, live, as SSE) and /v1/info (what this daemon is)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from bridge import __version__
+from bridge.daemon.dependencies import ServiceDep, require_api_key
+from bridge.daemon.errors import ERROR_RESPONSES, ApiError
+from bridge.daemon.models import DaemonInfo
+from bridge.daemon.service import Service
+
+__all__ = ["EMULATOR_APP_ID", "KEEPALIVE_SECONDS", "platform_info", "router"]
+
+KEEPALIVE_SECONDS = 15.0
+EMULATOR_APP_ID = "emulator-app"
+"""The app id `bridge.emulator.Emulator` serves unless told otherwise."""
+
+router = APIRouter(
+    prefix="/v1",
+    tags=["events"],
+    dependencies=[Depends(require_api_key)],
+    responses=ERROR_RESPONSES,
+)
+
+
+@router.get(
+    "/events",
+    summary="Follow the daemon",
+    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+)
+async def follow_daemon(
+    request: Request,
+    service: ServiceDep,
+    last_event_id: Annotated[
+        str | None,
+        Header(description="Resume after this event id (sent again by a reconnecting client)."),
+    ] = None,
+    after: Annotated[
+        int | None,
+        Query(ge=0, description="The same as the Last-Event-ID header, for clients without it."),
+    ] = None,
+) -> StreamingResponse:
+    """Every conversation's events as Server-Sent Events, for as long as the client listens.
+
+    `conversation_created`; `run_started` (conversation, query, who sent it), the run's own
+    events (`tool_calls`, `tool_call_started`, `tool_call_finished`, `text_delta`, `finished`,
+    `failed`, `human_input`, `approval_requested`, `approval_decided`) with their
+    `conversation_id` and `message_id`, and `run_ended` (status, answer or error);
+    `tools_reloaded`, `tools_reload_failed`; `closing` when the daemon stops. Each has an `id`:
+    reconnect with `Last-Event-ID` to get what was missed (text deltas are only sent live). A
+    `reset` event means that what was missed is no longer kept: reload what you show. A comment
+    line comes every 15 seconds of quiet.
+    """
+    resume = after
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            resume = int(last_event_id.strip())
+        except ValueError:
+            raise ApiError(
+                422,
+                "bad_last_event_id",
+                f"Last-Event-ID must be an event id (a whole number), got {last_event_id[:40]!r}",
+            ) from None
+        if resume < 0:
+            raise ApiError(422, "bad_last_event_id", "Last-Event-ID must be 0 or more")
+    del request
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b"retry: 2000\n\n"  # the first bytes, so a client knows the stream is open
+        async for event in service.hub.follow(resume, KEEPALIVE_SECONDS):
+            yield b": keepalive\n\n" if event is None else event.encode()
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/info", summary="About this daemon")
+def info(request: Request, service: ServiceDep) -> DaemonInfo:
+    """The platform and app this daemon talks to (never its token), its tools and its state."""
+    platform = platform_info(service)
+    return DaemonInfo(
+        version=__version__,
+        tools=len(service.generation.toolbox),
+        generation=service.generation.number,
+        started_at=service.started_at,
+        draining=service.draining,
+        in_flight=service.in_flight,
+        approvals_pending=service.approvals.pending(),
+        auth=request.app.state.api_keys is not None,
+        **platform,
+    )
+
+
+def platform_info(service: Service) -> dict[str, Any]:
+    """Name, URL, app id or model of the platform, and whether it is the emulator."""
+    platform = service.platform
+    client = getattr(platform, "client", None)
+    base_url = _text(getattr(client, "base_url", None) or getattr(platform, "base_url", None))
+    app_id = _text(getattr(client, "app_id", None))
+    model = _text(getattr(platform, "model", None))
+    return {
+        "platform": str(getattr(platform, "name", type(platform).__name__)),
+        "base_url": _without_credentials(base_url),
+        "app_id": app_id,
+        "model": model,
+        "is_emulator": platform.name == "appbuilder" and app_id == EMULATOR_APP_ID,
+    }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _without_credentials(url: str | None) -> str | None:
+    """A URL without a ``user:password@`` part (a gateway URL may carry one)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
