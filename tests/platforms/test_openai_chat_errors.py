@@ -349,3 +349,22 @@ def test_stream_going_quiet_hits_idle_timeout(server: ScriptedServer) -> None:
     assert isinstance(info.value, StreamInterruptedError)
     assert info.value.received == [TextDelta(text="Thinking")]
     assert len(server.requests) == 1
+
+
+def test_each_retry_is_announced_to_on_retry(server: ScriptedServer) -> None:
+    from bridge.platforms.retry import RetryNotice, RetryPolicy
+
+    notices: list[RetryNotice] = []
+    policy = RetryPolicy(backoff_base=0, on_retry=notices.append)
+    server.script(
+        Reply(status=503, json={"error": {"message": "busy"}}),
+        Reply(status=429, json={"error": {"message": "slow"}}, headers={"retry-after": "0"}),
+        Reply(json=completion("late")),
+    )
+    platform = OpenAIChatPlatform(server.base_url, "m", retry_policy=policy)
+    events = _run(platform.start(platform.create_conversation(), "hi", tools=[], stream=False))
+    assert isinstance(events[-1], RunFinished)
+    assert [str(n) for n in notices] == [
+        "platform busy (HTTP 503), retrying in 0.0 s (attempt 2 of 4)",
+        "platform rate limit (HTTP 429), retrying in 0.0 s (attempt 3 of 4)",
+    ]

@@ -9,6 +9,7 @@ from email.utils import format_datetime
 import pytest
 
 from bridge.platforms.appbuilder import RetryPolicy
+from bridge.platforms.retry import RetryNotice
 
 NOW = 1_700_000_000.0
 """The frozen clock (epoch seconds)."""
@@ -141,3 +142,39 @@ def test_invalid_policy_says_what_is_wrong(options: dict[str, float], message: s
     with pytest.raises(ValueError, match="invalid RetryPolicy") as info:
         RetryPolicy(**options)  # type: ignore[arg-type]
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("notice", "text"),
+    [
+        (
+            RetryNotice(2, 4, 2.0, 503),
+            "platform busy (HTTP 503), retrying in 2.0 s (attempt 2 of 4)",
+        ),
+        (
+            RetryNotice(3, 4, 0.25, 500),
+            "platform error (HTTP 500), retrying in 0.2 s (attempt 3 of 4)",
+        ),
+        (
+            RetryNotice(
+                2, 2, 1.0, None, "cannot connect to http://127.0.0.1:1 (connection refused)"
+            ),
+            "cannot connect to http://127.0.0.1:1 (connection refused), retrying in 1.0 s "
+            "(attempt 2 of 2)",
+        ),
+    ],
+)
+def test_retry_notice_reads_as_a_sentence(notice: RetryNotice, text: str) -> None:
+    assert str(notice) == text
+
+
+def test_announce_tells_on_retry_and_survives_its_errors() -> None:
+    seen: list[RetryNotice] = []
+    RetryPolicy(max_retries=3, on_retry=seen.append).announce(0, 0.5, status=503)
+    assert seen == [RetryNotice(2, 4, 0.5, 503, "")]
+
+    def broken(notice: RetryNotice) -> None:
+        raise RuntimeError("display failed")
+
+    RetryPolicy(on_retry=broken).announce(0, 0.5, status=503)  # does not raise
+    RetryPolicy().announce(0, 0.5)  # nobody to tell

@@ -605,3 +605,23 @@ def test_request_ids_are_uuid4(client: AppBuilderClient, fake: FakeAppBuilder) -
     client.create_conversation()
     value = fake.requests[0].header("x-appbuilder-request-id") or ""
     assert uuid.UUID(value).version == 4
+
+
+def test_every_missing_setting_is_named_at_once() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        AppBuilderClient()
+    message = str(info.value)
+    assert "APPBUILDER_APP_ID" in message and "APPBUILDER_TOKEN" in message
+
+
+def test_open_platform_needs_settings_or_the_emulator_switch() -> None:
+    from bridge import open_platform
+
+    with (
+        pytest.raises(ConfigurationError, match=r"open_platform\(emulator=True\)") as info,
+        open_platform(),
+    ):
+        pass
+    assert "APPBUILDER_APP_ID" in str(info.value) and "APPBUILDER_TOKEN" in str(info.value)
+    with open_platform(emulator=True, scenario={"rules": []}) as platform:
+        assert platform.check().startswith("AppBuilder at http://127.0.0.1:")
