@@ -1,5 +1,6 @@
 """The README's ```python blocks run as written (```py blocks are illustrations needing a
-server or credentials). Each block runs alone in a fresh interpreter, offline."""
+server or credentials). Each block runs alone in a fresh interpreter, offline. Its ```console
+blocks are transcripts: they run too, and print what they show (```sh blocks are illustrations)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,10 @@ def _workdir(tmp_path: Path) -> Path:
 
 def _toolbridge(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     args = shlex.split(command)
-    assert args[0] == "toolbridge", command
+    assert args[0] == "toolbridge", (
+        f"README ```console blocks are run by this test, which knows toolbridge, export and the "
+        f"intranet example app; show other commands in a ```sh block: {command!r}"
+    )
     return subprocess.run(
         [sys.executable, "-m", "bridge", *args[1:]],
         cwd=cwd,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bridge.emulator.matching import choose_tool, coerce, fill_arguments, tool_info
+from bridge.emulator.matching import choose_tool, coerce, fill_arguments, fill_calls, tool_info
 from tests.emulator.helpers import (
     CLOTHES,
     SEARCH,
@@ -574,3 +576,34 @@ def test_a_suggested_value_is_retried_once(api: Api) -> None:
     # Once: a second suggestion is the answer, not another retry.
     (body,) = api.submit(conversation_id, {second["id"]: "did you mean Asia/Tokyo?"}, stream=False)
     assert body["answer"] == "did you mean Asia/Tokyo?"
+
+
+_WORDS = st.sampled_from(
+    [
+        "get", "open", "list", "delete", "for", "Chloé", "and", "和", "、", "北京", "上海",
+        '"MN-1"', "「A」", ":", "：", "priority", "high", "2", "3.5", "ticket", "asset", "to",
+        "department", "IT", "查询", "创建", " ", ",", "did you mean", "=", "'", '"',
+    ]
+)  # fmt: skip
+_QUERIES = st.one_of(st.text(max_size=60), st.lists(_WORDS, max_size=14).map(" ".join))
+_TOOLS = [
+    tool_info(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
+    for t in [*INTRANET, *ASSETS, *ASSETS_ZH, WEATHER, WEATHER_ZH, TIME, SEARCH, BOOK_EN, FLAGS]
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(query=_QUERIES)
+def test_any_query_plans_without_error_and_the_same_way_twice(query: str) -> None:
+    chosen = choose_tool(query, _TOOLS)
+    assert chosen is choose_tool(query, _TOOLS)
+    for info in _TOOLS:
+        calls = fill_calls(query, info)
+        assert calls == fill_calls(query, info)
+        assert len(calls) >= 1
+        names = {p.name for p in info.params}
+        for call in calls:
+            assert set(call.arguments) <= names
+            # Never the whole query (unless every word of it is a value: "Paris").
+            if {w.lower() for w in query.split()} & {"for", "and", "to", "get"}:
+                assert query.strip() not in call.arguments.values()
