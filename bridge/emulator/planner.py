@@ -12,7 +12,7 @@ Two sources of decisions, both deterministic:
    - when that tool wants a person's id (``assignee_id``) and the query names the person
      (``for Chloé``), another tool sent with the run that finds people by name is called
      first, and the first record's ``id`` fills the parameter (`plan_lookup`);
-   - when a call's output says ``did you mean X?`` and quotes a value the call was given, that
+   - when a call's output says ``did you mean X?`` and names a value the call was given, that
      call is made again once, with X in place of that value (as a model reads an error and
      retries: ``Tokyo`` -> ``Asia/Tokyo``);
    - then it answers with the output: the one output as it is, or one ``ITEM: output`` line
