@@ -67,7 +67,8 @@ __all__ = [
 
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
-    re.compile(r"bce-v3/[^\s\"',;]+"),
+    # Not the shape shown in hints ("it looks like bce-v3/ALTAK-…/…"): that is no secret.
+    re.compile(r"bce-v3/(?!ALTAK-(?:…|\.\.\.)(?:/(?:…|\.\.\.))?(?:[\s\"',;)]|$))[^\s\"',;]+"),
     # `token=...`-style pairs. Values under 8 characters are words ("token: set"), not
     # secrets; registered secrets are masked whatever their length (see `register_secret`).
     # A `${ENV_NAME}` reference is where a secret comes from, not one: messages show it.

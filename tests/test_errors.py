@@ -93,3 +93,10 @@ def test_error_messages_and_reprs_are_redacted() -> None:
     exc = PlatformError("failed with Bearer bce-v3/ALTAK-q/w", request_id="r-1", status_code=500)
     assert "ALTAK-q" not in str(exc) and "ALTAK-q" not in repr(exc)
     assert "request_id=r-1" in str(exc) and "status=500" in str(exc)
+
+
+def test_the_token_shape_in_hints_is_not_masked() -> None:
+    # "it looks like bce-v3/ALTAK-…/…" says what a token looks like; it is none.
+    for hint in ("it looks like bce-v3/ALTAK-…/…)", "such as bce-v3/ALTAK-...", "bce-v3/ALTAK-…"):
+        assert redact(hint) == hint
+    assert redact("bce-v3/ALTAK-…real/123") == "[secure]"
