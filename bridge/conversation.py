@@ -31,13 +31,14 @@ from bridge.errors import (
     BadRequestError,
     BridgeError,
     ConflictError,
+    ConversationLostError,
     MaxRoundsError,
     PreconditionError,
     RunFailedError,
     RunInterruptedError,
     UsageError,
 )
-from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageTrail
+from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageRecord, MessageTrail
 from bridge.platforms.base import Platform
 from bridge.tools.approval import (
     ApprovalRequest,
@@ -465,30 +466,36 @@ class Conversation:
     def _on_platform(self, send: Callable[[str], Iterator[Event]]) -> Iterator[Event]:
         """`send` a new query to the platform conversation; once more to a fresh one if the
         platform refuses it because an interrupted run left it waiting (for tool outputs of
-        calls the bridge never saw, typically)."""
+        calls the bridge never saw, typically), or because it lost the conversation (a platform
+        that keeps histories in memory, after the bridge restarted)."""
+        old = self.platform_conversation_id
         try:
-            return send(self.platform_conversation_id)
+            return send(old)
+        except ConversationLostError as exc:
+            # A conversation of this journal that the platform no longer knows: its history
+            # is gone, but the conversation must still take its next message.
+            if not self._earlier_messages():
+                raise
+            reason = f"the platform no longer knows {old}: {exc}"
         except _REFUSALS as exc:
             if not self._platform_may_be_stuck():
                 raise
-            old = self.platform_conversation_id
-            new = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
             reason = f"{old} refused a new query after an interrupted run: {exc}"
-            self.bridge.journal.replace_platform_conversation(self.id, new, reason=reason)
-            self._platform_id = new
-            logger.warning(
-                "conversation %s continues in a new platform conversation %s: %s",
-                self.id,
-                new,
-                reason,
-            )
-            return send(new)
+        new = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
+        self.bridge.journal.replace_platform_conversation(self.id, new, reason=reason)
+        self._platform_id = new
+        logger.warning(
+            "conversation %s continues in a new platform conversation %s: %s", self.id, new, reason
+        )
+        return send(new)
+
+    def _earlier_messages(self) -> list[MessageRecord]:
+        """The journal's messages of this conversation before the one being sent."""
+        return [m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message]
 
     def _platform_may_be_stuck(self) -> bool:
         """True when the message before this one ended without a platform event."""
-        earlier = [
-            m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message
-        ]
+        earlier = self._earlier_messages()
         return bool(earlier) and not earlier[-1].platform_settled
 
     def _read_until_pause(

@@ -24,7 +24,8 @@
     └── ApprovalDecidedError         (bridge.journal) only a pending approval can be decided
 
     UsageError(BridgeError, RuntimeError)   a developer mistake: bad manifest, duplicate tool...
-    └── ConfigurationError                  missing or malformed configuration (token, app id)
+    ├── ConfigurationError                  missing or malformed configuration (token, app id)
+    └── ConversationLostError               the platform does not know the conversation id
 
 Messages never contain secrets: anything that could carry a token goes through `redact`.
 """
@@ -43,6 +44,7 @@ __all__ = [
     "BridgeError",
     "ConfigurationError",
     "ConflictError",
+    "ConversationLostError",
     "InBandError",
     "MaxRoundsError",
     "NotFoundError",
@@ -123,6 +125,11 @@ class UsageError(BridgeError, RuntimeError):
 
 class ConfigurationError(UsageError):
     """Missing or malformed configuration, such as no token or no app id."""
+
+
+class ConversationLostError(UsageError):
+    """The platform does not know the conversation: it kept the history in the memory of a
+    process that has ended (the openai platform), or was never given this id."""
 
 
 class PlatformError(BridgeError):

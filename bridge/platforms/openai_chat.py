@@ -29,6 +29,7 @@ import requests
 
 from bridge.errors import (
     ConfigurationError,
+    ConversationLostError,
     InBandError,
     ProtocolError,
     StreamInterruptedError,
@@ -491,7 +492,7 @@ class OpenAIChatPlatform:
         with self._lock:
             state = self._conversations.get(conversation_id)
         if state is None:
-            raise UsageError(
+            raise ConversationLostError(
                 f"unknown conversation id {conversation_id!r}: the openai platform keeps "
                 "histories in memory, so call create_conversation() first (histories do not "
                 "survive a restart)"
