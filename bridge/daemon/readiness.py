@@ -10,9 +10,10 @@ any traffic (a load balancer sends none to a replica that is not ready). Only th
 waits for a check (at most `first_wait` seconds), so a daemon never claims to be ready before
 anything was verified.
 
-Only "cannot get an answer" counts as unreachable: no connection, a timeout, a refused key, a
-model or app the platform does not serve, a 5xx. A platform that answers anything else (e.g.
-a 404 for `GET /v1/models` on a server without a model list) is reachable.
+Only "no message can get an answer" counts as unreachable: no connection, a timeout, a refused
+key, a model or app the platform does not serve (an AppBuilder 404 or in-band error), a 5xx. A
+platform that answers anything else (e.g. a 404 for `GET /v1/models` on a server without a
+model list, a 429) is reachable.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from bridge.errors import (
     AuthenticationError,
     BridgeError,
     ConfigurationError,
+    InBandError,
+    NotFoundError,
     PlatformConnectionError,
     PlatformStatusError,
 )
@@ -89,8 +92,20 @@ class PlatformWatch:
         try:
             await asyncio.to_thread(self.platform.check)
             outcome = Reachability(True, "", self._clock())
-        except (PlatformConnectionError, AuthenticationError, ConfigurationError) as exc:
+        except (
+            PlatformConnectionError,
+            AuthenticationError,
+            ConfigurationError,
+            InBandError,
+        ) as exc:
             outcome = Reachability(False, str(exc), self._clock())
+        except NotFoundError as exc:
+            # An OpenAI-compatible server without GET /models still answers chat completions;
+            # an AppBuilder app that is not found answers nothing useful.
+            from bridge.platforms.openai_chat import OpenAIChatPlatform
+
+            listless = isinstance(self.platform, OpenAIChatPlatform)
+            outcome = Reachability(listless, "" if listless else str(exc), self._clock())
         except PlatformStatusError as exc:
             broken = exc.status_code is not None and exc.status_code >= 500
             outcome = Reachability(not broken, str(exc) if broken else "", self._clock())
