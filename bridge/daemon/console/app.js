@@ -46,6 +46,11 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// replaceChildren() would show a null child as the text "null": leave such children out.
+function put(node, ...children) {
+  node.replaceChildren(...children.filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 // Never a literal "null" or "undefined" on screen.
 const txt = (value) => (value === null || value === undefined ? "" : String(value));
 
@@ -196,7 +201,7 @@ async function loadInfo() {
   const info = await api("/v1/info");
   const box = $("platform-info");
   const kind = info.is_emulator ? `${info.platform} emulator` : info.platform;
-  box.replaceChildren(
+  put(box,
     el("span", { class: "chip" + (info.is_emulator ? " emulator" : " real"),
                  "data-testid": "platform-kind" }, kind),
     info.base_url ? el("span", { "data-testid": "platform-url" }, info.base_url) : null,
@@ -308,7 +313,7 @@ function showRunError(turn, code, message) {
   turn.failed = true;
   turn.answer.classList.add("failed");
   turn.error.hidden = false;
-  turn.error.replaceChildren(el("strong", { class: "kind", "data-testid": "error-kind" },
+  put(turn.error, el("strong", { class: "kind", "data-testid": "error-kind" },
                                 txt(code) || "error"), ": ", txt(message));
 }
 
@@ -357,7 +362,7 @@ function fillCall(card, call) {
       foldedPre("tool-output", output, "(empty output)"),
       copyButton("Copy the output", () => output)));
   }
-  card.replaceChildren(...parts);
+  put(card, ...parts);
 }
 
 function turnCall(turn, call) {
@@ -439,7 +444,7 @@ function renderTranscript(detail) {
 function showHeading(detail) {
   const conv = detail.conversation;
   $("conversation-title").textContent = detail.title || "New conversation";
-  $("conversation-meta").replaceChildren(
+  put($("conversation-meta"),
     el("code", { title: "conversation id" }, conv.conversation_id),
     " · opened ", timeNode(conv.created_at),
     conv.end_user_id ? ` · for ${conv.end_user_id}` : "",
@@ -463,7 +468,7 @@ function closeConversation() {
   state.openTurn = null;
   $("conversation-title").textContent = "No conversation selected";
   $("conversation-meta").replaceChildren();
-  $("transcript").replaceChildren(el("p", { class: "meta empty" },
+  put($("transcript"), el("p", { class: "meta empty" },
     "Choose a conversation, or type a message to start one."));
   renderConversations();
 }
@@ -1012,7 +1017,7 @@ function tryForm(tool, rows) {
   form.append(el("div", { class: "actions" }, run), result);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    result.replaceChildren(el("span", { class: "meta" }, "running…"));
+    put(result, el("span", { class: "meta" }, "running…"));
     run.disabled = true;
     try {
       const args = {};
@@ -1024,7 +1029,7 @@ function tryForm(tool, rows) {
       const output = await api(`/v1/tools/${encodeURIComponent(tool.name)}/call`,
                                { method: "POST", body: JSON.stringify(body) });
       const text = pretty(output.output);
-      result.replaceChildren(
+      put(result,
         el("div", { class: "meta" },
            el("span", { class: "chip " + (output.error ? "bad" : "ok"),
                         "data-testid": "try-state" }, output.error || "ok"),
@@ -1032,7 +1037,7 @@ function tryForm(tool, rows) {
         foldedPre("try-output", text, "(empty output)"),
         copyButton("Copy the output", () => text));
     } catch (error) {
-      result.replaceChildren(el("p", { class: "error", role: "alert",
+      put(result, el("p", { class: "error", role: "alert",
                                        "data-testid": "try-error" },
         error.code ? el("strong", {}, error.code + ": ") : null, error.message));
     } finally {
