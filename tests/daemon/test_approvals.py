@@ -466,6 +466,32 @@ def test_a_pending_approval_survives_kill_9_and_approving_it_continues_the_run(
         second.stop()
 
 
+def test_a_stop_while_a_call_waits_leaves_it_pending_for_the_next_start(
+    emulator: Emulator, tools_dir: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "journal.db"
+    first = start(emulator, tools_dir, db)  # --grace 1
+    cid = first.new_conversation()
+    send_in_background(first, cid, "wire 2 to ann")
+    request = wait_pending(first, cid)
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.wait_exit(60) == 0, first.log
+    second = start(emulator, tools_dir, db)
+    try:
+        assert wait_pending(second, cid)["approval_id"] == request["approval_id"]
+        assert decide(second, request["approval_id"], "reject", "not now").status_code == 200
+        message = wait_for(
+            lambda: (m := last_message(second, cid))["status"] != "running" and m,
+            "the resumed run to end",
+        )
+        assert (
+            message["answer"] == "result: The tool call was not run: rejected by anonymous: not now"
+        )
+        assert executions(tools_dir) == []
+    finally:
+        second.stop()
+
+
 def test_a_broken_key_file_stops_the_daemon_at_start(emulator: Emulator, tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text(f"alice: {ALICE}\nbob {BOB}\nalice: {CAROL}\n", encoding="utf-8")
