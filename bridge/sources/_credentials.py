@@ -43,11 +43,16 @@ _STEMS = (
     "sessionid",  # sessionid, session_id, JSESSIONID, ASP.NET_SessionId
     "sessid",  # PHPSESSID
     "sessionkey",
+    "subscriptionkey",  # Ocp-Apim-Subscription-Key (Azure API Management), subscription-key
+    "functionskey",  # x-functions-key (Azure Functions)
+    "consumerkey",  # oauth_consumer_key, X-Consumer-Key
+    "signature",  # X-Amz-Signature, SharedAccessSignature: a signed request's proof
 )
 """Pieces that make a name a credential wherever they appear in it (separators removed)."""
-_WORDS = frozenset(("auth", "session", "sid", "jwt", "bearer"))
+_WORDS = frozenset(("auth", "session", "sid", "jwt", "bearer", "pass", "pw", "sig"))
 """Words that make a name a credential when they stand alone in it: `X-Auth-User`,
-`session_token`, `connect.sid`, but not `author` or `sessions_count`."""
+`session_token`, `connect.sid`, `X-Api-Pass`, a SAS URL's `sig`, but not `author`,
+`sessions_count` or `passport`."""
 _CURSOR = re.compile(
     r"(?:(?:next|prev|previous)(?:page)?|page|continuation|pagination|cursor|sync)token"
 )
@@ -71,7 +76,9 @@ def looks_like_credential(name: str) -> bool:
     with an API key (`X-API-Key`, `api_key`, `apikey`), a token (`access_token`, `X-CSRF-Token`,
     `authToken`), a secret, a password (`passwd`, `pwd`), a cookie, a credential, `X-Auth-*`
     and any name with the word `auth`, session ids (`session`, `session_id`, `PHPSESSID`,
-    `sid`), `jwt`, `bearer`, a bare `key`, and access or private keys.
+    `sid`), `jwt`, `bearer`, a bare `key`, access or private keys, subscription, function and
+    consumer keys (`Ocp-Apim-Subscription-Key`), request signatures (`X-Amz-Signature`, `sig`),
+    and `pass` or `pw` as words (`X-Api-Pass`).
 
     Not matched: pagination cursors named like tokens (`page_token`, `next_page_token`,
     `nextPageToken`, `NextToken`, `continuation_token`, `sync_token`: the whole name must be

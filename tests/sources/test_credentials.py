@@ -101,6 +101,16 @@ CREDENTIALS = [
     "AccessKeyId",
     "private_key",
     "oauth_signature",
+    "Ocp-Apim-Subscription-Key",
+    "subscription-key",
+    "X-Functions-Key",
+    "X-Consumer-Key",
+    "X-Amz-Signature",
+    "SharedAccessSignature",
+    "sig",
+    "X-Api-Pass",
+    "user_pass",
+    "X-PW",
 ]
 """Names that must be treated as credentials."""
 
