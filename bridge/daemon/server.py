@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -81,12 +82,20 @@ def _public_url(shown: str, port: int, server_names: list[str]) -> str:
     return f"http://{shown}:{port}"
 
 
+def _discard(db: str, fresh: bool) -> None:
+    """A daemon that never served (port in use) leaves no journal it created behind."""
+    if fresh:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(db + suffix).unlink(missing_ok=True)
+
+
 def serve(settings: DaemonSettings) -> int:
     """Serve until stopped; returns the exit code (0 after a clean or grace-limited stop).
 
     Raises:
         UsageError: bad configuration, found before anything listens.
     """
+    fresh = settings.db != ":memory:" and not Path(settings.db).exists()
     app = create_app(settings)
     service: Service = app.state.service
     grace: GraceClock = app.state.grace
@@ -108,8 +117,10 @@ def serve(settings: DaemonSettings) -> int:
         if exc.code in (0, None):
             raise
         logger.error("the daemon could not start serving (see the error above)")
+        _discard(settings.db, fresh)
         return 1
     if not server.started:
+        _discard(settings.db, fresh)
         return 1
     if app.state.runs_left:
         # Worker threads are still inside tools; their state is journaled. Exit now rather

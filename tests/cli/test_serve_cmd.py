@@ -295,3 +295,17 @@ def test_two_sources_with_one_tool_name_are_served_with_a_prefix(
         assert names == ["get_weather", "registry_get_weather"]
     finally:
         daemon.stop()
+
+
+def test_a_port_in_use_leaves_no_journal(tmp_path: Path, tools_file: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        daemon = Serve(
+            "serve", "--port", port, "--tools", tools_file, "--emulator",
+            env=clean_env(tmp_path), wait=False,
+        )  # fmt: skip
+        assert daemon.wait_exit() == 1, daemon.log
+    assert "could not start serving" in daemon.log
+    assert list((tmp_path / "state").rglob("*.db*")) == []
