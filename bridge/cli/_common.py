@@ -252,6 +252,7 @@ def check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
 
 
 def check_openai_settings(base_url: str | None, model: str | None) -> None:
+    """Name every missing OpenAI-compatible setting at once, as the command line spells them."""
     missing = []
     if not (base_url or os.environ.get("OPENAI_BASE_URL")):
         missing.append(
