@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 _WHAT = "HTTP tools manifest"
 _SELECT_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _ERROR_BODY_CHARS = 500
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""Characters no header value may hold (a tab may)."""
 
 
 def load_http_manifest(path: str | Path) -> HttpManifest:
@@ -253,6 +255,16 @@ class HttpToolSource:
                     "needs it); set it where toolbridge runs and try again."
                 )
             register_secret(found)
+            bad = next((i for i, char in enumerate(found) if _CONTROL.match(char)), None)
+            if bad is not None:
+                # Never sent (a line break would end the header) and never shown: the HTTP
+                # stack's own error quotes the value escaped, where redaction cannot find it.
+                raise HttpToolError(
+                    f"The environment variable {name} holds a control character (U+"
+                    f"{ord(found[bad]):04X}, character {bad + 1} of {len(found)}; {where} in "
+                    f"{self.origin} needs it); remove it where toolbridge runs (a file with "
+                    "Windows line endings leaves a carriage return at the end)."
+                )
             return found
 
         return ENV_REFERENCE.sub(value, text)

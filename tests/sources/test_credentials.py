@@ -317,6 +317,28 @@ def test_a_missing_environment_variable_is_named_at_load_and_at_call(
     assert len(keys_state.seen) == before, "nothing was sent"
 
 
+@pytest.mark.parametrize("tail", ["\r", "\r\nX-Injected: 1", "\n", "\x7f"])
+def test_a_credential_with_a_line_break_is_refused_without_showing_it(
+    keys_server: ServerHandle,
+    keys_state: KeysState,
+    env: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tail: str,
+) -> None:
+    """An env file with Windows line endings leaves `\\r` in the value: requests refuses such
+    a header and quotes it escaped, where redaction cannot see the secret."""
+    monkeypatch.setenv("X_API_KEY", API_KEY + tail)
+    before = len(keys_state.seen)
+    with load_tools([f"openapi:{keys_server.base_url}/openapi.json"]) as box:
+        run = _run(box, "list_items", {})
+    assert run.error == "tool_error"
+    assert "The environment variable X_API_KEY holds a control character" in run.output
+    assert "header x-api-key in openapi:" in run.output
+    assert API_KEY not in run.output + caplog.text
+    assert len(keys_state.seen) == before, "nothing was sent"
+
+
 def test_the_model_cannot_set_a_credential(
     keys_server: ServerHandle, keys_state: KeysState, env: None
 ) -> None:
