@@ -67,16 +67,22 @@ def test_console_sends_a_message_and_shows_the_answer_and_tool_call(
             expect(call.get_by_test_id("tool-arguments")).to_contain_text('"city": "Paris"')
             expect(call.get_by_test_id("tool-output")).to_contain_text('"temp": 18')
             expect(call).to_contain_text(" ms")
-            expect(page.get_by_test_id("conversation-item").first).to_contain_text("1 message")
+            cid = page.url.split("#/c/", 1)[1]
+            item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
+            expect(item).to_contain_text("1 message", timeout=15_000)
 
             # Reopening the conversation renders it from the journal.
-            page.get_by_test_id("conversation-item").first.click()
+            page.get_by_test_id("view-conversations").click()
+            expect(page.locator("#conversation-title")).to_have_text("No conversation selected")
+            item.get_by_role("button").click()
             expect(page.get_by_test_id("answer").last).to_contain_text("Paris: 18 degrees")
             expect(page.get_by_test_id("tool-output").first).to_contain_text('"temp": 18')
             page.screenshot(path=str(tmp_path / "console.png"))
 
             # Typing first, with no conversation chosen, starts one; Enter sends.
-            expect(page.locator("#conversation-title")).to_have_text("what is the weather in Paris?")
+            expect(page.locator("#conversation-title")).to_have_text(
+                "what is the weather in Paris?"
+            )
             first_url = page.url
             page.goto(daemon.url + "/")
             expect(page.get_by_test_id("status")).to_have_text("connected", timeout=15_000)
