@@ -119,6 +119,14 @@ class DaemonSettings(BaseModel):
                 "has leading or trailing whitespace (a newline from a file or a shell "
                 "variable?); remove it"
             )
+        odd = next((i for i, c in enumerate(secret or "") if not " " <= c <= "~"), None)
+        if secret is not None and odd is not None:
+            # HTTP clients send header values as ASCII: such a key could never be presented.
+            raise ValueError(
+                f"character {odd + 1} is U+{ord(secret[odd]):04X}; a key must be only printable "
+                "ASCII characters (clients send it in an HTTP header), e.g. from `openssl rand "
+                "-hex 24`"
+            )
         size = len(secret) if secret is not None else MIN_API_KEY_CHARS
         if size < MIN_API_KEY_CHARS:
             raise ValueError(

@@ -272,6 +272,10 @@ KEY = "k" * 24
         ),
         ([], {"TOOLBRIDGE_API_KEY": " \t"}, "(from TOOLBRIDGE_API_KEY)"),
         ([], {"TOOLBRIDGE_API_KEY": f"{KEY} "}, "whitespace (a newline from a file"),
+        # No client can send these in a header: the daemon would answer every request 401.
+        (["--api-key", f"{KEY}\n{KEY}"], {}, "character 25 is U+000A"),
+        (["--api-key", f"{KEY}\x01{KEY}"], {}, "character 25 is U+0001"),
+        (["--api-key", f"{KEY}\u043a{KEY}"], {}, "only printable ASCII characters"),
     ],
 )
 def test_blank_or_padded_api_keys_are_refused_at_start(
