@@ -39,7 +39,7 @@ from bridge.errors import (
     UsageError,
 )
 from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageRecord, MessageTrail
-from bridge.platforms.base import Platform
+from bridge.platforms.base import Platform, knows_conversation
 from bridge.tools.approval import (
     ApprovalRequest,
     DeferredApprover,
@@ -347,6 +347,18 @@ class Conversation:
         answer they led to was lost with the crash, the run fails with `RunInterruptedError`.
         """
         self._message = message_id
+        if not knows_conversation(self.bridge.platform, self.platform_conversation_id):
+            # Its state died with the process (a history kept in memory): outputs could never
+            # be delivered, so running the calls would only repeat their effects on "ask again".
+            ran = sum(call.call_id in self.ledger for call in batch.calls)
+            lost = ConversationLostError(
+                f"the {self.bridge.platform.name} platform no longer knows conversation "
+                f"{self.platform_conversation_id} (its state did not survive the restart): "
+                f"the outputs of {ran} finished call(s) could not be delivered and "
+                f"{len(batch.calls) - ran} pending call(s) were not run; ask again"
+            )
+            MessageTrail(self.bridge.journal, message_id).close(lost, rounds=0)
+            raise lost
         use_stream = self.bridge.stream if stream is None else stream
         events = iter([ToolCallsRequested(batch=batch)])
         rounds = self._rounds(events, stream=use_stream, posted=batch if submitting else None)

@@ -13,7 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from bridge.types import Event, ToolBatch, ToolResult
 
-__all__ = ["NO_LIMITS", "LimitViolation", "Platform", "PlatformLimits", "limits_of"]
+__all__ = [
+    "NO_LIMITS",
+    "LimitViolation",
+    "Platform",
+    "PlatformLimits",
+    "knows_conversation",
+    "limits_of",
+]
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,19 @@ def limits_of(platform: object) -> PlatformLimits:
     """The platform's `limits` attribute, or `NO_LIMITS` for an adapter that declares none."""
     limits = getattr(platform, "limits", None)
     return limits if isinstance(limits, PlatformLimits) else NO_LIMITS
+
+
+def knows_conversation(platform: object, conversation_id: str) -> bool:
+    """Whether the platform can still continue `conversation_id`.
+
+    A platform that keeps its conversations' state in this process (the OpenAI-compatible one
+    keeps chat histories in memory) says so with a `knows(conversation_id)` method; after a
+    restart the answer is False, and recovery must not run tools whose outputs could never be
+    delivered. A platform without the method keeps its state server-side: True. (Not part of
+    the `Platform` protocol, which is runtime-checkable: adapters without it stay platforms.)
+    """
+    knows = getattr(platform, "knows", None)
+    return True if knows is None else bool(knows(conversation_id))
 
 
 @runtime_checkable

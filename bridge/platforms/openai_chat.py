@@ -158,6 +158,11 @@ class OpenAIChatPlatform:
             self._conversations[conversation_id] = _Conversation(messages=messages)
         return conversation_id
 
+    def knows(self, conversation_id: str) -> bool:
+        """Whether this process holds the conversation's history (not after a restart)."""
+        with self._lock:
+            return conversation_id in self._conversations
+
     def history(self, conversation_id: str) -> list[dict[str, Any]]:
         """A copy of the messages sent so far in a conversation (for transcripts and tests)."""
         return copy.deepcopy(self._state(conversation_id).messages)
