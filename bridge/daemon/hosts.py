@@ -153,6 +153,14 @@ class HostGate:
             headers: the request headers (names lower-case, as Starlette's `Headers`).
             method: the HTTP method.
         """
+        getlist = getattr(headers, "getlist", None)
+        if getlist is not None and len(getlist("host")) > 1:
+            # RFC 9112 §3.2: servers must answer 400; proxies and the gate may read different ones.
+            return Refusal(
+                400,
+                "bad_host",
+                "the request has more than one Host header; send exactly one",
+            )
         raw_host = headers.get("host")
         host = parse_host(raw_host) if raw_host is not None else None
         if raw_host is not None and (host is None or not self.host_allowed(*host)):

@@ -72,10 +72,12 @@ def parse_key_file(text: str, *, source: str = "the key file") -> dict[str, byte
                 "'.' or '-'"
             )
             continue
-        if len(key) < MIN_API_KEY_CHARS or any(c.isspace() for c in key):
+        # Printable ASCII without spaces: HTTP clients send the key as an ASCII header value,
+        # so any other character makes a key nobody can present.
+        if len(key) < MIN_API_KEY_CHARS or not all("!" <= c <= "~" for c in key):
             problems.append(
                 f"line {number}: the key of {name!r} must be at least {MIN_API_KEY_CHARS} "
-                "characters without spaces (e.g. from `openssl rand -hex 24`)"
+                "printable ASCII characters without spaces (e.g. from `openssl rand -hex 24`)"
             )
             continue
         digest = _digest(key)

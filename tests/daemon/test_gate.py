@@ -185,6 +185,14 @@ def test_dns_rebinding_and_cross_origin_without_an_api_key(
         )
         assert status == 421 and b'"host_not_allowed"' in raw
 
+        # Two Host headers: a proxy and the gate could read different ones (RFC 9112: 400).
+        status, raw = _raw(
+            daemon.url,
+            b"POST /v1/conversations HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        )
+        assert status == 400 and b'"bad_host"' in raw
+
         foreign = daemon.request(
             "POST", path, data=body,
             headers={"Origin": "http://evil.example", "Content-Type": "application/json"},
