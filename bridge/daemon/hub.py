@@ -4,9 +4,10 @@
     publish(name, data) --------------->   id = n + 1, history (bounded)  -> every follower
                     (call_soon_threadsafe)                                   (one per open page)
 
-Each event gets the next id; a follower that reconnects with ``Last-Event-ID: n`` first gets the
-events after ``n`` still in the history, then live ones. When ``n`` is older than the history,
-it gets a ``reset`` event first: what it missed is gone, so it should reload what it shows.
+Each event gets the next id. A follower first gets a ``hello`` with the newest id; one that
+reconnects with ``Last-Event-ID: n`` then gets the events after ``n`` still in the history,
+then live ones. When ``n`` is older than the history, it gets a ``reset`` event instead: what
+it missed is gone, so it should reload what it shows.
 Chatty events (answer text as it streams) go to live followers only and are never replayed:
 the run's end carries the whole answer.
 """
@@ -43,7 +44,9 @@ class HubEvent:
     def encode(self) -> bytes:
         """The Server-Sent Events wire form."""
         payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"id: {self.id}\nevent: {self.name}\ndata: {payload}\n\n".encode()
+        # Id 0 (hello, reset) is no position in the history: a client must not resume from it.
+        head = f"id: {self.id}\n" if self.id else ""
+        return f"{head}event: {self.name}\ndata: {payload}\n\n".encode()
 
 
 class EventHub:
@@ -137,24 +140,39 @@ class EventHub:
             forgotten = self._forgotten
         return [e for e in kept if e.id > last_id], last_id < forgotten
 
-    async def follow(
+    def follow(
         self, last_id: int | None = None, keepalive: float | None = None
     ) -> AsyncIterator[HubEvent | None]:
-        """Events from now on (or after `last_id`, replayed from the history first).
+        """A new follower's events: a ``hello`` (its data's ``last_id`` is the newest event's
+        id), then the kept events after `last_id` when given, then live ones.
 
-        With `keepalive`, None is yielded after that many quiet seconds. A follower whose
-        `last_id` is older than the history (or from before a restart) gets a ``reset`` event.
+        The follower is registered by this call, before the first event is read: a route that
+        calls it before answering misses nothing published after its ``hello``. With
+        `keepalive`, None is yielded after that many quiet seconds. A `last_id` older than the
+        history (or from before a restart) gets a ``reset`` event instead of the replay.
         """
-        if self._closed:
-            return
         queue: asyncio.Queue[HubEvent | None] = asyncio.Queue()
-        self._followers.add(queue)  # before reading the history: nothing falls in between
+        if self._closed:
+            queue.put_nowait(None)
+        else:
+            self._followers.add(queue)  # before reading the history: nothing falls in between
+        hello = HubEvent(0, "hello", {"last_id": self.last_id, "at": _now()})
+        return self._events(queue, hello, last_id, keepalive)
+
+    async def _events(
+        self,
+        queue: asyncio.Queue[HubEvent | None],
+        hello: HubEvent,
+        last_id: int | None,
+        keepalive: float | None,
+    ) -> AsyncIterator[HubEvent | None]:
         try:
+            yield hello
             seen = 0
             if last_id is not None:
                 replay, lost = self.since(last_id)
-                if lost or last_id > self.last_id:
-                    yield HubEvent(0, "reset", {"last_id": self.last_id, "at": _now()})
+                if lost or last_id > hello.data["last_id"]:
+                    yield HubEvent(0, "reset", {"last_id": hello.data["last_id"], "at": _now()})
                     replay = []
                 for old in replay:
                     seen = old.id

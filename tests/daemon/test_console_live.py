@@ -131,6 +131,8 @@ def test_a_message_from_another_client_appears_live(
     expect(item).to_be_visible(timeout=TIMEOUT)
     item.get_by_role("button").click()
     expect(page).to_have_url(re.compile(f"#/c/{cid}$"))
+    expect(page.get_by_test_id("conversation-title")).to_have_text("New conversation")
+    form = page.locator("#send-form").bounding_box()
 
     thread, replies = in_background(daemon, cid, "what is the weather in Tokyo?")
     transcript = page.get_by_test_id("transcript")
@@ -148,6 +150,7 @@ def test_a_message_from_another_client_appears_live(
     expect(transcript.get_by_test_id("answer")).to_contain_text(re.compile(r"\d+(\.\d)? (ms|s)"))
     thread.join(timeout=60)
     assert replies and replies[0].status_code == 200
+    assert page.locator("#send-form").bounding_box() == form  # the answer did not move it
 
     # The title is the first message, in the list and the heading; no "null" anywhere.
     expect(page.get_by_test_id("conversation-title")).to_have_text(
@@ -261,6 +264,7 @@ def test_an_approval_is_answered_from_the_page(
     expect(card.get_by_test_id("approval-tool")).to_have_text("wire")
     expect(card.get_by_test_id("approval-arguments")).to_contain_text('"amount": 5')
     expect(card).to_contain_text("asked by default")
+    expect(card.get_by_role("link")).to_have_text("wire 5 to bob", timeout=TIMEOUT)
     expect(card).to_contain_text("min left")
     item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
     expect(item.get_by_test_id("approval-badge")).to_be_visible(timeout=TIMEOUT)
@@ -307,6 +311,7 @@ def test_narrow_layouts_have_no_horizontal_scroll(
     expect(page.get_by_test_id("answer").last).to_contain_text(
         "the report has 40 rows", timeout=TIMEOUT
     )
+    expect(page.locator(f'li.selected[data-id="{cid}"]')).to_have_count(1)
     output = page.get_by_test_id("tool-output").last
     expect(output).not_to_contain_text("row 40")  # long outputs are folded ...
     page.get_by_test_id("show-all").last.click()

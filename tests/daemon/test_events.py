@@ -142,6 +142,7 @@ def test_events_carry_another_clients_run_and_resume_after_last_event_id(
         assert ended["answer"] == "Paris: 18 degrees"
         assert ended["error"] is None
         assert "text_delta" in reader.names()  # live followers get the answer as it streams
+        assert reader.events[0][:2] == (None, "hello")  # no id: nothing to resume from
         ids = [int(i) for i, _, _ in reader.events if i is not None]
         assert ids == sorted(ids) and len(set(ids)) == len(ids)
     finally:
@@ -321,4 +322,4 @@ def test_the_hub_keeps_a_bounded_history_and_serves_any_thread() -> None:
         await asyncio.wait_for(task, 10)
         return seen
 
-    assert asyncio.run(scenario()) == ["reset", "done"]
+    assert asyncio.run(scenario()) == ["hello", "reset", "done"]

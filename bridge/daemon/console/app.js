@@ -24,6 +24,7 @@ const state = {
   polling: null,
   pollSignature: "",
   tools: [],
+  toolsSignature: "",
 };
 const $ = (id) => document.getElementById(id);
 const timers = {};
@@ -282,6 +283,9 @@ function renderConversations() {
   }
   if (!state.conversations.length) list.append(el("li", { class: "meta empty" },
                                                   "No conversations yet: type a message."));
+  for (const link of document.querySelectorAll("[data-title-of]")) {
+    link.textContent = conversationTitle(link.dataset.titleOf);
+  }
 }
 
 // --- one message and its run ("turn") -----------------------------------------------------------
@@ -402,7 +406,8 @@ function renderTranscript(detail) {
   detail.messages.forEach((message, index) => {
     const next = detail.messages[index + 1];
     const turn = makeTurn({ messageId: message.message_id, query: message.query,
-                            createdAt: message.created_at, sentBy: message.sent_by });
+                            createdAt: message.created_at, sentBy: message.sent_by,
+                            live: message.status === "running" });
     for (const change of switches.filter((s) => s.created_at >= message.created_at &&
                                                 (!next || s.created_at < next.created_at))) {
       turn.callsBox.append(el("div", { class: "note", "data-testid": "platform-switch" },
@@ -698,12 +703,18 @@ async function followHub() {
           return;
         }
         if (!response.ok || !response.body) throw new Error("event stream: " + response.status);
-        if (failures) debounce("refresh", refreshAll);  // what changed while we were away
-        failures = 0;
-        setLive("live", "ok");
-        stopPolling();
         for await (const event of sseEvents(response)) {
-          if (event.id && event.id !== "0") state.lastEventId = event.id;
+          if (event.name === "hello") {
+            // Followed from here on. A first stream (no id to resume from) may have missed
+            // what happened while the page loaded; after failures, polling may have: reload.
+            if (state.lastEventId === null || failures) debounce("refresh", refreshAll);
+            if (state.lastEventId === null) state.lastEventId = String(event.data.last_id);
+            failures = 0;
+            setLive("live", "ok");
+            stopPolling();
+            continue;
+          }
+          if (event.id) state.lastEventId = event.id;
           try {
             handleEvent(event.name, event.data);
           } catch (error) {
@@ -799,7 +810,8 @@ function approvalCard(approval) {
                      "Approve");
   const reject = el("button", { type: "button", class: "reject", "data-testid": "reject" },
                     "Reject");
-  const open = el("a", { href: "#/c/" + approval.conversation_id }, conversationTitle(
+  const open = el("a", { href: "#/c/" + approval.conversation_id,
+                         "data-title-of": approval.conversation_id }, conversationTitle(
     approval.conversation_id));
   const deadline = el("span", { class: "deadline", "data-deadline": approval.deadline,
                                 title: new Date(approval.deadline).toString() },
@@ -896,10 +908,15 @@ async function loadTools() {
   state.tools = data.tools;
   $("tools-generation").textContent = `generation ${data.generation}, loaded `;
   $("tools-generation").append(timeNode(data.loaded_at) || "");
-  const list = $("tools");
-  list.replaceChildren();
-  for (const tool of data.tools) list.append(toolCard(tool));
-  if (!data.tools.length) list.append(el("li", { class: "meta" }, "No tools are loaded."));
+  // Rebuilt only when the tools changed: a half-filled "try it" form stays as it is.
+  const signature = JSON.stringify([data.generation, data.tools]);
+  if (signature !== state.toolsSignature) {
+    state.toolsSignature = signature;
+    const list = $("tools");
+    list.replaceChildren();
+    for (const tool of data.tools) list.append(toolCard(tool));
+    if (!data.tools.length) list.append(el("li", { class: "meta" }, "No tools are loaded."));
+  }
   const problem = $("tools-error");
   problem.hidden = !data.last_reload_error;
   problem.textContent = data.last_reload_error ? "Last reload failed: " + data.last_reload_error

@@ -48,6 +48,7 @@ async def follow_daemon(
 ) -> StreamingResponse:
     """Every conversation's events as Server-Sent Events, for as long as the client listens.
 
+    First `hello` (`last_id`: the newest event's id; nothing after it is missed), then:
     `conversation_created`; `run_started` (conversation, query, who sent it), the run's own
     events (`tool_calls`, `tool_call_started`, `tool_call_finished`, `text_delta`, `finished`,
     `failed`, `human_input`, `approval_requested`, `approval_decided`) with their
@@ -70,10 +71,11 @@ async def follow_daemon(
         if resume < 0:
             raise ApiError(422, "bad_last_event_id", "Last-Event-ID must be 0 or more")
     del request
+    follow = service.hub.follow(resume, KEEPALIVE_SECONDS)  # following from now on
 
     async def events() -> AsyncIterator[bytes]:
-        yield b"retry: 2000\n\n"  # the first bytes, so a client knows the stream is open
-        async for event in service.hub.follow(resume, KEEPALIVE_SECONDS):
+        yield b"retry: 2000\n\n"
+        async for event in follow:
             yield b": keepalive\n\n" if event is None else event.encode()
 
     return StreamingResponse(
