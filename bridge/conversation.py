@@ -506,7 +506,7 @@ class Conversation:
         return [m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message]
 
     def _platform_may_be_stuck(self) -> bool:
-        """True when the message before this one ended without a platform event."""
+        """True when the message before this one ended without an answer or a question."""
         earlier = self._earlier_messages()
         return bool(earlier) and not earlier[-1].platform_settled
 

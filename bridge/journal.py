@@ -20,8 +20,8 @@ outputs are posted and `submitted` once the platform accepted them. After a cras
 - `received`: it never ran; it simply runs.
 
 A conversation's platform side can be lost with a crash (the agent may have asked for calls
-in a stream nobody read): a message whose run did not end on a platform event is recorded as
-not `platform_settled`, and the next message may then continue in a new platform conversation
+in a stream nobody read, or a failed run left its calls pending): a message whose run did not
+end with an answer or a question is recorded as not `platform_settled`, and the next message may then continue in a new platform conversation
 (`Journal.replace_platform_conversation`); the journal keeps that history.
 
 `Journal` is the interface (another store can replace SQLite later); `MemoryJournal` (in
@@ -163,8 +163,9 @@ class MessageRecord(_Record):
     interrupt_id: str | None = None
     """With status "waiting_input": the pause to resume, so another process can answer it."""
     platform_settled: bool = True
-    """False when the run ended without a platform event (crash, lost stream, an error of the
-    bridge): the platform may still be waiting for something the bridge never saw."""
+    """False unless the run ended with an answer or a question (a crash, a lost stream, an
+    error of the bridge or of the platform): the platform may still be waiting for something
+    (tool outputs it asked for), so a refused next query moves to a new platform conversation."""
     sent_by: str | None = None
     """Who sent the query: the name of the daemon API key it came with (None without keys)."""
 
@@ -290,7 +291,7 @@ class Journal(ABC):
         platform_settled: bool = True,
     ) -> None:
         """Record how a message's run ended (`interrupt_id`: the human-input pause, if any;
-        `platform_settled`: the run ended on a platform event, see `MessageRecord`)."""
+        `platform_settled`: the run ended with an answer or a question, see `MessageRecord`)."""
 
     @abstractmethod
     def messages(self, conversation_id: str) -> list[MessageRecord]:
@@ -570,12 +571,15 @@ class MessageTrail:
                 **common,
             )
         elif isinstance(end, RunFailed):
+            # A platform that fails a run may still wait for what it asked (an in-band error
+            # answering tool outputs leaves their calls pending): not a state to build on.
             self.journal.end_message(
                 self.message_id,
                 status="failed",
                 answer=text,
                 error_code=end.code,
                 error_message=end.message,
+                platform_settled=False,
                 **common,
             )
         elif isinstance(end, HumanInputRequested):

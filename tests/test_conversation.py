@@ -501,3 +501,18 @@ def test_a_failing_deferred_approver_refuses_the_call(emulator: Emulator) -> Non
         result = bridge.ask("delete 8")
     assert CALLS["delete_record"] == 0
     assert result.answer.endswith("rejected: asking for approval failed (OSError)")
+
+
+def test_a_run_the_platform_failed_after_a_tool_round_does_not_wedge_the_conversation(
+    emulator: Emulator,
+) -> None:
+    """An in-band error answering the tool outputs leaves their calls pending on the platform:
+    the next question continues in a new platform conversation."""
+    with make_bridge(emulator) as bridge:
+        conversation = bridge.conversation()
+        with pytest.raises(RunFailedError):
+            conversation.ask("workflow fails")
+        assert emulator.conversation(conversation.id).pending_call_ids
+        result = conversation.ask("weather in Tokyo")
+        assert "Tokyo" in result.answer
+        assert len(bridge.journal.platform_conversations(conversation.id)) == 2
