@@ -21,8 +21,9 @@ outputs are posted and `submitted` once the platform accepted them. After a cras
 
 A conversation's platform side can be lost with a crash (the agent may have asked for calls
 in a stream nobody read, or a failed run left its calls pending): a message whose run did not
-end with an answer or a question is recorded as not `platform_settled`, and the next message may then continue in a new platform conversation
-(`Journal.replace_platform_conversation`); the journal keeps that history.
+end with an answer or a question is recorded as not `platform_settled`, and the next message
+may then continue in a new platform conversation (`Journal.replace_platform_conversation`);
+the journal keeps that history.
 
 `Journal` is the interface (another store can replace SQLite later); `MemoryJournal` (in
 `bridge._journal_memory`) is the library default, `SQLiteJournal` (in `bridge._journal_sqlite`)
