@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["HUB_HISTORY", "EventHub", "HubEvent"]
+__all__ = ["HUB_HISTORY", "EventHub", "SseEvent"]
 
 HUB_HISTORY = 2000
 """Events kept for followers that reconnect."""
@@ -34,17 +34,18 @@ FOLLOWER_BACKLOG = 5000
 
 
 @dataclass(frozen=True)
-class HubEvent:
-    """One event of the daemon: an id, a name and JSON data (with ``at``, when it happened)."""
+class SseEvent:
+    """One Server-Sent Event of a stream (the hub's or a run's): an id, a name and JSON data."""
 
     id: int
     name: str
     data: dict[str, Any]
 
     def encode(self) -> bytes:
-        """The Server-Sent Events wire form."""
+        """The wire form: ``id``, ``event`` and one ``data`` line of JSON."""
         payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        # Id 0 (hello, reset) is no position in the history: a client must not resume from it.
+        # Id 0 (the hub's hello, reset) is no position in a history: a client must not resume
+        # from it, so it is sent without one.
         head = f"id: {self.id}\n" if self.id else ""
         return f"{head}event: {self.name}\ndata: {payload}\n\n".encode()
 
@@ -60,13 +61,13 @@ class EventHub:
     """
 
     def __init__(self, history: int = HUB_HISTORY) -> None:
-        self._history: deque[HubEvent] = deque(maxlen=history)
+        self._history: deque[SseEvent] = deque(maxlen=history)
         self._lock = threading.Lock()
         self._next_id = 1
         self._forgotten = 0
         """The id of the newest event pushed out of the history."""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._followers: set[asyncio.Queue[HubEvent | None]] = set()
+        self._followers: set[asyncio.Queue[SseEvent | None]] = set()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -91,7 +92,7 @@ class EventHub:
         """
         body = data if "at" in data else {**data, "at": _now()}
         with self._lock:
-            event = HubEvent(self._next_id, name, body)
+            event = SseEvent(self._next_id, name, body)
             self._next_id += 1
             if replay:
                 if len(self._history) == self._history.maxlen:
@@ -124,7 +125,7 @@ class EventHub:
             queue.put_nowait(None)
         self._followers.clear()
 
-    def _deliver(self, event: HubEvent) -> None:
+    def _deliver(self, event: SseEvent) -> None:
         for queue in list(self._followers):
             if queue.qsize() >= FOLLOWER_BACKLOG:
                 # Too slow: end its stream; the page reconnects with Last-Event-ID.
@@ -133,7 +134,7 @@ class EventHub:
             else:
                 queue.put_nowait(event)
 
-    def since(self, last_id: int) -> tuple[list[HubEvent], bool]:
+    def since(self, last_id: int) -> tuple[list[SseEvent], bool]:
         """The kept events after `last_id`, and whether some after it are no longer kept."""
         with self._lock:
             kept = list(self._history)
@@ -142,7 +143,7 @@ class EventHub:
 
     def follow(
         self, last_id: int | None = None, keepalive: float | None = None
-    ) -> AsyncIterator[HubEvent | None]:
+    ) -> AsyncIterator[SseEvent | None]:
         """A new follower's events: a ``hello`` (its data's ``last_id`` is the newest event's
         id), then the kept events after `last_id` when given, then live ones.
 
@@ -151,28 +152,28 @@ class EventHub:
         `keepalive`, None is yielded after that many quiet seconds. A `last_id` older than the
         history (or from before a restart) gets a ``reset`` event instead of the replay.
         """
-        queue: asyncio.Queue[HubEvent | None] = asyncio.Queue()
+        queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
         if self._closed:
             queue.put_nowait(None)
         else:
             self._followers.add(queue)  # before reading the history: nothing falls in between
-        hello = HubEvent(0, "hello", {"last_id": self.last_id, "at": _now()})
+        hello = SseEvent(0, "hello", {"last_id": self.last_id, "at": _now()})
         return self._events(queue, hello, last_id, keepalive)
 
     async def _events(
         self,
-        queue: asyncio.Queue[HubEvent | None],
-        hello: HubEvent,
+        queue: asyncio.Queue[SseEvent | None],
+        hello: SseEvent,
         last_id: int | None,
         keepalive: float | None,
-    ) -> AsyncIterator[HubEvent | None]:
+    ) -> AsyncIterator[SseEvent | None]:
         try:
             yield hello
             seen = 0
             if last_id is not None:
                 replay, lost = self.since(last_id)
                 if lost or last_id > hello.data["last_id"]:
-                    yield HubEvent(0, "reset", {"last_id": hello.data["last_id"], "at": _now()})
+                    yield SseEvent(0, "reset", {"last_id": hello.data["last_id"], "at": _now()})
                     replay = []
                 for old in replay:
                     seen = old.id

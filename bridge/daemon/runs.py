@@ -8,12 +8,12 @@ connects late replays the run so far) and fans the event out to every follower.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bridge.daemon.hub import SseEvent
 from bridge.daemon.models import MessageResult
 from bridge.errors import (
     BridgeError,
@@ -41,20 +41,6 @@ __all__ = ["RunFailure", "RunHandle", "RunOutcome", "RunTally", "SseEvent", "eve
 
 MAX_HISTORY = 5000
 """Events kept for late followers; past this, text deltas are only sent live."""
-
-
-@dataclass(frozen=True)
-class SseEvent:
-    """One Server-Sent Event."""
-
-    id: int
-    name: str
-    data: dict[str, Any]
-
-    def encode(self) -> bytes:
-        """The wire form: ``id``, ``event`` and one ``data`` line of JSON."""
-        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"id: {self.id}\nevent: {self.name}\ndata: {payload}\n\n".encode()
 
 
 def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
