@@ -1104,9 +1104,11 @@ async function refreshAll() {
 async function start() {
   await Promise.all([loadInfo(), checkHealth(), loadApprovals(), loadTools(),
                      loadConversations()]);
-  await route();
   status("connected");
+  // Follow first: a deep link to a deleted (or mistyped) conversation fails its route, and
+  // that must not leave the page without live updates.
   followHub();
+  await route();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
