@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from bridge.journal import (
     ApprovalRecord,
@@ -199,7 +199,8 @@ class CallTool(_Request):
     """Run one tool directly (the console's "try it"), outside any conversation."""
 
     arguments: dict[str, Any] = Field(default_factory=dict)
-    confirm: bool = Field(
+    # Strict: "yes", 1 or "on" are not a person's explicit decision to run a confirm tool.
+    confirm: StrictBool = Field(
         default=False,
         description="Required (true) for a confirm=True tool: the caller is the person who "
         "decides.",

@@ -278,6 +278,11 @@ def test_a_confirm_tool_runs_directly_only_when_confirmed(daemon: DaemonProcess)
     assert confirmed.status_code == 200, confirmed.text
     assert confirmed.json()["output"] == "wired 5 to bob"
     assert "tool wire called directly by default (confirmed): ok" in daemon.log
+    for loose in ("yes", "true", 1, "on"):  # only a JSON true is a confirmation
+        body = {"arguments": arguments, "confirm": loose}
+        coerced = daemon.request("POST", "/v1/tools/wire/call", json=body)
+        assert coerced.status_code == 422, coerced.text
+        assert "confirm" in coerced.json()["error"]["message"]
 
 
 def test_a_stop_ends_the_event_streams(emulator: Emulator, tmp_path: Path) -> None:
