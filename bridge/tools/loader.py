@@ -152,6 +152,7 @@ def _split_prefix(given: str) -> tuple[str, str]:
     """``"tools.yaml prefix=crm_"`` -> ``("tools.yaml", "crm_")``; no prefix -> ``""``."""
     found = _PREFIX.match(given)
     if found is None:
+        _check_options(given)
         return given, ""
     prefix = found["prefix"]
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,63}", prefix):
@@ -160,6 +161,23 @@ def _split_prefix(given: str) -> tuple[str, str]:
             "'-', e.g. prefix=crm_"
         )
     return found["spec"], prefix
+
+
+_OPTION = re.compile(r"\s([A-Za-z_][\w-]*)=\S*")
+
+
+def _check_options(given: str) -> None:
+    """A SPEC with a ``word=value`` after it that is not a lone trailing ``prefix=``: say so,
+    rather than report the whole text as a file or module that does not exist."""
+    option = _OPTION.search(given)
+    if option is None or ":" in given.split()[0] or Path(given).exists():
+        return  # "mcp:CMD ARGS" and other source kinds carry arguments of their own
+    name = option[1]
+    what = "prefix= must come last, alone" if name == "prefix" else f"unknown option {name!r}"
+    raise UsageError(
+        f"{given!r}: {what}; a tool SPEC takes one option at its end: "
+        '"SPEC prefix=NAME" (e.g. --tools "tools.yaml prefix=crm_")'
+    )
 
 
 def _check_clashes(specs: list[ToolSpec], given: str, origins: dict[str, str]) -> None:

@@ -278,3 +278,17 @@ def test_manifest_help_lists_every_source_kind() -> None:
     text = " ".join(result.stdout.split())
     for kind in (".py", "package.module", ".yaml", "openapi:", "mcp:", "mcp+http://"):
         assert kind in text, kind
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [("prefix=x_ bad=1", "prefix= must come last, alone"), ("bad=1", "unknown option 'bad'")],
+)
+def test_an_unknown_option_after_a_tool_spec_is_named(
+    tools_file: str, extra: str, problem: str
+) -> None:
+    result = runner.invoke(app, ["manifest", f"{tools_file} {extra}"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert problem in message and "prefix=NAME" in message
+    assert "Traceback" not in result.output
