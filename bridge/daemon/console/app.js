@@ -1098,7 +1098,10 @@ function guard(fn) {
 async function refreshAll() {
   await Promise.all([loadInfo(), checkHealth(), loadApprovals(), loadTools()]);
   await loadConversations();
-  if (state.current) await openConversation(state.current);
+  // A message this page is sending keeps its live turn: re-rendering from the journal now
+  // would detach the node its answer is written into (the hub's events keep it current).
+  const sending = state.openTurn && state.openTurn.own && !state.openTurn.ended;
+  if (state.current && !sending) await openConversation(state.current);
 }
 
 async function start() {
