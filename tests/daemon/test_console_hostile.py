@@ -10,12 +10,12 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect
 
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess
 from tests.daemon.console_setup import API_KEY, start_console_daemon
-from tests.daemon.test_console import CHROMIUM, FLAGS
+from tests.daemon.test_console import chromium
 
 TIMEOUT = 30_000
 PAYLOAD = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
@@ -55,18 +55,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `apt-get install -y chromium`"
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("profile")),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=FLAGS,
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+    with chromium(tmp_path_factory.mktemp("profile")) as context:
+        yield context
 
 
 def enter_key(page: Page) -> None:

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import requests
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect
 
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, wait_for
 from tests.daemon.console_setup import API_KEY, SCENARIO, screenshot_dir, start_console_daemon
-from tests.daemon.test_console import CHROMIUM, FLAGS
+from tests.daemon.test_console import chromium
 
 TIMEOUT = 30_000
 
@@ -43,19 +43,9 @@ def daemon(emulator: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `apt-get install -y chromium`"
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("profile")),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1280, "height": 860},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+    viewport = {"width": 1280, "height": 860}
+    with chromium(tmp_path_factory.mktemp("profile"), viewport=viewport) as context:
+        yield context
 
 
 @pytest.fixture

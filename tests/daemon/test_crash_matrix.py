@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 import requests
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from bridge.daemon.failpoints import STEPS
 from bridge.emulator import Emulator
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, start_daemon, wait_for
-from tests.daemon.test_console import CHROMIUM, FLAGS
+from tests.daemon.test_console import chromium
 
 SCENARIO: dict[str, Any] = {
     "settings": {"fallback": "plain", "chunk_chars": 4},
@@ -302,20 +302,14 @@ def test_a_platform_conversation_left_waiting_is_replaced_on_the_next_message(
 
 def _console_transcript(daemon: DaemonProcess, cid: str, tmp_path: Path) -> str:
     """The console's note on a replaced platform conversation, read in a real browser."""
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS
-        )
-        try:
-            page = context.new_page()
-            page.goto(daemon.url + "/")
-            item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
-            item.click(timeout=15_000)
-            note = page.get_by_test_id("platform-switch")
-            expect(note).to_be_visible(timeout=15_000)
-            return note.inner_text()
-        finally:
-            context.close()
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.goto(daemon.url + "/")
+        item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
+        item.click(timeout=15_000)
+        note = page.get_by_test_id("platform-switch")
+        expect(note).to_be_visible(timeout=15_000)
+        return note.inner_text()
 
 
 SOAK_SEED = 9
