@@ -22,7 +22,7 @@ from bridge.daemon.hub import EventHub
 from bridge.daemon.routers.tools import source_of
 from bridge.emulator import Emulator
 from bridge.tools.loader import load_tools
-from tests.daemon.conftest import DaemonProcess
+from tests.daemon.conftest import DaemonProcess, wait_for
 from tests.daemon.console_setup import API_KEY, SCENARIO, start_console_daemon
 
 
@@ -277,7 +277,11 @@ def test_a_confirm_tool_runs_directly_only_when_confirmed(daemon: DaemonProcess)
     )
     assert confirmed.status_code == 200, confirmed.text
     assert confirmed.json()["output"] == "wired 5 to bob"
-    assert "tool wire called directly by default (confirmed): ok" in daemon.log
+    # The log line is read from the daemon's output by another thread: wait for it.
+    wait_for(
+        lambda: "tool wire called directly by default (confirmed): ok" in daemon.log,
+        "the direct call's log line",
+    )
     for loose in ("yes", "true", 1, "on"):  # only a JSON true is a confirmation
         body = {"arguments": arguments, "confirm": loose}
         coerced = daemon.request("POST", "/v1/tools/wire/call", json=body)
