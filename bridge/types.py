@@ -90,6 +90,9 @@ class ToolRun(_Frozen):
     error: ErrorKind | None = None
     started_at: datetime
     duration_ms: float
+    value: Any = Field(default=None, exclude=True, repr=False)
+    """The raw Python value the tool returned (after `after`), before it became `output`; None
+    when the call did not return. Never serialised: journals and the wire see `output`."""
 
     def to_result(self) -> ToolResult:
         """The output to submit for this run."""

@@ -50,6 +50,8 @@ class ToolOptions:
     """Transforms the raw arguments before validation."""
     after: Callable[[Any], Any] | None = None
     """Transforms the result before it is serialised."""
+    strict: bool = True
+    """Unknown arguments are refused; False passes them to a `**kwargs` parameter."""
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,13 @@ class ToolSpec:
     enabled: bool = True
     title: str | None = None
     """A human-readable display name, when the source has one (an imported MCP tool's title)."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema of what the tool returns (from a typed return annotation), when known."""
+    examples: tuple[dict[str, Any], ...] = ()
+    """Example argument objects (JSON Schema `examples`; shown by the text tool protocol)."""
+    instructions: str | None = None
+    """Extra text on when and how to call the tool (a ToolMessage's instructions)."""
+    toolkit: str | None = None
+    """The name of the toolkit (class) this tool is one API of, if any."""
+    toolkit_description: str | None = None
+    """That toolkit's own description, kept for manifests and the console."""
