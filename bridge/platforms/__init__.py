@@ -28,14 +28,15 @@ PLATFORMS = ("appbuilder", "openai")
 def create_platform(name: str, **options: Any) -> Platform:
     """Build the adapter called `name`; `None` options fall back to its environment defaults.
 
-    appbuilder takes `app_id`, `token`, `base_url`; openai takes `base_url`, `model`, `api_key`.
+    appbuilder takes `app_id`, `token`, `base_url`; openai takes `base_url`, `model`, `api_key`
+    and `tool_protocol` (``native`` or ``text``).
     Both take `connect_timeout`, `idle_timeout` and `max_retries`.
     """
     options = {key: value for key, value in options.items() if value is not None}
     if name == "appbuilder":
         from bridge.platforms.appbuilder import AppBuilderPlatform
 
-        for key in ("model", "api_key"):
+        for key in ("model", "api_key", "tool_protocol"):
             if options.pop(key, None) is not None:
                 raise UsageError(f"--{key.replace('_', '-')} is for --platform openai only")
         return AppBuilderPlatform(**options)

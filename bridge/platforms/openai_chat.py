@@ -46,6 +46,7 @@ from bridge.platforms._openai_wire import (
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits
 from bridge.platforms.retry import RetryPolicy
+from bridge.platforms.text_tools import TextToolProtocol
 from bridge.types import (
     Event,
     RunFailed,
@@ -84,9 +85,14 @@ class OpenAIChatPlatform:
         stream_usage: Ask for token usage in streamed answers (``stream_options``); turn it
             off for a server that rejects the field.
         retry_policy: Full control over retries and backoff.
+        tool_protocol: ``native`` sends the tools as Chat Completions' `tools` field;
+            ``text`` describes them in the system prompt and reads the calls the model writes
+            in its reply, for models and servers without native tool calls (see
+            `bridge.platforms.text_tools`).
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.
+        UsageError: `tool_protocol` is neither ``native`` nor ``text``.
     """
 
     name = "openai"
@@ -108,7 +114,14 @@ class OpenAIChatPlatform:
         system: str | None = None,
         stream_usage: bool = True,
         retry_policy: RetryPolicy | None = None,
+        tool_protocol: str = "native",
     ) -> None:
+        if tool_protocol not in ("native", "text"):
+            raise UsageError(
+                f"tool_protocol must be 'native' (the server's tool calls) or 'text' (tools "
+                f"described in the prompt, calls read from the reply), got {tool_protocol!r}"
+            )
+        self.tool_protocol = tool_protocol
         self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
         self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -135,6 +148,7 @@ class OpenAIChatPlatform:
         )
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}
+        self._text = TextToolProtocol(self) if tool_protocol == "text" else None
 
     def __repr__(self) -> str:
         key = "'[secure]'" if self._api_key else "None"
@@ -231,6 +245,10 @@ class OpenAIChatPlatform:
                 f"conversation {conversation_id} is waiting for the results of tool calls "
                 f"{pending}: submit() them before asking again, or forget() the conversation"
             )
+        if self._text is not None:
+            return self._text.start(
+                state, query, tools, tool_choice, end_user_id=end_user_id, stream=stream
+            )
         tool_fields = self._tool_fields(tools, tool_choice)
         state.turn_tools, state.turn_usage = tool_fields, None
         messages = [*state.messages, {"role": "user", "content": query}]
@@ -268,6 +286,8 @@ class OpenAIChatPlatform:
                 f"{conversation_id} (expected batch {pending.batch_id})"
             )
         by_id = _results_by_call(pending, results)
+        if self._text is not None:
+            return self._text.submit(state, pending, by_id, end_user_id=end_user_id, stream=stream)
         tool_messages = [
             {"role": "tool", "tool_call_id": call.call_id, "content": by_id[call.call_id].output}
             for call in pending.calls
@@ -342,6 +362,18 @@ class OpenAIChatPlatform:
         end_user_id: str | None,
         stream: bool,
     ) -> Iterator[Event]:
+        body = self._body(messages, tool_fields, end_user_id=end_user_id, stream=stream)
+        # A generator from here on: nothing is sent until the caller starts iterating.
+        return self._run(state, messages, body, stream=stream)
+
+    def _body(
+        self,
+        messages: list[dict[str, Any]],
+        tool_fields: dict[str, Any],
+        *,
+        end_user_id: str | None,
+        stream: bool,
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {**self.extra_body, "model": self.model, "messages": messages}
         body.update(tool_fields)
         body["stream"] = stream
@@ -351,8 +383,7 @@ class OpenAIChatPlatform:
             body.setdefault("stream_options", {"include_usage": True})
         if end_user_id:
             body.setdefault("user", end_user_id)
-        # A generator from here on: nothing is sent until the caller starts iterating.
-        return self._run(state, messages, body, stream=stream)
+        return body
 
     def _run(
         self,
@@ -362,6 +393,14 @@ class OpenAIChatPlatform:
         *,
         stream: bool,
     ) -> Iterator[Event]:
+        turn, request_id = yield from self._exchange(body, stream=stream)
+        yield from self._finish(state, messages, turn, request_id)
+
+    def _exchange(
+        self, body: dict[str, Any], *, stream: bool
+    ) -> Generator[Event, None, tuple[Completion, str | None]]:
+        """POST one completion request; yield its events as they arrive, return what it said."""
+        messages = body["messages"]
         logger.debug(
             "POST %s (model=%s, stream=%s, %d messages, %d tools)",
             self._url,
@@ -383,7 +422,7 @@ class OpenAIChatPlatform:
                 yield from events
         finally:
             response.close()
-        yield from self._finish(state, messages, turn, request_id)
+        return turn, request_id
 
     def _finish(
         self,
@@ -546,6 +585,8 @@ class _Conversation:
     """The `tools`/`tool_choice` fields of the current turn, sent again with its tool results."""
     turn_usage: dict[str, Any] | None = None
     """Token usage summed over every completion of the current turn."""
+    text_turn: Any = None
+    """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
 
 
 # --- pure helpers ------------------------------------------------------------------------------

@@ -1,0 +1,247 @@
+"""The text tool protocol's parser: every call format, what stays text, what is a problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bridge.platforms._text_parse import parse_reply
+
+NAMES = frozenset({"get_weather", "add", "search"})
+
+
+def calls(text: str) -> list[tuple[str, Any]]:
+    reply = parse_reply(text, NAMES)
+    assert reply.problems == (), reply.problems
+    return [(call.name, call.arguments) for call in reply.calls]
+
+
+PARIS = [("get_weather", {"city": "Paris"})]
+ADD = [("add", {"a": 1, "b": 2})]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # fenced and bare JSON, with the key names each library writes
+        ('```json\n{"tool": "get_weather", "arguments": {"city": "Paris"}}\n```', PARIS),
+        ('{"tool": "get_weather", "arguments": {"city": "Paris"}}', PARIS),
+        ('```\n{"name": "add", "parameters": {"a": 1, "b": 2}}\n```', ADD),  # Lagent
+        ('{"function": "add", "arguments": {"a": 1, "b": 2}}', ADD),  # LionAGI
+        ('{"name": "add", "args": {"a": 1, "b": 2}}', ADD),
+        ('{"action": "get_weather", "action_input": {"city": "Paris"}}', PARIS),
+        ('{"tool": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}', PARIS),
+        ('{"request": "get_weather", "city": "Paris"}', PARIS),  # Langroid
+        ('{"action_requests": [{"function": "add", "arguments": {"a": 1, "b": 2}}]}', ADD),
+        (
+            '{"tool_calls": [{"type": "function", "function": '
+            '{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}}]}',
+            ADD,
+        ),
+        # tags
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+            PARIS,
+        ),
+        ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}', PARIS),  # unclosed
+        (
+            '<|action_start|><|plugin|>\n{"name": "add", "parameters": {"a": 1, "b": 2}}'
+            "<|action_end|>",
+            ADD,
+        ),
+        # ReAct
+        ('Thought: weather\nAction: get_weather\nAction Input: {"city": "Paris"}', PARIS),
+        # name(arguments)
+        ('get_weather(city="Paris")', PARIS),
+        ("`get_weather(city='Paris')`", PARIS),
+        ("```python\nget_weather(city='Paris')\n```", PARIS),
+        ("add(1, 2)", [("add", "(1, 2)")]),
+        ('search("x")', [("search", '("x",)')]),
+        ('search("q", limit=3)', [("search", '("q", limit=3)')]),
+        (
+            "get_weather(city='Paris', unit=null, days=None)",
+            [("get_weather", {"city": "Paris", "unit": None, "days": None})],
+        ),
+        ("add()", [("add", {})]),
+        # small JSON mistakes are repaired
+        ('{"tool": "add", "arguments": {"a": 1, "b": 2}', ADD),
+        ("{'tool': 'add', 'arguments': {'a': 1, 'b': 2,},}", ADD),
+        ('```json\n{"tool": "add", "arguments": {"a": 1, "b": 2,}}\n```', ADD),
+    ],
+)
+def test_every_format_is_read(text: str, expected: list[tuple[str, Any]]) -> None:
+    assert calls(text) == expected
+
+
+def test_several_calls_in_one_reply_keep_their_order() -> None:
+    text = (
+        "I will look both up.\n"
+        '```json\n{"tool": "get_weather", "arguments": {"city": "Paris"}}\n```\n'
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>\n'
+        'search(query="x")\n'
+        '[{"tool": "add", "arguments": {"a": 3, "b": 4}}, {"tool": "search", "arguments": {}}]'
+    )
+    reply = parse_reply(text, NAMES)
+    assert [(c.name, c.arguments) for c in reply.calls] == [
+        ("get_weather", {"city": "Paris"}),
+        ("add", {"a": 1, "b": 2}),
+        ("search", {"query": "x"}),
+        ("add", {"a": 3, "b": 4}),
+        ("search", {}),
+    ]
+    assert reply.text == "I will look both up."
+    assert reply.problems == ()
+
+
+def test_text_around_calls_is_kept() -> None:
+    reply = parse_reply('Let me check.\n\nget_weather(city="Oslo")\n\nOne moment.', NAMES)
+    assert [c.name for c in reply.calls] == ["get_weather"]
+    assert reply.text == "Let me check.\n\nOne moment."
+    assert reply.calls[0].raw == 'get_weather(city="Oslo")'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The weather in Paris is sunny.",
+        'Here is the data: {"name": "Ada", "age": 36}',
+        '```json\n{"city": "Paris", "temperature": 21}\n```',
+        '[{"name": "Ada"}, {"name": "Bob"}]',
+        "You can use add(1, 2) to sum two numbers.",
+        "```bash\nadd(1, 2)\n```",
+        "```python\nx = 3\nadd(x, 2)\n```",
+        '{"request": "a refund", "reason": "broken"}',
+        "Action: Finish\nAction Input: done",
+        "multiply(2, 3)",
+        "",
+    ],
+)
+def test_answers_stay_text(text: str) -> None:
+    reply = parse_reply(text, NAMES)
+    assert reply.calls == ()
+    assert reply.problems == ()
+    assert reply.text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"tool": "get_wether", "arguments": {"city": "Paris"}}', "'get_wether' is not a tool"),
+        ('{"name": "weather", "arguments": {"city": "Paris"}}', "the tools are: add, get_weather"),
+        ("<tool_call>let me think</tool_call>", "a tool-call tag could not be read"),
+        ('<tool_call>{"arguments": {"a": 1}}</tool_call>', "names no tool"),
+        ("add(1, 2", "is never closed"),
+        ("add(a=x)", "must be literal values"),
+        ("add(**kw)", "must be literal values"),
+        ('{"tool": "add", "arguments": [1, 2]}', "must be a JSON object"),
+        ("Action: weather\nAction Input: {}", "'weather' is not a tool"),
+        ("Action: add\nAction Input: one and two", "Action Input of add"),
+        ('```json\n{"tool": }}}\n```', "names no tool"),
+    ],
+)
+def test_failed_attempts_are_problems(text: str, needle: str) -> None:
+    reply = parse_reply(text, NAMES)
+    assert reply.calls == ()
+    assert len(reply.problems) == 1
+    assert needle in reply.problems[0]
+
+
+def test_a_good_call_and_a_bad_one() -> None:
+    reply = parse_reply(
+        '{"tool": "add", "arguments": {"a": 1, "b": 2}}\n\n{"tool": "nope", "arguments": {}}', NAMES
+    )
+    assert [c.name for c in reply.calls] == ["add"]
+    assert reply.problems == (
+        "'nope' is not a tool you can call; the tools are: add, get_weather, search",
+    )
+
+
+def test_without_offered_tools_nothing_is_a_call() -> None:
+    text = '{"tool": "add", "arguments": {"a": 1}}'
+    assert parse_reply(text, ()) == parse_reply(text, frozenset())
+    assert parse_reply(text, ()).calls == ()
+    assert parse_reply(text, ()).text == text
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+FRAGMENTS = st.sampled_from(
+    [
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        '"',
+        "'",
+        "\n",
+        "```",
+        "```json\n",
+        "<tool_call>",
+        "</tool_call>",
+        "<|action_start|><|plugin|>",
+        "Action: ",
+        "Action Input: ",
+        '"tool": ',
+        '"name": ',
+        '"request": ',
+        '"arguments": ',
+        "add",
+        "get_weather",
+        "other",
+        "add(",
+        "1, 2",
+        "city=",
+        ": ",
+        ", ",
+        "\\",
+        "null",
+    ]
+)
+TEXTS = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=40).map("".join))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXTS, names=st.sets(st.sampled_from(["add", "get_weather", "x", "a.b"]), max_size=3))
+def test_any_text_never_raises_and_only_offered_names_are_called(
+    text: str, names: set[str]
+) -> None:
+    reply = parse_reply(text, names)
+    assert all(call.name in names for call in reply.calls)
+    assert all(isinstance(call.arguments, dict | str) for call in reply.calls)
+    assert all(isinstance(problem, str) and problem for problem in reply.problems)
+    if not reply.calls and not reply.problems:
+        assert reply.text == text
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    arguments=st.dictionaries(
+        st.text(alphabet="abcdefghij_", min_size=1, max_size=8),
+        st.one_of(st.integers(), st.text(max_size=20), st.booleans(), st.none()),
+        max_size=4,
+    ),
+    before=st.sampled_from(["", "Sure.\n", "Let me check.\n\n"]),
+    form=st.sampled_from(["fenced", "bare", "tag", "request"]),
+)
+def test_a_written_call_round_trips(arguments: dict[str, Any], before: str, form: str) -> None:
+    import json
+
+    if form == "request" and "request" in arguments:
+        return
+    call = {"tool": "add", "arguments": arguments}
+    body = json.dumps(call)
+    text = {
+        "fenced": f"{before}```json\n{body}\n```",
+        "bare": f"{before}{body}",
+        "tag": f"{before}<tool_call>{json.dumps({'name': 'add', 'arguments': arguments})}"
+        "</tool_call>",
+        "request": f"{before}{json.dumps({'request': 'add', **arguments})}",
+    }[form]
+    reply = parse_reply(text, {"add"})
+    assert [(c.name, c.arguments) for c in reply.calls] == [("add", arguments)]
+    assert reply.text == before.strip()
