@@ -42,6 +42,7 @@ __all__ = [
     "ModelOpt",
     "PlatformOpt",
     "TokenOpt",
+    "ToolProtocolOpt",
     "ToolsOpt",
     "build_toolbox",
     "check_appbuilder_settings",
@@ -106,6 +107,16 @@ EmulatorOpt = Annotated[
         "an app; without it, a missing token or app id is an error.",
     ),
 ]
+ToolProtocolOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-protocol",
+        metavar="native|text",
+        help="With --platform openai: 'native' sends tools as the server's tool calls "
+        "(default); 'text' describes them in the prompt and reads calls from the reply, for "
+        "models without native tool calls.",
+    ),
+]
 ApiKeyOpt = Annotated[
     str | None,
     typer.Option(
@@ -160,6 +171,7 @@ class Connection:
     api_key: str | None = None
     emulator: bool = False
     on_retry: Callable[[RetryNotice], None] | None = None
+    tool_protocol: str | None = None
 
     def open(self) -> Platform:
         """Build the platform adapter from these flags and the environment.
@@ -180,6 +192,7 @@ class Connection:
             "token": self.token,
             "model": self.model,
             "api_key": self.api_key,
+            "tool_protocol": self.tool_protocol,
         }
         if self.on_retry is not None:
             options["retry_policy"] = RetryPolicy(on_retry=self.on_retry)

@@ -21,6 +21,7 @@ from bridge.cli._common import (
     EmulatorOpt,
     ModelOpt,
     TokenOpt,
+    ToolProtocolOpt,
     ToolsOpt,
     fail,
 )
@@ -143,6 +144,7 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    tool_protocol: ToolProtocolOpt = None,
     emulator: EmulatorOpt = False,
 ) -> None:
     """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
@@ -186,6 +188,7 @@ def serve(
         "token": token,
         "model": model,
         "platform_api_key": platform_api_key,
+        "tool_protocol": tool_protocol,
     }
     server = None
     try:

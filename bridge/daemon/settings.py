@@ -102,6 +102,8 @@ class DaemonSettings(BaseModel):
     model: str | None = None
     platform_api_key: SecretStr | None = None
     """API key of an OpenAI-compatible server (else OPENAI_API_KEY)."""
+    tool_protocol: Literal["native", "text"] | None = None
+    """How an OpenAI-compatible server gets tools: its own tool calls, or as text."""
 
     @field_validator("api_key")
     @classmethod
@@ -166,6 +168,10 @@ class DaemonSettings(BaseModel):
             )
         if self.platform == "appbuilder" and (self.model or self.platform_api_key):
             raise ValueError("model and platform_api_key are for platform openai only")
+        if self.platform == "appbuilder" and self.tool_protocol:
+            raise ValueError(
+                "tool_protocol is for platform openai only (AppBuilder agents call tools natively)"
+            )
         if self.platform == "openai" and (self.app_id or self.token):
             raise ValueError(
                 "app_id and token are for platform appbuilder only (use platform_api_key)"
@@ -178,7 +184,12 @@ class DaemonSettings(BaseModel):
         api_key = self.platform_api_key.get_secret_value() if self.platform_api_key else None
         if self.platform == "appbuilder":
             return {"app_id": self.app_id, "base_url": self.base_url, "token": token}
-        return {"base_url": self.base_url, "model": self.model, "api_key": api_key}
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key": api_key,
+            "tool_protocol": self.tool_protocol,
+        }
 
 
 def default_db(env: Mapping[str, str] | None = None) -> str:
