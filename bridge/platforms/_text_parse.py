@@ -230,6 +230,8 @@ def _react(match: re.Match[str], text: str, names: frozenset[str]) -> _Found | N
     stop = _REACT_END.search(rest)
     body = rest[: stop.start()] if stop else rest
     end = match.end() + len(body)
+    if stop and not rest[stop.end() :].strip():
+        end = len(text)  # an empty "Observation:" left for the tool's result belongs to the call
     payload = body.strip().strip("`").strip()
     if payload.lower().startswith("json"):
         payload = payload[4:].strip()

@@ -96,6 +96,13 @@ def test_several_calls_in_one_reply_keep_their_order() -> None:
     assert reply.problems == ()
 
 
+def test_react_keeps_the_thought_and_drops_the_empty_observation() -> None:
+    text = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Oslo"}\n'
+    reply = parse_reply(text + "Observation:", NAMES)
+    assert [(c.name, c.arguments) for c in reply.calls] == [("get_weather", {"city": "Oslo"})]
+    assert reply.text == "Thought: I need the weather."
+
+
 def test_text_around_calls_is_kept() -> None:
     reply = parse_reply('Let me check.\n\nget_weather(city="Oslo")\n\nOne moment.', NAMES)
     assert [c.name for c in reply.calls] == ["get_weather"]
