@@ -72,7 +72,7 @@ _EXPORTS: dict[str, str] = {
     "Toolbox": "bridge.tools.toolbox",
     "UsageError": "bridge.errors",
     "create_platform": "bridge.platforms",
-    "load_tools": "bridge.tools.loader",
+    "load_tools": "bridge.loading",
     "manifest": "bridge.tools.manifest",
     "manifest_parameter": "bridge.tools.manifest",
     "manifest_return": "bridge.tools.manifest",
@@ -109,6 +109,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from bridge.journal import Journal, MemoryJournal, SQLiteJournal
+    from bridge.loading import load_tools
     from bridge.platforms import create_platform, open_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform
@@ -117,7 +118,6 @@ if TYPE_CHECKING:
     from bridge.sources import HttpToolSource
     from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext
     from bridge.tools.dispatch import Dispatcher
-    from bridge.tools.loader import load_tools
     from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return
     from bridge.tools.spec import ArgumentError, ToolError, ToolOptions, ToolSpec
     from bridge.tools.toolbox import Toolbox, ToolSource

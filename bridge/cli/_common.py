@@ -154,7 +154,7 @@ def fail(exc: BaseException, *, code: int | None = None) -> NoReturn:
 
 def build_toolbox(specs: Sequence[str], *, allow_hosts: Sequence[str] = ()) -> Toolbox:
     """Load every SPEC into one toolbox (UsageError on a bad spec); close it when done."""
-    from bridge.tools.loader import load_tools
+    from bridge.loading import load_tools
 
     return load_tools(list(specs), allow_hosts=allow_hosts)
 

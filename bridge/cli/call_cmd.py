@@ -131,9 +131,9 @@ def call(
     2 for usage errors.
     """
     from bridge.errors import UsageError
+    from bridge.loading import load_tools
     from bridge.tools.approval import decide
     from bridge.tools.dispatch import Dispatcher
-    from bridge.tools.loader import load_tools
     from bridge.types import ToolCall
 
     # As `python -m` does (and `toolbridge manifest`): modules next to the cwd are importable.

@@ -116,8 +116,8 @@ def doctor(
     Exit codes: 0 every check passed (warnings allowed); otherwise the code of the first failure
     (2 configuration, 3 credentials refused, 4 unreachable, 1 anything else).
     """
+    from bridge.loading import load_tools
     from bridge.platforms import PLATFORMS
-    from bridge.tools.loader import load_tools
 
     checks: list[Check] = []
     if platform not in PLATFORMS:

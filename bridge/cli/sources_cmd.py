@@ -134,7 +134,7 @@ def mcp_serve(
 
     from bridge.cli.emulator_cmd import _bind, _is_loopback
     from bridge.errors import BridgeError, UsageError
-    from bridge.tools.loader import load_tools
+    from bridge.loading import load_tools
 
     mode: Literal["stdio", "http"]
     try:

@@ -44,7 +44,7 @@ def manifest(
 
     from bridge.cli._common import fail
     from bridge.errors import UsageError
-    from bridge.tools.loader import load_tools
+    from bridge.loading import load_tools
 
     # As `python -m` does: modules next to where the command runs are importable.
     if os.getcwd() not in sys.path:

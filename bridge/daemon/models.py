@@ -193,6 +193,8 @@ class ToolInfo(BaseModel):
     origin: str
     source: ToolSource
     title: str | None = None
+    toolkit: str | None = Field(None, description="The toolkit this tool is one API of, if any.")
+    toolkit_description: str | None = Field(None, description="That toolkit's own description.")
 
 
 class CallTool(_Request):

@@ -37,8 +37,8 @@ from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, even
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal import ConversationRecord, Journal, PendingBatch, now
+from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
-from bridge.tools.loader import load_tools
 from bridge.types import Event, ToolCall, ToolCallFinished, ToolCallsRequested, ToolRun
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from bridge.tools._jsonschema import describe, kinds
-from bridge.tools._problems import dotted_path, parse_json_arguments, shown_value, trim
+from bridge.tools.problems import dotted_path, parse_json_arguments, shown_value, trim
+from bridge.tools.schema_walk import describe, kinds
 from bridge.tools.spec import ArgumentError
 
 __all__ = ["SchemaArguments"]

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bridge.errors import UsageError
-from bridge.tools._problems import dotted_path, tidy_message
+from bridge.tools.problems import dotted_path, tidy_message
 
 __all__ = ["DocumentError", "Positions", "describe_errors", "parse_document", "read_document"]
 

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.tools._jsonschema import SUB_LIST, SUB_MAP, SUB_ONE, types_of, unescape, walk
+from bridge.tools.schema_walk import SUB_LIST, SUB_MAP, SUB_ONE, types_of, unescape, walk
 
 __all__ = ["MAX_NODES", "canonical_schema", "resolve_pointer"]
 

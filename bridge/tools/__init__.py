@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext
 from bridge.tools.dispatch import Dispatcher
-from bridge.tools.loader import load_tools
 from bridge.tools.manifest import (
     Manifest,
     build_spec,
@@ -24,6 +23,7 @@ from bridge.tools.manifest import (
 from bridge.tools.schema import DIALECTS, to_dialect
 from bridge.tools.spec import ArgumentError, ToolError, ToolOptions, ToolSpec
 from bridge.tools.toolbox import Toolbox
+from bridge.tools.toolsets import Toolset
 
 __all__ = [
     "DIALECTS",
@@ -37,8 +37,8 @@ __all__ = [
     "ToolOptions",
     "ToolSpec",
     "Toolbox",
+    "Toolset",
     "build_spec",
-    "load_tools",
     "manifest",
     "manifest_parameter",
     "manifest_return",

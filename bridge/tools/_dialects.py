@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.tools._jsonschema import (
+from bridge.tools.schema_walk import (
     SUB_LIST,
     SUB_MAP,
     SUB_ONE,

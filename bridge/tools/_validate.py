@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from bridge.tools._jsonschema import describe, kinds
-from bridge.tools._problems import dotted_path, parse_json_arguments, shown_value, tidy_message
+from bridge.tools.problems import dotted_path, parse_json_arguments, shown_value, tidy_message
+from bridge.tools.schema_walk import describe, kinds
 from bridge.tools.spec import ArgumentError
 
 __all__ = ["ArgumentValidator"]

@@ -34,8 +34,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import PydanticUndefined
 
 from bridge.tools._dialects import DIALECTS, remember_output, replace_spec, to_dialect
-from bridge.tools._jsonschema import is_null, kinds, strip_titles
 from bridge.tools._validate import ArgumentValidator
+from bridge.tools.schema_walk import is_null, kinds, strip_titles
 
 __all__ = [
     "DIALECTS",

@@ -1,56 +1,43 @@
-"""The registry of tools: functions, modules, files, toolkits and pydantic-model tools.
+"""The registry of tools: functions, modules, files, toolkits, pydantic-model tools, sources.
 
 toolbox = Toolbox()
 toolbox.add(get_weather)                 # one function
-toolbox.add(my_tools_module)             # every @manifest function defined in it
+toolbox.add(my_tools_module)             # every tool defined in it (or its __tools__)
 toolbox.add("tools/files.py")            # the same, from a file
 toolbox.add(Database(dsn))               # a toolkit: its @manifest methods, "database_<method>"
+toolbox.add(Search, prefix="", enable=["web"])  # a toolkit, unprefixed, one of its tools
 toolbox.add(SearchDocs)                  # a pydantic-model tool: fields + run()
 toolbox.manifests("appbuilder")          # what the platform is sent
+
+Each object becomes a toolset through its kind (`bridge.tools.kinds`), wrapped as the keywords
+ask (`bridge.tools.toolsets`); the toolbox only checks names and holds the result.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.util
-import inspect
+import importlib
 import logging
-import os
 import re
-import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
-from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic import BaseModel
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import UsageError
-from bridge.tools.manifest import NAME_RULE, build_model_spec, build_spec, is_manifest
+from bridge.tools.kinds import Request, build_toolset
+from bridge.tools.manifest import NAME_RULE
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
+from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, Toolset
 
-__all__ = ["ToolSource", "Toolbox", "load_module_file", "manifest_functions"]
+if TYPE_CHECKING:
+    from bridge.types import ToolRun
+
+__all__ = ["ToolSource", "Toolbox"]
 
 logger = logging.getLogger(__name__)
 
-_OPTION_KEYS = ("timeout", "idempotent", "confirm", "read_only", "before", "after")
-
-
-@runtime_checkable
-class ToolSource(Protocol):
-    """Tools that are not Python functions (HTTP manifest, OpenAPI, MCP server): a set of
-    ready specs plus resources (sessions, processes) released by `close()`."""
-
-    def specs(self) -> list[ToolSpec]:
-        """The tools to register."""
-        ...
-
-    def close(self) -> None:
-        """Release what the source holds; called once by `Toolbox.close()`."""
-        ...
+ToolSource = Toolset
+"""Tools that are not Python functions (HTTP manifest, OpenAPI, MCP server): a toolset."""
 
 
 class Toolbox:
@@ -77,30 +64,44 @@ class Toolbox:
         name: str | None = None,
         description: str | None = None,
         prefix: str | None = None,
+        enable: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        toolkit: bool | None = None,
         timeout: float | None = None,
         idempotent: bool | None = None,
         confirm: bool | None = None,
         read_only: bool | None = None,
         before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         after: Callable[[Any], Any] | None = None,
+        strict: bool | None = None,
     ) -> list[ToolSpec]:
         """Register one or more tools; all of them or, on any problem, none.
 
         Args:
-            obj: A function; a module or a `.py` path (every `@manifest` function defined in
-                it); a toolkit class (instantiated without arguments) or instance (every
-                `@manifest` method, named `<prefix>_<method>`); or a pydantic `BaseModel`
-                subclass with a `run` method.
+            obj: A function; a module or a `.py` path (every tool defined in it, or those its
+                `__tools__` lists); a toolkit class (instantiated without arguments) or
+                instance (its `@manifest` methods, or every public method of an explicit
+                toolkit, named `<prefix>_<method>`); a pydantic `BaseModel` subclass with a
+                `run` method; a tool source (`specs()` and `close()`); or any other kind in
+                `bridge.tools.kinds.KINDS`.
             name: New name (a single tool only).
             description: New description (a single tool only).
             prefix: Prepended as `<prefix>_<name>`; for a toolkit, replaces its default prefix
-                (the class attribute `toolkit_name`, else the snake_cased class name).
+                (the class attribute `toolkit_name`, else the snake_cased class name); ``""``
+                means no prefix.
+            enable: Register only these tools (names before prefixing, e.g. a toolkit's
+                method names); a name that is not one of them is an error listing them.
+            exclude: Register all but these tools (same names).
+            toolkit: True: register the methods of a class or instance as tools (its public
+                methods when none is `@manifest`); False: never a toolkit, one tool. None
+                decides by shape (see `bridge.tools.kinds`).
             timeout: Overrides the tool's `@manifest` option (None keeps it).
             idempotent: Same.
             confirm: Same.
             read_only: Same.
             before: Same.
             after: Same.
+            strict: Same.
 
         Returns:
             The registered specs.
@@ -109,7 +110,7 @@ class Toolbox:
             UsageError: For anything that cannot be registered, including a name clash (the
                 message names both origins).
         """
-        options = {
+        options: dict[str, Any] = {
             "timeout": timeout,
             "idempotent": idempotent,
             "confirm": confirm,
@@ -117,11 +118,51 @@ class Toolbox:
             "before": before,
             "after": after,
         }
-        specs = self._build(obj, name=name, description=description, prefix=prefix, options=options)
+        if strict is not None:
+            options["strict"] = strict
+        if toolkit is not None and not isinstance(toolkit, bool):
+            raise UsageError(f"toolkit= must be True, False or None (got {toolkit!r})")
+        request = Request(
+            name=name, description=description, options=options, toolkit=toolkit, prefix=prefix
+        )
+        if prefix is not None and not isinstance(prefix, str):
+            raise UsageError(f"prefix= must be a string (got {prefix!r})")
+        toolset = build_toolset(obj, request)
+        if enable is not None or exclude:
+            toolset = SelectedToolset(toolset, enable=enable, exclude=exclude)
+        chosen = prefix if prefix is not None else getattr(toolset, "default_prefix", None)
+        if chosen is not None:
+            toolset = PrefixedToolset(toolset, chosen)
+        return self._register(toolset)
+
+    def add_toolset(self, toolset: Toolset) -> list[ToolSpec]:
+        """Register every tool of a toolset (all or none); the toolbox closes it on `close()`.
+
+        Raises:
+            UsageError: A name is invalid or clashes; the toolset is then left to the caller.
+        """
+        if isinstance(toolset, type) or not isinstance(toolset, Toolset):
+            raise UsageError(
+                "add_toolset takes an object with specs() and close() "
+                f"(got {type(toolset).__name__})"
+            )
+        return self._register(toolset)
+
+    def _register(self, toolset: Toolset) -> list[ToolSpec]:
+        specs = list(toolset.specs())
+        for spec in specs:
+            if not isinstance(spec, ToolSpec):
+                raise UsageError(f"{toolset!r}.specs() returned a {type(spec).__name__}")
+            if not re.fullmatch(NAME_RULE.strip("^$"), spec.name):
+                raise UsageError(
+                    f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not "
+                    f"match {NAME_RULE}"
+                )
         with self._lock:
             self._check_clashes(specs)
             for spec in specs:
                 self._specs[spec.name] = spec
+            self._sources.append(toolset)
         return specs
 
     def add_spec(self, spec: ToolSpec) -> ToolSpec:
@@ -144,25 +185,11 @@ class Toolbox:
         Raises:
             UsageError: A name is invalid or clashes; the source is then left to the caller.
         """
-        if not isinstance(source, ToolSource):
+        if isinstance(source, type) or not isinstance(source, Toolset):
             raise UsageError(
                 f"add_source takes an object with specs() and close() (got {type(source).__name__})"
             )
-        specs = list(source.specs())
-        for spec in specs:
-            if not isinstance(spec, ToolSpec):
-                raise UsageError(f"{source!r}.specs() returned a {type(spec).__name__}")
-            if not re.fullmatch(NAME_RULE.strip("^$"), spec.name):
-                raise UsageError(
-                    f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not "
-                    f"match {NAME_RULE}"
-                )
-        with self._lock:
-            self._check_clashes(specs)
-            for spec in specs:
-                self._specs[spec.name] = spec
-            self._sources.append(source)
-        return specs
+        return self._register(source)
 
     def close(self) -> None:
         """Close every added source (newest first): MCP servers stop, HTTP sessions close.
@@ -196,118 +223,6 @@ class Toolbox:
                     "pass prefix= or name= to Toolbox.add to rename one"
                 )
             seen[spec.name] = spec
-
-    def _build(
-        self,
-        obj: Any,
-        *,
-        name: str | None,
-        description: str | None,
-        prefix: str | None,
-        options: Mapping[str, Any],
-    ) -> list[ToolSpec]:
-        if prefix is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,63}", prefix):
-            raise UsageError(
-                f"prefix {prefix!r} is invalid: use ASCII letters, digits, '_' and '-' only"
-            )
-        single = name is not None or description is not None
-        if isinstance(obj, (str, os.PathLike)):
-            path = Path(obj)
-            self._single_only(single, f"the file {path}")
-            module = load_module_file(path)
-            found = manifest_functions(module)
-            if not found:
-                raise UsageError(
-                    f"{path} has no @manifest functions; decorate the functions to expose "
-                    "with @manifest (from bridge.tools import manifest)"
-                )
-            return [
-                replace_spec(spec, origin=f"{path}:{spec.origin.partition(':')[2]}")
-                for spec in self._many(found, prefix=prefix, options=options)
-            ]
-        if isinstance(obj, ModuleType):
-            self._single_only(single, f"the module {obj.__name__}")
-            found = manifest_functions(obj)
-            if not found:
-                raise UsageError(
-                    f"module {obj.__name__} has no @manifest functions; decorate the functions "
-                    "to expose with @manifest (from bridge.tools import manifest)"
-                )
-            return self._many(found, prefix=prefix, options=options)
-        if isinstance(obj, type) and issubclass(obj, BaseModel):
-            spec = build_model_spec(obj, name=name, description=description, options=options)
-            return [_prefixed(spec, prefix)]
-        if isinstance(obj, BaseModel):
-            raise UsageError(
-                f"pass the class {type(obj).__qualname__}, not an instance: a pydantic-model "
-                "tool is built from the arguments of each call"
-            )
-        if isinstance(obj, type):
-            self._single_only(single, f"the toolkit {obj.__qualname__}")
-            if is_manifest(obj):
-                raise UsageError(
-                    f"@manifest on the class {obj.__qualname__} applies only to pydantic-model "
-                    "tools; for a toolkit decorate its methods, and set toolkit_name or pass "
-                    "prefix= to name it"
-                )
-            try:
-                instance = obj()
-            except Exception as exc:
-                raise UsageError(
-                    f"cannot create the toolkit {obj.__qualname__} without arguments "
-                    f"({type(exc).__name__}: {exc}); pass an instance instead"
-                ) from None
-            return self._toolkit(instance, prefix=prefix, options=options)
-        if inspect.isroutine(obj) or not _manifest_methods(obj):
-            if not callable(obj):
-                raise UsageError(
-                    f"cannot register {obj!r}: expected a function, a module, a .py path, a "
-                    "toolkit class or instance, or a pydantic model class with run()"
-                )
-            spec = build_spec(obj, name=name, description=description, options=options)
-            return [_prefixed(spec, prefix)]
-        self._single_only(single, f"the toolkit {type(obj).__qualname__}")
-        return self._toolkit(obj, prefix=prefix, options=options)
-
-    @staticmethod
-    def _single_only(single: bool, what: str) -> None:
-        if single:
-            raise UsageError(
-                f"name= and description= apply to a single tool, but {what} can hold several; "
-                "use prefix= to rename them all"
-            )
-
-    @staticmethod
-    def _many(
-        functions: list[Callable[..., Any]], *, prefix: str | None, options: Mapping[str, Any]
-    ) -> list[ToolSpec]:
-        return [_prefixed(build_spec(fn, options=options), prefix) for fn in functions]
-
-    @staticmethod
-    def _toolkit(
-        instance: Any, *, prefix: str | None, options: Mapping[str, Any]
-    ) -> list[ToolSpec]:
-        cls = type(instance)
-        methods = _manifest_methods(instance)
-        if not methods:
-            raise UsageError(
-                f"toolkit {cls.__qualname__} has no @manifest methods; decorate the methods "
-                "to expose with @manifest"
-            )
-        if prefix is None:
-            prefix = getattr(cls, "toolkit_name", None) or _snake(cls.__name__)
-            if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,63}", prefix):
-                raise UsageError(
-                    f"toolkit_name {prefix!r} of {cls.__qualname__} is invalid: use ASCII "
-                    "letters, digits, '_' and '-' only"
-                )
-        specs = []
-        for attribute, method in methods:
-            spec = build_spec(method, options=options)
-            base = spec.name if spec.name != method.__name__ else attribute
-            origin = f"{cls.__module__}:{cls.__qualname__}.{attribute}"
-            specs.append(replace_spec(_prefixed(spec, prefix, base), origin=origin))
-        return specs
 
     # --- lookup and state -------------------------------------------------------------------
 
@@ -366,88 +281,27 @@ class Toolbox:
         """The description of every enabled tool in `dialect` (see `bridge.tools.DIALECTS`)."""
         return [to_dialect(spec, dialect) for spec in self]
 
+    # --- direct calls -----------------------------------------------------------------------
 
-def _prefixed(spec: ToolSpec, prefix: str | None, base: str | None = None) -> ToolSpec:
-    base = base or spec.name
-    if prefix is None:
-        return spec if base == spec.name else replace_spec(spec, name=base)
-    name = f"{prefix}_{base}"
-    if len(name) > 64:
-        raise UsageError(
-            f"tool name {name!r} is longer than 64 characters; pass a shorter prefix= or name="
-        )
-    return replace_spec(spec, name=name)
+    def call(self, name: str, arguments: Any = None, **kwargs: Any) -> ToolRun:
+        """Run one tool now, as a dispatched call would (validation, hooks, timeout, errors).
 
+        Args:
+            name: An enabled tool.
+            arguments: Its arguments (a mapping or a JSON text; None for none).
+            **kwargs: Passed on to `bridge.tools._direct.call_tool` (e.g. a timeout).
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+        Returns:
+            The call's `ToolRun` (`output` as posted to a platform, `value` the raw result).
+        """
+        return _direct().call_tool(self, name, arguments, **kwargs)  # type: ignore[no-any-return]
 
-
-def _manifest_methods(instance: Any) -> list[tuple[str, Callable[..., Any]]]:
-    """The `@manifest` methods of an object, bound, in definition order (base classes first)."""
-    if isinstance(instance, type) or inspect.isroutine(instance):
-        return []
-    found: dict[str, None] = {}
-    for klass in reversed(type(instance).__mro__):
-        for attribute, value in vars(klass).items():
-            if is_manifest(value):
-                found[attribute] = None
-    return [(attribute, getattr(instance, attribute)) for attribute in found]
+    async def acall(self, name: str, arguments: Any = None, **kwargs: Any) -> ToolRun:
+        """`call`, awaited on the running event loop."""
+        return await _direct().acall_tool(self, name, arguments, **kwargs)  # type: ignore[no-any-return]
 
 
-def manifest_functions(module: ModuleType) -> list[Callable[..., Any]]:
-    """The `@manifest` functions defined in `module` (not the ones it imports), in order."""
-    found: list[Callable[..., Any]] = []
-    for value in list(vars(module).values()):
-        if inspect.isfunction(value) and value.__module__ == module.__name__ and is_manifest(value):
-            found.append(value)
-    return found
-
-
-def load_module_file(path: str | os.PathLike[str]) -> ModuleType:
-    """Execute a `.py` file as a fresh module under a unique name and return it.
-
-    Its directory is on `sys.path` while it runs, so it can import modules next to it.
-
-    Raises:
-        UsageError: The file is missing, is not a `.py` file, or fails to import (the message
-            carries the original error).
-    """
-    file = Path(path)
-    if file.suffix != ".py":
-        raise UsageError(
-            f"{file} is not a .py file (module names are loaded with bridge.tools.load_tools)"
-        )
-    if not file.is_file():
-        raise UsageError(f"no such file: {file}")
-    resolved = file.resolve()
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
-    stem = re.sub(r"\W", "_", resolved.stem)
-    module_name = f"_toolbridge_file_{stem}_{digest}"
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot load {file} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running: dataclasses and pydantic look their module up in sys.modules.
-    sys.modules[module_name] = module
-    folder = str(resolved.parent)
-    added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(module_name, None)
-        if not isinstance(exc, Exception):
-            raise
-        raise UsageError(f"cannot import {file}: {_error_line(exc)}") from None
-    finally:
-        if added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(folder)
-    return module
-
-
-def _error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+def _direct() -> Any:
+    # Imported when used: the direct-call shell sits on top of the dispatcher, which needs the
+    # toolbox, so a module-level import would be a cycle.
+    return importlib.import_module("bridge.tools._direct")

@@ -21,7 +21,7 @@ import requests
 from bridge.daemon.hub import EventHub
 from bridge.daemon.routers.tools import source_of
 from bridge.emulator import Emulator
-from bridge.tools.loader import load_tools
+from bridge.loading import load_tools
 from tests.daemon.conftest import DaemonProcess, wait_for
 from tests.daemon.console_setup import API_KEY, SCENARIO, start_console_daemon
 

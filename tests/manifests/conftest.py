@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from bridge.tools import Dispatcher, Toolbox, load_tools
+from bridge.loading import load_tools
+from bridge.tools import Dispatcher, Toolbox
 from bridge.types import ToolCall, ToolRun
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"

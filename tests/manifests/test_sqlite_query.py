@@ -169,7 +169,8 @@ BOMBS = [
 
 MEASURE = """
 import json, resource, sys
-from bridge.tools import Dispatcher, load_tools
+from bridge.loading import load_tools
+from bridge.tools import Dispatcher
 from bridge.types import ToolCall
 
 box = load_tools([sys.argv[1]])

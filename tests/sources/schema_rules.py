@@ -6,8 +6,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from bridge.tools._jsonschema import types_of, walk
 from bridge.tools.schema import to_dialect
+from bridge.tools.schema_walk import types_of, walk
 from bridge.tools.spec import ToolSpec
 
 __all__ = ["appbuilder_problems", "check_tool"]

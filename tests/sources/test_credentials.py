@@ -26,10 +26,11 @@ from bridge import Bridge
 from bridge._serve import ServerHandle, serve_in_thread
 from bridge.cli import app as cli
 from bridge.emulator import Emulator
+from bridge.loading import load_tools
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.sources._credentials import _CURSOR, env_name, looks_like_credential
 from bridge.sources.openapi import openapi_manifest
-from bridge.tools import Dispatcher, Toolbox, load_tools
+from bridge.tools import Dispatcher, Toolbox
 from bridge.types import ToolCall, ToolRun
 from tests.sources.echo_app import EchoState
 from tests.sources.keys_app import KeysState, create_keys_app

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import UsageError
+from bridge.loading import load_tools
 from bridge.sources import DocumentError, load_http_manifest
-from bridge.tools.loader import load_tools
 
 GOOD_TOOL = """\
   - name: get_item

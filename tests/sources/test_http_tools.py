@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from bridge._serve import ServerHandle
+from bridge.loading import load_tools
 from bridge.sources import HttpToolSource
-from bridge.tools import Dispatcher, Toolbox, load_tools
+from bridge.tools import Dispatcher, Toolbox
 from bridge.types import ToolCall, ToolRun
 from tests.sources.echo_app import EchoState
 

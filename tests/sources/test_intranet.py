@@ -18,8 +18,9 @@ from bridge import Bridge
 from bridge._serve import ServerHandle, serve_in_thread
 from bridge.cli import app as cli
 from bridge.emulator import Emulator
+from bridge.loading import load_tools
 from bridge.platforms.appbuilder import AppBuilderPlatform
-from bridge.tools import Toolbox, load_tools
+from bridge.tools import Toolbox
 from examples.intranet.app import create_app
 from tests.sources.schema_rules import check_tool
 

@@ -18,9 +18,10 @@ import pytest
 from bridge import Bridge
 from bridge.emulator import Emulator
 from bridge.errors import UsageError
+from bridge.loading import load_tools
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.sources.mcp import McpSource
-from bridge.tools import Dispatcher, Toolbox, load_tools
+from bridge.tools import Dispatcher, Toolbox
 from bridge.types import ToolCall, ToolRun
 from tests.sources.schema_rules import check_tool
 

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from bridge.cli import app
 from bridge.errors import UsageError
+from bridge.loading import load_tools
 from bridge.sources import DocumentError, HttpToolSource, load_http_manifest
 from bridge.sources.openapi import openapi_manifest, parse_openapi_spec, read_openapi
-from bridge.tools import load_tools
 from tests.sources.schema_rules import check_tool
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -16,6 +16,7 @@ import pytest
 from pydantic import Field
 
 from bridge.errors import UsageError
+from bridge.loading import load_module_file
 from bridge.tools import (
     Manifest,
     ToolOptions,
@@ -24,7 +25,6 @@ from bridge.tools import (
     manifest_parameter,
     manifest_return,
 )
-from bridge.tools.toolbox import load_module_file
 
 
 def params_of(fn: Any, dialect: str = "appbuilder") -> dict[str, Any]:

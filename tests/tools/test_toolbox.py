@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from bridge.errors import UsageError
+from bridge.loading import load_tools
 from bridge.tools import (
     DIALECTS,
     ArgumentError,
@@ -17,7 +18,6 @@ from bridge.tools import (
     ToolOptions,
     ToolSpec,
     build_spec,
-    load_tools,
     manifest,
 )
 from bridge.tools.context import ToolContext
@@ -623,3 +623,233 @@ def test_model_tool_errors_use_the_same_lines() -> None:
         "query: missing required argument (expected a string)",
         "limit: should be greater than or equal to 1 (got 0)",
     ]
+
+
+# --- toolkits: description, prefix, selection, explicit toolkits ---------------------------
+
+
+class Intranet:
+    """Search and read the company intranet.
+
+    Longer notes that stay out of each tool's description.
+    """
+
+    toolkit_description = "Search and read the company intranet."
+
+    def search(self, query: str) -> list[str]:
+        """Find pages."""
+        return [query]
+
+    def fetch(self, url: str) -> str:
+        """Read one page."""
+        return url
+
+    @staticmethod
+    def version() -> str:
+        """The intranet's version."""
+        return "1"
+
+    def _token(self) -> str:
+        return "secret"
+
+
+class Weather:
+    """Weather service toolkit."""
+
+    description = "Forecasts from the national weather service."
+
+    @manifest
+    def today(self, city: str) -> str:
+        """Today's weather."""
+        return city
+
+
+class Plain:
+    def one(self) -> int:
+        """One."""
+        return 1
+
+    def two(self) -> int:
+        """Two."""
+        return 2
+
+
+def test_toolkit_description_is_kept_and_listed() -> None:
+    box = Toolbox([Intranet, Weather, WeatherTools])
+    search = box.get("intranet_search")
+    assert search is not None
+    assert search.toolkit == "intranet"
+    assert search.toolkit_description == "Search and read the company intranet."
+    assert (
+        search.description
+        == "Find pages. (part of intranet: Search and read the company intranet.)"
+    )
+    today = box.get("weather_today")
+    assert today is not None and today.toolkit_description == (
+        "Forecasts from the national weather service."
+    )
+    wt = box.get("weather_tools_today")
+    assert wt is not None and wt.toolkit_description == "A toolkit: several tools sharing state."
+    described = box.manifests("openai")[0]["function"]["description"]
+    assert described.endswith("(part of intranet: Search and read the company intranet.)")
+
+
+def test_an_explicit_toolkit_exposes_its_public_methods() -> None:
+    box = Toolbox([Intranet()])
+    assert box.names() == ["intranet_search", "intranet_fetch", "intranet_version"]
+    spec = box.get("intranet_version")
+    assert spec is not None and spec.function() == "1"
+
+
+def test_toolkit_true_and_false_choose() -> None:
+    assert Toolbox().add(Plain, toolkit=True)[0].name == "plain_one"
+    assert [s.name for s in Toolbox().add(Plain(), toolkit=True, prefix="")] == ["one", "two"]
+    with pytest.raises(UsageError, match="toolkit Plain has no @manifest methods"):
+        Toolbox().add(Plain)
+    with pytest.raises(UsageError, match="toolkit=True applies to a class or an instance"):
+        Toolbox().add(plain, toolkit=True)
+    with pytest.raises(UsageError, match="toolkit= must be True, False or None"):
+        Toolbox().add(Plain, toolkit="yes")  # type: ignore[arg-type]
+    # toolkit=False: a callable toolkit instance is one tool
+    [spec] = Toolbox().add(CallableKit(), toolkit=False)
+    assert (spec.name, spec.function(x=2)) == ("CallableKit", 2)
+    assert Toolbox().add(CallableKit())[0].name == "callable_kit_ping"
+
+
+class CallableKit:
+    @manifest
+    def ping(self) -> str:
+        return "pong"
+
+    def __call__(self, x: int) -> int:
+        return x
+
+
+def test_prefix_can_be_empty() -> None:
+    box = Toolbox()
+    assert [s.name for s in box.add(Intranet, prefix="")] == ["search", "fetch", "version"]
+    assert [s.name for s in box.add(WeatherTools, prefix="")] == ["today", "week"]
+    assert box.add(plain, prefix="")[0].name == "plain"
+    with pytest.raises(UsageError, match="prefix= must be a string"):
+        box.add(get_weather, prefix=3)  # type: ignore[arg-type]
+
+
+def test_enable_and_exclude_choose_a_toolkits_methods() -> None:
+    box = Toolbox()
+    assert [s.name for s in box.add(Intranet, enable=["search", "fetch"])] == [
+        "intranet_search",
+        "intranet_fetch",
+    ]
+    assert [s.name for s in Toolbox().add(Intranet, exclude=["version"], prefix="i")] == [
+        "i_search",
+        "i_fetch",
+    ]
+    assert [s.name for s in Toolbox().add(Intranet, enable="fetch")] == ["intranet_fetch"]
+    with pytest.raises(UsageError) as caught:
+        Toolbox().add(Intranet, enable=["search", "serch"])
+    assert str(caught.value) == (
+        "enable= names 'serch', not a tool of the toolkit Intranet; its tools are: search, "
+        "fetch, version"
+    )
+    with pytest.raises(UsageError, match="enable= takes a list of tool names"):
+        Toolbox().add(Intranet, enable=[1])  # type: ignore[list-item]
+    assert box.names() == ["intranet_search", "intranet_fetch"]
+
+
+def test_the_console_api_lists_the_toolkit() -> None:
+    from bridge.daemon.routers.tools import tool_info
+
+    [spec, *_] = Toolbox().add(Intranet)
+    info = tool_info(spec).model_dump()
+    assert info["toolkit"] == "intranet"
+    assert info["toolkit_description"] == "Search and read the company intranet."
+    assert tool_info(build_spec(plain)).toolkit is None
+
+
+# --- toolsets and kinds -------------------------------------------------------------------
+
+
+def test_toolsets_compose() -> None:
+    from bridge.tools.toolsets import (
+        CombinedToolset,
+        FilteredToolset,
+        PrefixedToolset,
+        RenamedToolset,
+        SelectedToolset,
+        StaticToolset,
+    )
+
+    base = StaticToolset([build_spec(get_weather), build_spec(plain)], label="the pair")
+    assert [s.name for s in PrefixedToolset(base, "x").specs()] == ["x_get_weather", "x_plain"]
+    assert [s.name for s in PrefixedToolset(base, "").specs()] == ["get_weather", "plain"]
+    assert [s.name for s in FilteredToolset(base, lambda s: s.name == "plain").specs()] == ["plain"]
+    renamed = RenamedToolset(base, {"plain": "echo"})
+    assert [s.name for s in renamed.specs()] == ["get_weather", "echo"]
+    with pytest.raises(UsageError, match="cannot rename 'nope': not a tool of the pair"):
+        RenamedToolset(base, {"nope": "x"}).specs()
+    with pytest.raises(UsageError, match=r"duplicate tool name 'plain' in the both: from "):
+        CombinedToolset([base, SelectedToolset(base, enable=["plain"])], label="the both").specs()
+    with pytest.raises(UsageError, match="prefix 'a b' is invalid"):
+        PrefixedToolset(base, "a b")
+    with pytest.raises(UsageError, match="longer than 64 characters"):
+        PrefixedToolset(base, "p" * 60).specs()
+
+
+class Closing:
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def specs(self) -> list[ToolSpec]:
+        return [build_spec(plain, name="from_source")]
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_toolset_is_added_and_closed_with_the_toolbox() -> None:
+    source = Closing()
+    box = Toolbox()
+    assert [s.name for s in box.add(source, prefix="s")] == ["s_from_source"]
+    other = Closing()
+    box.add_toolset(other)
+    box.close()
+    assert (source.closed, other.closed) == (1, 1)
+    with pytest.raises(UsageError, match="add_toolset takes an object with specs"):
+        box.add_toolset(42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="name= and description= apply to a single tool"):
+        Toolbox().add(Closing(), name="x")
+
+
+def test_a_one_tool_kind_that_looks_like_a_toolkit_is_ambiguous(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bridge.tools import kinds
+    from bridge.tools.kinds.base import Kind, Request
+    from bridge.tools.toolsets import StaticToolset
+
+    def build(obj: Any, request: Request) -> StaticToolset:
+        return StaticToolset([build_spec(obj.run, name=request.name or "runner")])
+
+    runner = Kind("runner", lambda obj: callable(getattr(obj, "run", None)), build, one_tool=True)
+    monkeypatch.setattr(kinds, "KINDS", [runner, *kinds.KINDS])
+
+    class Runs:
+        def run(self, x: int) -> int:
+            return x
+
+    class RunsAndMore(Runs):
+        @manifest
+        def other(self) -> int:
+            return 1
+
+    class Declared(Runs):
+        toolkit_name = "declared"
+
+    assert Toolbox().add(Runs())[0].name == "runner"
+    with pytest.raises(UsageError) as caught:
+        Toolbox().add(RunsAndMore())
+    assert "RunsAndMore is ambiguous: one tool (a runner) or a toolkit" in str(caught.value)
+    assert "pass toolkit=True" in str(caught.value) and "toolkit=False" in str(caught.value)
+    assert Toolbox().add(RunsAndMore(), toolkit=False)[0].name == "runner"
+    assert Toolbox().add(RunsAndMore(), toolkit=True)[0].name == "runs_and_more_other"
+    assert Toolbox().add(Declared()).pop().name == "declared_run"

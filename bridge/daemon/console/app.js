@@ -960,6 +960,11 @@ function toolCard(tool) {
       ...flags),
     el("div", { class: "meta source", "data-testid": "tool-source" },
        sourceLabel(tool.source) + " · ", el("code", {}, tool.source.location)),
+    tool.toolkit
+      ? el("div", { class: "meta toolkit", "data-testid": "tool-toolkit" },
+           "toolkit ", el("code", {}, tool.toolkit),
+           tool.toolkit_description ? " · " + txt(tool.toolkit_description) : null)
+      : null,
     el("p", {}, txt(tool.description)),
     table,
     tryForm(tool, rows));

@@ -57,6 +57,8 @@ def tool_info(spec: ToolSpec) -> ToolInfo:
         origin=spec.origin,
         source=source_of(spec),
         title=spec.title,
+        toolkit=spec.toolkit,
+        toolkit_description=spec.toolkit_description,
     )
 
 

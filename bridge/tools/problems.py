@@ -1,5 +1,6 @@
 """How problems with outside input are worded: one vocabulary for tool arguments (pydantic or
-JSON Schema validated) and manifest files, so every error reads alike."""
+JSON Schema validated) and manifest files, so every error reads alike. Public: the tool
+sources (HTTP, OpenAPI, MCP) word their problems with it too."""
 
 from __future__ import annotations
 

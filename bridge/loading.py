@@ -1,8 +1,11 @@
-"""Load tools from SPEC strings, as the command line names them.
+"""Load tools from SPEC strings, as the command line names them, and Python files as modules.
+
+This module sits above both `bridge.tools` (Python tools) and `bridge.sources` (HTTP, OpenAPI,
+MCP), so neither has to know the other: the tools layer never imports a source.
 
 A SPEC is one of (each kind is one entry of `_LOADERS`: a test on the SPEC and a loader):
 
-    tools/weather.py                      a Python file (its @manifest functions)
+    tools/weather.py                      a Python file (its tools, or its __tools__)
     mypackage.tools                       an importable module
     manifests/intranet.yaml               declarative HTTP tools (.yaml, .yml or .json)
     "openapi:api.json --include tickets"  an OpenAPI 3.x document (path or URL), with options
@@ -24,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import UsageError
-from bridge.tools._dialects import replace_spec
+from bridge.tools.kinds import discover, load_module_file
+from bridge.tools.kinds.modules import error_line
+from bridge.tools.schema import replace_spec
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
 
-__all__ = ["load_tools"]
+__all__ = ["discover", "load_module_file", "load_tools"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class _Options:
 
 
 def _is_source(spec: str) -> bool:
+    # Imported when used: sources pull in HTTP and YAML libraries a Python tools file never needs.
     from bridge.sources import is_source_spec
 
     return is_source_spec(spec)
@@ -74,9 +80,9 @@ def _load_module(spec: str, toolbox: Toolbox, options: _Options) -> list[ToolSpe
                 f"no module named {spec!r}: it is not installed or not on sys.path (for a "
                 "file, pass its path ending in .py)"
             ) from None
-        raise UsageError(f"cannot import {spec}: {_error_line(exc)}") from None
+        raise UsageError(f"cannot import {spec}: {error_line(exc)}") from None
     except Exception as exc:
-        raise UsageError(f"cannot import {spec}: {_error_line(exc)}") from None
+        raise UsageError(f"cannot import {spec}: {error_line(exc)}") from None
     return toolbox.add(module)
 
 
@@ -107,9 +113,9 @@ def load_tools(
 
     Raises:
         UsageError: For a missing file, an import error (with the original error line), a
-            module without `@manifest` functions, an invalid manifest or document, an MCP
-            server that cannot be started, a SPEC of no known kind, or a tool name that two
-            SPECs share (the message says how to add a prefix).
+            module without tools (or with a bad `__tools__`), an invalid manifest or document,
+            an MCP server that cannot be started, a SPEC of no known kind, or a tool name that
+            two SPECs share (the message says how to add a prefix).
     """
     if isinstance(specs, str):
         specs = [specs]
@@ -216,8 +222,3 @@ class _Loaded:
 
     def close(self) -> None:
         self._part.close()
-
-
-def _error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,4 +1,5 @@
-"""Small helpers over JSON Schema documents, shared by the builder, the validator and dialects.
+"""Small helpers over JSON Schema documents, shared by the builder, the validator, dialects and
+the tool sources (HTTP, OpenAPI, MCP), which is why they are public.
 
 Only subschema positions are ever visited: `default`, `enum`, `examples` and `const` hold data
 that must never be rewritten, even when it happens to contain a "title" or "$ref" key.
