@@ -15,12 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.errors import UsageError
+from bridge.tools.kinds.actions import ACTION
 from bridge.tools.kinds.base import Kind, Request
+from bridge.tools.kinds.basetool import BASETOOL
 from bridge.tools.kinds.functions import FUNCTION
 from bridge.tools.kinds.models import MODEL, MODEL_INSTANCE
 from bridge.tools.kinds.modules import FILE, MODULE, discover, load_module_file
 from bridge.tools.kinds.sources import SOURCE
 from bridge.tools.kinds.toolkits import TOOLKIT, build_toolkit, is_explicit, looks_like_toolkit
+from bridge.tools.kinds.toolmessage import TOOLMESSAGE
 from bridge.tools.toolsets import PrefixedToolset, Toolset
 
 __all__ = [
@@ -38,11 +41,11 @@ KINDS: list[Kind] = [
     FILE,
     MODULE,
     SOURCE,
-    # ToolMessage-style models go here, before MODEL (they are pydantic models too).
+    TOOLMESSAGE,  # before MODEL: ToolMessages are pydantic models too
     MODEL,
     MODEL_INSTANCE,
-    # Single-tool objects (actions with run, BaseTool-style call; Kind(..., one_tool=True))
-    # go here, before TOOLKIT.
+    BASETOOL,  # single-tool objects before TOOLKIT
+    ACTION,
     TOOLKIT,
     FUNCTION,
 ]
@@ -50,7 +53,8 @@ KINDS: list[Kind] = [
 
 EXPECTED = (
     "expected a function, a module, a .py path, a toolkit class or instance, a pydantic model "
-    "class with run(), or a tool source"
+    "class with run(), an action with run(), an object with name/description and call(), a "
+    "ToolMessage-style model (request, purpose, handle()), or a tool source"
 )
 
 
