@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typing_extensions import TypedDict
 
 from bridge import Bridge, load_tools, open_platform
 from bridge.errors import UsageError
 from bridge.tools import Dispatcher, Toolbox, manifest
+from bridge.tools.kinds.actions import named_returns
 from bridge.types import ToolCall, ToolRun
 
 
@@ -385,3 +387,52 @@ def test_run_and_tool_apis_together_are_ambiguous_until_toolkit_says() -> None:
         Toolbox().add(Both)
     assert [spec.name for spec in Toolbox().add(Both, toolkit=False)] == ["both"]
     assert [spec.name for spec in Toolbox().add(Both, toolkit=True, prefix="")] == ["other"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (None, []),
+        ("Sum.\n\nReturns:\n    int: sum\n", []),
+        ("Sum.\n\nReturns:\n    x (int): a\n    y: b\n", []),
+        (
+            "Pair.\n\nReturns:\n    dict: a pair\n        - x (int): first\n        - y: second\n"
+            "\nRaises:\n    ValueError: never\n",
+            [
+                {"name": "x", "description": "first", "type": "integer"},
+                {"name": "y", "description": "second"},
+            ],
+        ),
+        (
+            "Pair.\n\nReturns:\n    x (list[str]): names\n    y (Foo): other\n",
+            [
+                {"name": "x", "description": "names", "type": "array"},
+                {"name": "y", "description": "other"},
+            ],
+        ),
+        ("Pair.\n\nReturns\n-------\nint\n    sum\n", []),
+    ],
+)
+def test_which_returns_sections_document_members(
+    doc: str | None, expected: list[dict[str, str]]
+) -> None:
+    assert named_returns(doc) == expected
+
+
+class Pair(TypedDict):
+    first: int
+
+
+def test_an_annotation_with_members_wins_over_documented_ones() -> None:
+    class Annotated:
+        def run(self, a: int) -> Pair:
+            """Pair.
+
+            Returns:
+                dict: the pair
+                    * x: first
+            """
+            return {"first": a}
+
+    [spec] = Toolbox().add(Annotated)
+    assert spec.output_schema is None or "first" in spec.output_schema.get("properties", {})

@@ -18,17 +18,21 @@ Parameters come from `run` as for any function (`build_spec`).
 Named returns, Lagent's `tool_api(explode_return=True)` and `returns_named_value=True`: the
 members documented in the Returns section (bullets under the first line, or one
 ``name (type): description`` line each), or Lagent's own `return_data`, give the tool an output
-schema (an object with those members) unless its return annotation gave one, and a tuple
-returned with as many items becomes an object with those names. A Lagent `ActionReturn`
-returned by `run` becomes its text (its `errmsg` a tool error).
+schema (an object with those members) unless its return annotation named members itself (a
+model, a TypedDict...), and a tuple returned with as many items becomes an object with those
+names. A Lagent `ActionReturn` returned by `run` becomes its text (its `errmsg` a tool error).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 from bridge.errors import UsageError
 from bridge.tools._decorators import is_manifest
@@ -72,13 +76,16 @@ def action_specs(
             f"{cls.__qualname__}.run must be a method that does the work (got {type(run).__name__})"
         )
     spec = method_spec(instance, run, name=name, description=description, options=options)
-    members = _lagent_members(instance, run) or named_returns(getattr(run, "__doc__", None))
+    members = []
+    if not _returns_a_record(run):
+        members = _lagent_members(instance, run) or named_returns(getattr(run, "__doc__", None))
     names = [member["name"] for member in members]
     changes: dict[str, Any] = {
         "function": call_with(spec.function, lambda value: _result(value, names), spec.is_async),
         "origin": f"{cls.__module__}:{cls.__qualname__}",
     }
-    if members and spec.output_schema is None:
+    if members:
+        # The documented members say more than `-> tuple[int, int]` or `-> dict`.
         changes["output_schema"] = _members_schema(members)
     return [replace_spec(spec, **changes)]
 
@@ -164,6 +171,17 @@ def _returns_block(doc: str) -> list[tuple[int, str]]:
 def _json_type(text: str) -> str | None:
     word = re.split(r"[\[\s|,]", text.strip(), maxsplit=1)[0].lower()
     return _JSON_TYPES.get(word)
+
+
+def _returns_a_record(run: Any) -> bool:
+    """Whether `run` is annotated to return a model, dataclass or TypedDict (its own members)."""
+    try:
+        hint = get_type_hints(run).get("return")
+    except Exception:
+        return False
+    return isinstance(hint, type) and (
+        is_typeddict(hint) or dataclasses.is_dataclass(hint) or issubclass(hint, BaseModel)
+    )
 
 
 def _lagent_members(instance: Any, run: Any) -> list[dict[str, str]]:
