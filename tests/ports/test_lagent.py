@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
 from bridge import Bridge, load_tools, open_platform
@@ -436,3 +438,18 @@ def test_an_annotation_with_members_wins_over_documented_ones() -> None:
 
     [spec] = Toolbox().add(Annotated)
     assert spec.output_schema is None or "first" in spec.output_schema.get("properties", {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["Returns:", "    dict: x", "        * a: b", "    a (int): b", ""]),
+            st.text(max_size=30),
+        ),
+        max_size=8,
+    )
+)
+def test_reading_returns_never_fails(lines: list[str]) -> None:
+    members = named_returns("\n".join(lines))
+    assert all(set(member) <= {"name", "description", "type"} for member in members)
