@@ -275,3 +275,67 @@ def test_the_tools_layer_does_not_import_sources() -> None:
         if "bridge.sources" in path.read_text(encoding="utf-8")
     ]
     assert mentions == []
+
+
+OTHER_STYLES = '''
+"""Tools written in other libraries' styles, found by shape."""
+
+from pydantic import BaseModel
+
+
+class Bold:
+    """Make text bold."""
+
+    description = "Make text bold."
+
+    def run(self, text: str) -> str:
+        return f"**{text}**"
+
+
+class Fetch:
+    name = "fetch"
+    description = "Fetch a URL."
+
+    def call(self, url: str) -> str:
+        return f"<{url}>"
+
+
+fetcher = Fetch()  # the instance is the tool; the class is not registered twice
+
+
+class Greet(BaseModel):
+    request: str = "greet"
+    purpose: str = "Greet someone by <who>."
+    who: str
+
+    def handle(self) -> str:
+        return f"hello {self.who}"
+
+
+class Lookup(BaseModel):
+    """Look a key up."""
+
+    key: str
+
+    def run(self) -> str:
+        return self.key
+
+
+EXAMPLE = Lookup(key="x")  # an instance of a model tool: data, and the class stays a tool
+
+
+class Runner:
+    """A helper with a run() method, no name or description: not a tool."""
+
+    def run(self) -> None:
+        pass
+'''
+
+
+def test_other_libraries_styles_are_discovered(tmp_path: Path) -> None:
+    path = tmp_path / "styles.py"
+    path.write_text(OTHER_STYLES, encoding="utf-8")
+    box = load_tools([str(path)])
+    assert box.names() == ["bold", "fetch", "greet", "lookup"]
+    fetch = box.get("fetch")
+    assert fetch is not None and fetch.function(**fetch.validate({"url": "u"})) == "<u>"

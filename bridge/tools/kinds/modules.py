@@ -55,16 +55,19 @@ def discover(module: ModuleType) -> list[Any]:
         if id(value) not in seen and _defined_in(value, module):
             seen.add(id(value))
             members.append(value)
-    # A module that made an instance (a toolkit with a DSN) exports it, not its class.
-    made = {type(value) for value in members if not isinstance(value, type)}
-    found = []
-    for value in members:
-        if isinstance(value, type) and value in made:
-            continue
-        kind = kind_of(value, strict=False)
-        if kind is not None and kind.discover is not None and kind.discover(value):
-            found.append(value)
-    return found
+    kinds = {id(value): kind_of(value, strict=False) for value in members}
+
+    def wanted(value: Any) -> bool:
+        kind = kinds[id(value)]
+        return kind is not None and kind.discover is not None and kind.discover(value)
+
+    # A module that made a tool of a class (a toolkit with a DSN) exports that, not the class.
+    made = {type(value) for value in members if not isinstance(value, type) and wanted(value)}
+    return [
+        value
+        for value in members
+        if not (isinstance(value, type) and value in made) and wanted(value)
+    ]
 
 
 def _listed(module: ModuleType, listed: Any) -> list[Any]:
