@@ -27,7 +27,7 @@ from bridge.tools.kinds import Request, build_toolset
 from bridge.tools.manifest import NAME_RULE
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
-from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, Toolset
+from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, StaticToolset, Toolset
 
 if TYPE_CHECKING:
     from bridge.types import ToolRun
@@ -127,6 +127,8 @@ class Toolbox:
         )
         if prefix is not None and not isinstance(prefix, str):
             raise UsageError(f"prefix= must be a string (got {prefix!r})")
+        if prefix:
+            PrefixedToolset(StaticToolset([]), prefix)  # checked before a toolkit is created
         toolset = build_toolset(obj, request)
         if enable is not None or exclude:
             toolset = SelectedToolset(toolset, enable=enable, exclude=exclude)

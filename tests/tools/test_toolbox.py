@@ -732,6 +732,20 @@ def test_prefix_can_be_empty() -> None:
     assert box.add(plain, prefix="")[0].name == "plain"
     with pytest.raises(UsageError, match="prefix= must be a string"):
         box.add(get_weather, prefix=3)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="prefix 'a b' is invalid"):
+        box.add(Counted, prefix="a b")
+    assert Counted.created == 0  # checked before the toolkit is created
+
+
+class Counted:
+    toolkit_name = "counted"
+    created = 0
+
+    def __init__(self) -> None:
+        Counted.created += 1
+
+    def one(self) -> int:
+        return 1
 
 
 def test_enable_and_exclude_choose_a_toolkits_methods() -> None:
