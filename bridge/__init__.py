@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallFinished": "bridge.types",
     "ToolCallStarted": "bridge.types",
     "ToolCallsRequested": "bridge.types",
+    "ToolChoice": "bridge.types",
     "ToolContext": "bridge.tools.context",
     "ToolError": "bridge.tools.spec",
     "ToolOptions": "bridge.tools.spec",
@@ -132,6 +133,7 @@ if TYPE_CHECKING:
         ToolCallFinished,
         ToolCallsRequested,
         ToolCallStarted,
+        ToolChoice,
         ToolResult,
         ToolRun,
     )

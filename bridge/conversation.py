@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,13 @@ from bridge.errors import (
     UsageError,
 )
 from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageRecord, MessageTrail
-from bridge.platforms.base import Platform, knows_conversation
+from bridge.platforms.base import (
+    Platform,
+    ToolChoiceLike,
+    knows_conversation,
+    parse_tool_choice,
+    platform_tools_for,
+)
 from bridge.tools.approval import (
     ApprovalRequest,
     DeferredApprover,
@@ -62,6 +68,8 @@ from bridge.types import (
     ToolCallFinished,
     ToolCallsRequested,
     ToolCallStarted,
+    ToolChoice,
+    ToolChoiceMode,
     ToolRun,
 )
 
@@ -105,7 +113,13 @@ class Bridge:
         max_rounds: most tool batches one question may trigger before `MaxRoundsError`.
         stream: ask the platform for streamed answers.
         end_user_id: default end user sent with every run.
-        tool_choice: default tool the agent is forced to call (by name).
+        tool_choice: default tool the agent is forced to call: a tool name, a
+            `ToolChoice(name=..., input={...})` or its dict `{"name": ..., "input": {...}}`
+            (AppBuilder then calls it with exactly that input), or a mode the platform
+            knows (`auto`; OpenAI-compatible ones also `none`, `required`).
+        platform_tools: the platform's own tools, sent with the local ones on every question:
+            type names such as AppBuilder's `"code_interpreter"` and `"file_retrieval"` (or
+            dicts with a `type`); a platform without such tools refuses them.
         approve: asked before every call of a `confirm=True` tool: a function
             `approve(call) -> bool` (False rejects the call), asked before the batch runs; or
             a `bridge.tools.approval.DeferredApprover` (the daemon's approvals), asked on a
@@ -129,7 +143,8 @@ class Bridge:
         max_rounds: int = 10,
         stream: bool = True,
         end_user_id: str | None = None,
-        tool_choice: str | None = None,
+        tool_choice: ToolChoiceLike | None = None,
+        platform_tools: Iterable[str | Mapping[str, Any]] = (),
         approve: ApproveHook | DeferredApprover | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_tool_call: Callable[[ToolCall], None] | None = None,
@@ -165,7 +180,14 @@ class Bridge:
         self.max_rounds = max_rounds
         self.stream = stream
         self.end_user_id = end_user_id
-        self.tool_choice = tool_choice
+        try:
+            self.platform_tools = platform_tools_for(platform, platform_tools)
+            self.tool_choice = self.checked_tool_choice(tool_choice)
+        except BaseException:
+            # What it made (a toolbox's MCP servers) must not leak; the platform is the caller's.
+            for release in reversed(self._owned):
+                release()
+            raise
         self.approve = approve
         self.on_event = on_event
         self.on_tool_call = on_tool_call
@@ -176,6 +198,20 @@ class Bridge:
 
             journal = MemoryJournal()
         self.journal: Journal = journal
+
+    def checked_tool_choice(self, value: object) -> ToolChoice | ToolChoiceMode | None:
+        """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
+        choice = parse_tool_choice(value)
+        if isinstance(choice, ToolChoice) and self.toolbox.get(choice.name) is None:
+            loaded = ", ".join(self.toolbox.names()) or "(none)"
+            raise UsageError(
+                f"tool_choice {choice.name!r} is not a loaded tool; loaded tools: {loaded}"
+            )
+        return choice
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """What goes out as `tools`: the local tools' manifests, then the platform's own."""
+        return [*self.toolbox.manifests(self.platform.dialect), *self.platform_tools]
 
     def conversation(
         self, id: str | None = None, *, end_user_id: str | None = None
@@ -259,7 +295,7 @@ class Conversation:
         self,
         query: str,
         *,
-        tool_choice: str | None = None,
+        tool_choice: ToolChoiceLike | None = None,
         file_ids: Sequence[str] | None = None,
         files: Sequence[str | Path] = (),
         stream: bool | None = None,
@@ -267,9 +303,13 @@ class Conversation:
     ) -> Iterator[Event]:
         """Send `query` and yield every event until the run ends (tools run in between).
 
+        `tool_choice` overrides the bridge's for this question (see `Bridge`).
         `sent_by`: who sent it (journaled with the message, e.g. the daemon's API key name).
         """
         bridge = self.bridge
+        choice = (
+            bridge.tool_choice if tool_choice is None else bridge.checked_tool_choice(tool_choice)
+        )
         message_id = self._begin(query, sent_by)
 
         def start(platform_id: str) -> Iterator[Event]:
@@ -278,8 +318,8 @@ class Conversation:
             return bridge.platform.start(
                 platform_id,
                 query,
-                tools=bridge.toolbox.manifests(bridge.platform.dialect),
-                tool_choice=tool_choice or bridge.tool_choice,
+                tools=bridge.manifests(),
+                tool_choice=choice,
                 end_user_id=self.end_user_id,
                 file_ids=ids or None,
                 stream=bridge.stream if stream is None else stream,
@@ -318,7 +358,7 @@ class Conversation:
                 self.platform_conversation_id,
                 interrupt_id,
                 answer,
-                tools=self.bridge.toolbox.manifests(self.bridge.platform.dialect),
+                tools=self.bridge.manifests(),
                 end_user_id=self.end_user_id,
                 stream=use_stream,
             )

@@ -26,6 +26,8 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolCallsRequested",
+    "ToolChoice",
+    "ToolChoiceMode",
     "ToolResult",
     "ToolRun",
 ]
@@ -61,6 +63,23 @@ class ToolCall(_Frozen):
         if not isinstance(value, dict):
             raise ValueError(f"expected a JSON object, got {type(value).__name__}")
         return value
+
+
+class ToolChoice(_Frozen):
+    """The tool the agent must call, and optionally the arguments it must call it with.
+
+    AppBuilder sends `input` as the forced call's arguments (`tool_choice.function.input`);
+    OpenAI-compatible servers can force a tool but not its arguments.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str = Field(min_length=1)
+    input: dict[str, Any] | None = None
+
+
+ToolChoiceMode = Literal["auto", "none", "required"]
+"""A tool choice that names no tool: the agent decides, calls none, or must call one."""
 
 
 class ToolBatch(_Frozen):

@@ -437,8 +437,8 @@ def test_a_refusal_after_a_settled_run_is_reported_not_papered_over(emulator: Em
     with make_bridge(emulator) as bridge:
         conversation = bridge.conversation()
         conversation.ask("weather in Tokyo")
-        with pytest.raises(BadRequestError, match="tool_choice"):
-            conversation.ask("weather in Paris", tool_choice="no_such_tool")
+        with pytest.raises(BadRequestError, match="file_ids"):
+            conversation.ask("weather in Paris", file_ids=["never-uploaded"])
         assert len(bridge.journal.platform_conversations(conversation.id)) == 1
 
 

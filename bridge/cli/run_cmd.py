@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from bridge.cli._render import Renderer
     from bridge.conversation import Bridge
     from bridge.platforms.retry import RetryNotice
-    from bridge.types import ToolCall
+    from bridge.types import ToolCall, ToolChoice, ToolChoiceMode
 
 __all__ = ["chat", "run"]
 
@@ -47,7 +48,18 @@ ConversationOpt = Annotated[
 ]
 EndUserOpt = Annotated[str | None, typer.Option("--end-user-id", help="End user id sent along.")]
 ToolChoiceOpt = Annotated[
-    str | None, typer.Option("--tool-choice", help="Force the agent to call this tool.")
+    str | None,
+    typer.Option(
+        "--tool-choice", help="Force the agent to call this tool (or auto, none, required)."
+    ),
+]
+ToolInputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-input",
+        metavar="JSON",
+        help="With --tool-choice: the arguments of the forced call, a JSON object (AppBuilder).",
+    ),
 ]
 StreamOpt = Annotated[
     bool, typer.Option("--stream/--no-stream", help="Stream the answer as it is written.")
@@ -69,16 +81,19 @@ def _make_bridge(
     stream: bool,
     max_rounds: int,
     renderer: Renderer | None,
+    tool_input: str | None = None,
     yes: bool,
     allow_hosts: list[str],
 ) -> Bridge:
     from bridge.conversation import Bridge
+    from bridge.types import ToolChoice
 
     toolbox = build_toolbox(tools, allow_hosts=allow_hosts)
     try:
-        if tool_choice is not None and toolbox.get(tool_choice) is None:
+        choice = _tool_choice(tool_choice, tool_input)
+        if isinstance(choice, ToolChoice) and toolbox.get(choice.name) is None:
             raise UsageError(
-                f"--tool-choice {tool_choice!r} is not a loaded tool; "
+                f"--tool-choice {choice.name!r} is not a loaded tool; "
                 f"loaded: {', '.join(toolbox.names()) or '(none)'}"
             )
         adapter = connection.open()
@@ -91,10 +106,37 @@ def _make_bridge(
         max_rounds=max_rounds,
         stream=stream,
         end_user_id=end_user_id,
-        tool_choice=tool_choice,
+        tool_choice=choice,
         approve=_approver(renderer, yes),
         on_event=renderer.handle if renderer is not None else None,
     )
+
+
+def _tool_choice(name: str | None, tool_input: str | None) -> ToolChoice | ToolChoiceMode | None:
+    """`--tool-choice` and `--tool-input` as one tool choice, or a `UsageError`."""
+    from bridge.platforms.base import TOOL_CHOICE_MODES, parse_tool_choice
+    from bridge.types import ToolChoice
+
+    if tool_input is None:
+        return parse_tool_choice(name, what="--tool-choice")
+    if name is None:
+        raise UsageError("--tool-input needs --tool-choice NAME: the tool those arguments are for")
+    try:
+        arguments = json.loads(tool_input)
+    except ValueError as exc:
+        raise UsageError(
+            f"--tool-input is not valid JSON ({exc}); expected an object such as "
+            '\'{"city": "Beijing"}\''
+        ) from None
+    if not isinstance(arguments, dict):
+        raise UsageError(
+            f"--tool-input must be a JSON object of the tool's arguments, got "
+            f"{type(arguments).__name__}: {tool_input}"
+        )
+    choice = parse_tool_choice({"name": name, "input": arguments}, what="--tool-choice")
+    if not isinstance(choice, ToolChoice) or name in TOOL_CHOICE_MODES:
+        raise UsageError(f"--tool-input needs --tool-choice to name a tool, not the mode {name!r}")
+    return choice
 
 
 def _retry_line(renderer: Renderer | None) -> Callable[[RetryNotice], None]:
@@ -145,6 +187,7 @@ def run(
     conversation_id: ConversationOpt = None,
     end_user_id: EndUserOpt = None,
     tool_choice: ToolChoiceOpt = None,
+    tool_input: ToolInputOpt = None,
     stream: StreamOpt = True,
     max_rounds: MaxRoundsOpt = 10,
     yes: YesOpt = False,
@@ -206,6 +249,7 @@ def run(
             ),
             end_user_id=end_user_id,
             tool_choice=tool_choice,
+            tool_input=tool_input,
             stream=stream,
             max_rounds=max_rounds,
             renderer=renderer,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from bridge.errors import UsageError
 from bridge.journal import (
     ApprovalRecord,
     CallRecord,
@@ -14,7 +15,8 @@ from bridge.journal import (
     MessageRecord,
     PlatformConversationRecord,
 )
-from bridge.types import ToolRun
+from bridge.platforms.base import parse_tool_choice
+from bridge.types import ToolChoice, ToolChoiceMode, ToolRun
 
 __all__ = [
     "APPROVAL_ID_PATTERN",
@@ -103,9 +105,23 @@ class SendMessage(_Request):
     stream: bool = Field(
         default=False, description="Answer with Server-Sent Events of the run's events."
     )
-    tool_choice: str | None = Field(
-        default=None, pattern=_NAME_PATTERN, description="Force the agent to call this tool."
+    tool_choice: ToolChoice | ToolChoiceMode | None = Field(
+        default=None,
+        description=(
+            "Force the agent to call this tool: its name, or {name, input} to fix the call's "
+            "arguments too (AppBuilder); auto, none, required are modes."
+        ),
+        json_schema_extra={"examples": ["get_weather", {"name": "get_weather", "input": {}}]},
     )
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice(cls, value: object) -> object:
+        # One reading of a tool choice everywhere (Bridge, CLI, API), with its clear errors.
+        try:
+            return parse_tool_choice(value)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class MessageResult(BaseModel):

@@ -39,7 +39,15 @@ from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal import ConversationRecord, Journal, PendingBatch, now
 from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
-from bridge.types import Event, ToolCall, ToolCallFinished, ToolCallsRequested, ToolRun
+from bridge.types import (
+    Event,
+    ToolCall,
+    ToolCallFinished,
+    ToolCallsRequested,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolRun,
+)
 
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
@@ -75,7 +83,7 @@ class Generation:
 @dataclass
 class _Job:
     query: str = ""
-    tool_choice: str | None = None
+    tool_choice: ToolChoice | ToolChoiceMode | None = None
     end_user_id: str | None = None
     recover: tuple[int, PendingBatch] | None = None
     sent_by: str | None = None
@@ -340,7 +348,7 @@ class Service:
         self,
         conversation_id: str,
         query: str,
-        tool_choice: str | None,
+        tool_choice: ToolChoice | ToolChoiceMode | None,
         request_id: str,
         sent_by: str | None = None,
     ) -> RunHandle:
@@ -353,10 +361,11 @@ class Service:
                 "conversation_not_found",
                 f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
             )
-        if tool_choice is not None and self.generation.toolbox.get(tool_choice) is None:
+        forced = tool_choice.name if isinstance(tool_choice, ToolChoice) else None
+        if forced is not None and self.generation.toolbox.get(forced) is None:
             names = ", ".join(self.generation.toolbox.names()) or "(none)"
             raise ApiError(
-                422, "unknown_tool", f"tool_choice {tool_choice!r} is not a loaded tool: {names}"
+                422, "unknown_tool", f"tool_choice {forced!r} is not a loaded tool: {names}"
             )
         self._check_accepting()  # the await above may have let a SIGTERM in
         job = _Job(

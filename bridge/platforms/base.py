@@ -6,21 +6,37 @@ Adding a platform means adding one module under `bridge/platforms/` that satisfi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, get_args, runtime_checkable
 
-from bridge.types import Event, ToolBatch, ToolResult
+from bridge.errors import UsageError
+from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResult
 
 __all__ = [
     "NO_LIMITS",
+    "TOOL_CHOICE_MODES",
     "LimitViolation",
     "Platform",
     "PlatformLimits",
+    "ToolChoiceLike",
     "knows_conversation",
     "limits_of",
+    "parse_tool_choice",
+    "platform_tool_types_of",
+    "platform_tools_for",
 ]
+
+ToolChoiceLike = ToolChoice | str | Mapping[str, Any]
+"""What callers may pass as a tool choice: a `ToolChoice`, a tool name or mode, or a dict."""
+
+TOOL_CHOICE_MODES: tuple[str, ...] = get_args(ToolChoiceMode)
+
+_CHOICE_EXPECTED = (
+    "a tool name, one of auto, none, required, a ToolChoice(name=..., input=...), "
+    "or a dict {'name': ..., 'input': {...}}"
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,116 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
     return True if knows is None else bool(knows(conversation_id))
 
 
+def parse_tool_choice(
+    value: object, *, what: str = "tool_choice"
+) -> ToolChoice | ToolChoiceMode | None:
+    """The neutral tool choice for what a caller passed, or a `UsageError` saying what fits.
+
+    A string is a mode (`auto`, `none`, `required`) or a tool name; a dict is `{"name",
+    "input"}`, or AppBuilder's own `{"type": "function", "function": {"name", "input"}}` so
+    that code written for its SDK keeps working. `what` names the argument in errors (e.g.
+    `--tool-choice`). Whether the name is a loaded tool is the caller's check.
+    """
+    if value is None or isinstance(value, ToolChoice):
+        return value
+    if isinstance(value, str):
+        if not value.strip():
+            raise UsageError(f"{what} is an empty string; expected {_CHOICE_EXPECTED}")
+        if value in TOOL_CHOICE_MODES:
+            return cast(ToolChoiceMode, value)
+        return ToolChoice(name=value)
+    if isinstance(value, Mapping):
+        if "type" in value or "function" in value:
+            return _appbuilder_choice(value, what)
+        return _choice_from_dict(value, what)
+    raise UsageError(f"{what} must be {_CHOICE_EXPECTED}; got {type(value).__name__}")
+
+
+def _choice_from_dict(value: Mapping[Any, Any], what: str) -> ToolChoice:
+    unknown = sorted(str(key) for key in value if key not in ("name", "input"))
+    if unknown:
+        raise UsageError(
+            f"{what} has unknown key(s) {', '.join(unknown)}; expected {{'name': ..., "
+            "'input': {...}} (input optional)"
+        )
+    name = value.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{what}['name'] must be a non-empty tool name; got {name!r}")
+    arguments = value.get("input")
+    if arguments is None:
+        return ToolChoice(name=name)
+    if not isinstance(arguments, Mapping):
+        raise UsageError(
+            f"{what}['input'] must be a dict of the tool's arguments, e.g. {{'city': 'Beijing'}}; "
+            f"got {type(arguments).__name__}"
+        )
+    keys = [key for key in arguments if not isinstance(key, str)]
+    if keys:
+        raise UsageError(f"{what}['input'] keys must be argument names (strings); got {keys!r}")
+    return ToolChoice(name=name, input=dict(arguments))
+
+
+def _appbuilder_choice(value: Mapping[Any, Any], what: str) -> ToolChoice | ToolChoiceMode:
+    kind = value.get("type")
+    function = value.get("function")
+    unknown = sorted(str(key) for key in value if key not in ("type", "function"))
+    if unknown or kind not in ("auto", "function"):
+        raise UsageError(
+            f"{what} in AppBuilder's form must be {{'type': 'function', 'function': "
+            f"{{'name': ..., 'input': {{...}}}}}} or {{'type': 'auto'}}; got {dict(value)!r}"
+        )
+    if kind == "auto":
+        return "auto"
+    if not isinstance(function, Mapping):
+        raise UsageError(
+            f"{what}['function'] must be {{'name': ..., 'input': {{...}}}}; got {function!r}"
+        )
+    return _choice_from_dict(function, f"{what}['function']")
+
+
+def platform_tool_types_of(platform: object) -> frozenset[str]:
+    """The platform's own tool types it can run for the agent (`platform_tool_types`), e.g.
+    AppBuilder's `code_interpreter`; empty for an adapter that declares none."""
+    types = getattr(platform, "platform_tool_types", None)
+    return types if isinstance(types, frozenset) else frozenset()
+
+
+def platform_tools_for(
+    platform: object, tools: Iterable[str | Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The platform's own tools, as sent next to the local tools' manifests.
+
+    Each is a type name (`"code_interpreter"`) or a dict with a `type`; anything the platform
+    does not offer is a `UsageError` that lists what it does.
+    """
+    if isinstance(tools, str | Mapping):
+        tools = [tools]  # one tool given bare: not a list of its characters or keys
+    known = platform_tool_types_of(platform)
+    name = getattr(platform, "name", type(platform).__name__)
+    result: list[dict[str, Any]] = []
+    for position, tool in enumerate(tools):
+        spec = {"type": tool} if isinstance(tool, str) else tool
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        if not isinstance(kind, str):
+            raise UsageError(
+                f"platform_tools[{position}] must be a tool type name such as "
+                f"'code_interpreter' or a dict with a 'type'; got {tool!r}"
+            )
+        if not known:
+            raise UsageError(
+                f"the {name} platform has no platform tools of its own (got {kind!r}); "
+                "pass local tools with tools=..."
+            )
+        if kind not in known:
+            hint = " (local tools go in tools=...)" if kind == "function" else ""
+            raise UsageError(
+                f"platform_tools[{position}]: {kind!r} is not a tool type of the {name} "
+                f"platform; expected one of {', '.join(sorted(known))}{hint}"
+            )
+        result.append(dict(spec))
+    return result
+
+
 @runtime_checkable
 class Platform(Protocol):
     """What the conversation loop needs from an agent platform.
@@ -127,12 +253,17 @@ class Platform(Protocol):
         query: str,
         *,
         tools: Sequence[dict[str, Any]],
-        tool_choice: str | None = None,
+        tool_choice: ToolChoice | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         stream: bool = True,
     ) -> Iterator[Event]:
-        """Send a user query with the tool manifests; yield the run's events."""
+        """Send a user query with the tool manifests; yield the run's events.
+
+        `tools` may end with the platform's own tools (`platform_tools_for`); `tool_choice`
+        is a `ToolChoice`, a mode (`auto`, `none`, `required`) or a tool name, and an adapter
+        refuses with `UsageError` what its platform cannot do (e.g. a forced input).
+        """
         ...
 
     def submit(

@@ -44,7 +44,7 @@ from bridge.platforms._openai_wire import (
     trim,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.base import PlatformLimits
+from bridge.platforms.base import PlatformLimits, parse_tool_choice
 from bridge.platforms.retry import RetryPolicy
 from bridge.platforms.text_tools import TextToolProtocol
 from bridge.types import (
@@ -54,6 +54,7 @@ from bridge.types import (
     ToolBatch,
     ToolCall,
     ToolCallsRequested,
+    ToolChoice,
     ToolResult,
 )
 
@@ -217,20 +218,23 @@ class OpenAIChatPlatform:
         query: str,
         *,
         tools: Sequence[dict[str, Any]],
-        tool_choice: str | None = None,
+        tool_choice: ToolChoice | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         stream: bool = True,
     ) -> Iterator[Event]:
         """Append the user's query to the history and yield the completion's events.
 
-        `tool_choice` is a tool name (sent as a forced function choice) or one of ``auto``,
-        ``none`` and ``required``. The history is only extended once the completion succeeds.
+        `tool_choice` is a tool name or `ToolChoice` (sent as a forced function choice) or one
+        of ``auto``, ``none`` and ``required``. The history is only extended once the
+        completion succeeds.
 
         Raises:
-            UsageError: Unknown conversation, empty query, file ids, bad tools or tool_choice,
-                or tool calls of the previous round still unanswered.
+            UsageError: Unknown conversation, empty query, file ids, bad tools or tool_choice
+                (a `ToolChoice` with an `input`: Chat Completions cannot fix a call's
+                arguments), or tool calls of the previous round still unanswered.
         """
+        tool_choice = _choice_name(tool_choice)
         state = self._state(conversation_id)
         if not isinstance(query, str) or not query.strip():
             raise UsageError(f"query must be a non-empty string, got {query!r}")
@@ -590,6 +594,21 @@ class _Conversation:
 
 
 # --- pure helpers ------------------------------------------------------------------------------
+
+
+def _choice_name(choice: ToolChoice | str | None) -> str | None:
+    """The tool name or mode to send; a forced input is refused rather than dropped, since the
+    model would then call the tool with arguments of its own choosing."""
+    parsed = parse_tool_choice(choice)
+    if not isinstance(parsed, ToolChoice):
+        return parsed
+    if parsed.input:
+        raise UsageError(
+            f"tool_choice input {parsed.input!r} for {parsed.name!r} cannot be sent: "
+            "OpenAI-compatible Chat Completions can force a tool but not its arguments; "
+            "pass the tool name only (tool_choice=" + repr(parsed.name) + ")"
+        )
+    return parsed.name
 
 
 def _check_base_url(base_url: str | None) -> str:

@@ -39,7 +39,7 @@ from bridge.platforms.appbuilder.models import (
     ToolChoice,
     ToolOutput,
 )
-from bridge.platforms.base import PlatformLimits
+from bridge.platforms.base import PlatformLimits, parse_tool_choice
 from bridge.types import (
     Event,
     HumanInputRequested,
@@ -52,6 +52,7 @@ from bridge.types import (
     ToolCallsRequested,
     ToolResult,
 )
+from bridge.types import ToolChoice as NeutralChoice
 
 __all__ = ["AppBuilderPlatform", "tool_choice_for"]
 
@@ -75,6 +76,9 @@ class AppBuilderPlatform:
     dialect = "appbuilder"
     limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
     """AppBuilder's documented limits (appbuilder-wire.md: query, end_user_id)."""
+    platform_tool_types = frozenset({"code_interpreter", "file_retrieval"})
+    """The tool types besides `function` that the run API documents (its `tools[].type` enum):
+    sent as `{"type": ...}` next to the local tools, run by AppBuilder itself."""
 
     def __init__(
         self,
@@ -109,12 +113,16 @@ class AppBuilderPlatform:
         query: str,
         *,
         tools: Sequence[dict[str, Any]],
-        tool_choice: str | None = None,
+        tool_choice: NeutralChoice | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         stream: bool = True,
     ) -> Iterator[Event]:
-        """Send `query` with the tool manifests; yield the run's events."""
+        """Send `query` with the tool manifests; yield the run's events.
+
+        A forced `tool_choice` goes out as `{"type": "function", "function": {"name",
+        "input"}}`: with an `input`, AppBuilder calls the tool with those arguments.
+        """
         return self._events(
             stream,
             conversation_id,
@@ -206,14 +214,22 @@ class AppBuilderPlatform:
         return _map_response(reply)
 
 
-def tool_choice_for(name: str | None) -> ToolChoice | None:
-    """The wire `tool_choice` for the neutral one: a tool name forces that tool.
+def tool_choice_for(choice: NeutralChoice | str | None) -> ToolChoice | None:
+    """The wire `tool_choice` for the neutral one: a `ToolChoice` or a tool name forces that
+    tool, with its `input` when given.
 
-    None and "auto" send `null` (the agent decides; the trial `auto` mode is not needed for that).
+    None and "auto" send `null` (the agent decides; the trial `auto` mode is not needed for
+    that). "none" and "required" are OpenAI modes AppBuilder has no word for: `UsageError`.
     """
-    if name is None or name == "auto":
+    parsed = parse_tool_choice(choice)
+    if parsed is None or parsed == "auto":
         return None
-    return ToolChoice.for_function(name)
+    if not isinstance(parsed, NeutralChoice):
+        raise UsageError(
+            f"tool_choice {parsed!r} is not available on AppBuilder, which can only force a "
+            "named tool (optionally with its input) or leave the choice to the agent ('auto')"
+        )
+    return ToolChoice.for_function(parsed.name, parsed.input)
 
 
 class _RunState:
