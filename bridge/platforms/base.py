@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast, get_args, runtime_checkable
 
+from pydantic import BaseModel
+
 from bridge.errors import UsageError
 from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResult
 
@@ -116,11 +118,15 @@ def parse_tool_choice(
 
     A string is a mode (`auto`, `none`, `required`) or a tool name; a dict is `{"name",
     "input"}`, or AppBuilder's own `{"type": "function", "function": {"name", "input"}}` so
-    that code written for its SDK keeps working. `what` names the argument in errors (e.g.
-    `--tool-choice`). Whether the name is a loaded tool is the caller's check.
+    that code written for its SDK keeps working, as does any pydantic model of those shapes
+    (the SDK's `ToolChoice(type=..., function=ToolChoiceFunction(...))`). `what` names the
+    argument in errors (e.g. `--tool-choice`). Whether the name is a loaded tool is the
+    caller's check.
     """
     if value is None or isinstance(value, ToolChoice):
         return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
     if isinstance(value, str):
         if not value.strip():
             raise UsageError(f"{what} is an empty string; expected {_CHOICE_EXPECTED}")
