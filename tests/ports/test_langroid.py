@@ -337,3 +337,29 @@ def test_examples_that_are_not_instances_are_refused() -> None:
 def test_an_instance_is_refused_with_a_hint() -> None:
     with pytest.raises(UsageError, match="pass the class ProbeTool, not an instance"):
         Toolbox().add(ProbeTool(number=1))
+
+
+# --- Langroid's native JSON tools: a chat model without function calls ------------------------
+
+
+def test_a_model_writing_langroid_json_tools_drives_the_tool() -> None:
+    from bridge.platforms.openai_chat import OpenAIChatPlatform
+    from tests.platforms.openai_fakes import FAST_RETRIES, Reply, ScriptedServer, completion
+
+    with ScriptedServer().running() as server:
+        server.script(
+            Reply(json=completion('{"request": "probe", "number": 25}')),
+            Reply(json=completion("6 of my numbers are at most 25.")),
+        )
+        platform = OpenAIChatPlatform(
+            server.base_url, "m", retry_policy=FAST_RETRIES, tool_protocol="text"
+        )
+        with platform:
+            result = Bridge(platform, tools=[ProbeTool]).ask("How many are at most 25?")
+        system = server.bodies[0]["messages"][0]["content"]
+    assert [(run.name, run.arguments, run.output) for run in result.tool_runs] == [
+        ("probe", {"number": 25}, "6")
+    ]
+    assert result.answer.endswith("6 of my numbers are at most 25.")
+    assert "## probe" in system
+    assert 'Example: {"tool": "probe", "arguments": {"number": 10}}' in system
