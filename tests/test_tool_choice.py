@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from bridge import (
@@ -141,6 +143,34 @@ def test_refused_forms_say_what_is_expected(given: object, message: str) -> None
     with pytest.raises(UsageError) as caught:
         parse_tool_choice(given)
     assert message in str(caught.value)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["name", "input", "type", "function", "x"]), inner, max_size=3
+        )
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON)
+def test_any_value_is_a_choice_or_a_usage_error(value: object) -> None:
+    """Whatever a caller or an API client sends: a neutral choice, or a clear UsageError."""
+    try:
+        choice = parse_tool_choice(value)
+    except UsageError as exc:
+        message = str(exc)
+        assert message.startswith("tool_choice"), message
+        assert "got" in message or "expected" in message, message
+        return
+    assert (
+        choice is None or choice in ("auto", "none", "required") or isinstance(choice, ToolChoice)
+    )
 
 
 def test_a_tool_choice_model_is_strict() -> None:
