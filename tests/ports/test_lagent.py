@@ -254,6 +254,117 @@ def test_a_plain_returns_section_documents_no_members() -> None:
     assert spec.output_schema is None
 
 
+# --- docs/en/tutorials/action.md: named returns, explode_return, enable ----------------------
+
+
+class BoldNamed:
+    def run(self, text: str) -> str:
+        """make text bold
+
+        Args:
+            text (str): input text
+
+        Returns:
+            bold_text (str): bold text
+        """
+        return "**" + text + "**"
+
+
+class ListArgs:
+    def run(self, a: str, b: int, c: float = 0.0) -> dict[str, Any]:
+        """Return arguments in dict format
+
+        Args:
+            a (str): a
+            b (int): b
+            c (float): c
+
+        Returns:
+            dict: input arguments
+                - a (str): a
+                - b (int): b
+                - c: c
+        """
+        return {"a": a, "b": b, "c": c}
+
+
+def test_the_tutorials_named_value_is_the_return_value_itself() -> None:
+    toolbox = Toolbox([BoldNamed])
+    [spec] = toolbox
+    assert spec.output_schema is None  # one named value: no members
+    assert spec.description == "make text bold\n\nReturns: bold_text (str): bold text"
+    assert call(toolbox, "bold_named", {"text": "x"}).output == "**x**"
+
+
+def test_the_tutorials_exploded_return_lists_its_members() -> None:
+    toolbox = Toolbox([ListArgs])
+    [spec] = toolbox
+    assert spec.output_schema == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "description": "a"},
+            "b": {"type": "integer", "description": "b"},
+            "c": {"description": "c"},
+        },
+    }
+    output = call(toolbox, "list_args", {"a": "x", "b": "2"}).output
+    assert json.loads(output) == {"a": "x", "b": 2, "c": 0.0}
+
+
+def test_an_action_with_enable_false_is_registered_disabled() -> None:
+    class Hidden:
+        enable = False
+
+        def run(self, text: str) -> str:
+            return text
+
+    toolbox = Toolbox([Hidden])
+    assert (toolbox.names(), toolbox.names(include_disabled=True)) == ([], ["hidden"])
+    toolbox.enable("hidden")
+    assert toolbox.names() == ["hidden"]
+
+
+class PhraseEmphasis:
+    """a toolkit which provides different styles of text emphasis"""
+
+    @manifest  # Lagent: @tool_api
+    def bold(self, text: str) -> str:
+        """make text bold
+
+        Args:
+            text (str): input text
+
+        Returns:
+            str: bold text
+        """
+        return "**" + text + "**"
+
+    @manifest
+    def italic(self, text: str) -> str:
+        """make text italic
+
+        Args:
+            text (str): input text
+
+        Returns:
+            str: italic text
+        """
+        return "*" + text + "*"
+
+
+def test_the_tutorials_toolkit_and_action_side_by_side() -> None:
+    toolbox = Toolbox([Bold])
+    toolbox.add(PhraseEmphasis, prefix="emphasis")
+    assert toolbox.names() == ["bold", "emphasis_bold", "emphasis_italic"]
+    italic = toolbox.get("emphasis_italic")
+    assert italic is not None
+    assert italic.toolkit_description == (
+        "a toolkit which provides different styles of text emphasis"
+    )
+    assert "different styles of text emphasis" in italic.description
+    assert call(toolbox, "emphasis_italic", {"text": "x"}).output == "*x*"
+
+
 # --- BaseAction's docstring example: a toolkit with several APIs ------------------------------
 
 

@@ -16,11 +16,13 @@ docstring text of `run`, else the class's own docstring; `run`'s Returns section
 Parameters come from `run` as for any function (`build_spec`).
 
 Named returns, Lagent's `tool_api(explode_return=True)` and `returns_named_value=True`: the
-members documented in the Returns section (bullets under the first line, or one
-``name (type): description`` line each), or Lagent's own `return_data`, give the tool an output
+members documented in the Returns section (bullets under the first line, or two or more
+``name (type): description`` lines), or Lagent's own `return_data`, give the tool an output
 schema (an object with those members) unless its return annotation named members itself (a
 model, a TypedDict...), and a tuple returned with as many items becomes an object with those
 names. A Lagent `ActionReturn` returned by `run` becomes its text (its `errmsg` a tool error).
+An `enable` attribute that is False (Lagent's `BaseAction(enable=False)`) registers the tool
+disabled (`Toolbox.enable(name)` offers it).
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ def action_specs(
         "function": call_with(spec.function, lambda value: _result(value, names), spec.is_async),
         "origin": f"{cls.__module__}:{cls.__qualname__}",
     }
+    if getattr(instance, "enable", True) is False:
+        # Lagent's BaseAction(enable=False): registered, but not offered until enabled.
+        changes["enabled"] = False
     if members:
         # The documented members say more than `-> tuple[int, int]` or `-> dict`.
         changes["output_schema"] = _members_schema(members)
@@ -124,8 +129,9 @@ def named_returns(doc: str | None) -> list[dict[str, str]]:
                 * x: value of a
                 * y (int): value of b
 
-    or one ``name (type): description`` line per member (``returns_named_value``; the
-    parentheses tell a name from a type, as in Lagent). Anything else documents no members.
+    or one ``name (type): description`` line per member, two or more (``returns_named_value``;
+    the parentheses tell a name from a type, as in Lagent; a single one names the return value
+    itself). Anything else documents no members.
     """
     block = _returns_block(doc or "")
     if not block:
@@ -134,7 +140,8 @@ def named_returns(doc: str | None) -> list[dict[str, str]]:
     heads = [line for indent, line in block if indent == top]
     if len(heads) == 1 and len(block) > 1:
         lines = [line.lstrip(" -+*#.") for indent, line in block[1:]]
-    elif all(_NAMED.match(line) for line in heads) and len(heads) == len(block):
+    elif len(heads) > 1 and all(_NAMED.match(line) for line in heads) and len(heads) == len(block):
+        # One named value is the return value itself, documented: it has no members.
         lines = heads
     else:
         return []
@@ -200,7 +207,8 @@ def _lagent_members(instance: Any, run: Any) -> list[dict[str, str]]:
         if kind:
             member["type"] = kind
         members.append(member)
-    return members
+    # Lagent writes one named value there too: that is the value itself, not a member of it.
+    return members if len(members) > 1 else []
 
 
 def _members_schema(members: list[dict[str, str]]) -> dict[str, Any]:
