@@ -67,13 +67,12 @@ def _bodies(emulator: Emulator) -> list[dict[str, Any]]:
 
 # --- tool_call.md, way 1: the tool as a JSON Schema dict ------------------------------------------
 
+DESCRIPTION = "仅支持中国城市的天气查询，参数location为中国城市名称，其他国家城市不支持天气查询"
 SDK_TOOL = {
     "type": "function",
     "function": {
         "name": "get_current_weather",
-        "description": (
-            "仅支持中国城市的天气查询，参数location为中国城市名称，其他国家城市不支持天气查询"
-        ),
+        "description": DESCRIPTION,
         "parameters": {
             "type": "object",
             "properties": {
@@ -90,7 +89,7 @@ def test_way_1_the_json_schema_tool_is_a_typed_function(
     platform: AppBuilderPlatform, emulator: Emulator
 ) -> None:
     # The dict describes a function toolbridge would run; written as one, it says the same.
-    @manifest(description=SDK_TOOL["function"]["description"])  # type: ignore[index]
+    @manifest(description=DESCRIPTION)
     @manifest_parameter("location", description="城市名，举例：北京")
     def get_current_weather(location: str, unit: Literal["celsius", "fahrenheit"]) -> str:
         return "北京今天35度"
