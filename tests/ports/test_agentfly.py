@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from typing import Any, ClassVar
 
 import pytest
@@ -143,6 +144,49 @@ def test_a_schema_attribute_describes_what_the_signature_does_not() -> None:
 
     [spec] = Toolbox().add(Lookup)
     assert spec.parameters["properties"]["word"] == {"type": "string", "description": "The word."}
+
+
+class Weather:
+    name = "weather"
+    description = "Weather of a city."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City."},
+            "unit": {"type": "string", "enum": ["c", "f"]},
+            "days": {"type": "integer"},
+        },
+        "required": ["city"],
+    }
+
+    def call(self, **kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+
+def test_a_call_taking_only_kwargs_is_described_and_checked_by_its_schema() -> None:
+    toolbox = Toolbox([Weather])
+    [spec] = toolbox
+    assert spec.parameters == Weather.parameters
+    ran = call(toolbox, "weather", {"city": "Paris", "days": "3"})
+    assert json.loads(ran.output) == {"city": "Paris", "days": 3}
+    refused = call(toolbox, "weather", {"unit": "k", "colour": 1})
+    assert refused.error == "invalid_arguments"
+    assert "city: missing required argument" in refused.output
+    assert 'unit: must be one of "c", "f"' in refused.output
+    assert "unknown argument 'colour'" in refused.output
+
+
+def test_a_kwargs_call_whose_schema_is_no_object_is_refused() -> None:
+    class Odd:
+        name = "odd"
+        description = "Odd."
+        parameters: ClassVar[dict[str, Any]] = {"type": "string"}
+
+        def call(self, **kwargs: Any) -> str:
+            return ""
+
+    with pytest.raises(UsageError, match=r"Odd: its schema must describe an object"):
+        Toolbox().add(Odd)
 
 
 # --- tool_base.py: addition_tool_example, and @tool on an agent's method ------------------------

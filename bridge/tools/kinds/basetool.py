@@ -15,8 +15,8 @@
 Name and description as for actions (`bridge.tools.kinds.actions`): `Toolbox.add(name=)`, the
 attribute, else the snake-cased class name / the docstring of `call` or of the class.
 Parameters come from `call`'s signature, type hints and docstring; a `parameters` JSON Schema
-attribute, or a `schema` one (plain, or an OpenAI function tool as AgentFly builds), only adds
-descriptions the signature lacks.
+attribute, or a `schema` one (plain, or an OpenAI function tool as AgentFly builds), adds
+descriptions the signature lacks, and is the whole description of a `call(self, **kwargs)`.
 
 AgentFly injects a `context` parameter to reach rollout resources
 (`await context.acquire_resource(spec=...)`, pooled by its resource engine). Here annotate it
@@ -28,12 +28,13 @@ dict with an ``observation`` text (AgentFly's result shape) posts that text.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.tools._describe import is_context
+from bridge.tools._describe import describe_error, is_context
 from bridge.tools.kinds._objects import (
     call_with,
     defining_class,
@@ -44,7 +45,8 @@ from bridge.tools.kinds._objects import (
     method_spec,
 )
 from bridge.tools.kinds.base import Kind, Request
-from bridge.tools.schema import replace_spec
+from bridge.tools.schema import NO_DEFAULT, Param, build_arguments, replace_spec
+from bridge.tools.schema_walk import strip_titles
 from bridge.tools.spec import ToolOptions, ToolSpec
 from bridge.tools.toolsets import StaticToolset, Toolset
 
@@ -99,10 +101,72 @@ def basetool_specs(
         "function": call_with(spec.function, _observation, spec.is_async),
         "origin": f"{cls.__module__}:{cls.__qualname__}",
     }
-    described = _with_descriptions(spec.parameters, _declared_schema(instance, where))
-    if described is not None:
-        changes["parameters"] = described
+    declared = _declared_schema(instance, where)
+    if declared is not None and _takes_only_kwargs(call):
+        changes.update(_from_schema(declared, spec.name, where))
+    else:
+        described = _with_descriptions(spec.parameters, declared)
+        if described is not None:
+            changes["parameters"] = described
     return [replace_spec(spec, **changes)]
+
+
+def _takes_only_kwargs(call: Any) -> bool:
+    """`call(self, **kwargs)` (maybe with a context): the arguments are only in the schema."""
+    try:
+        params = list(inspect.signature(call).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    named = [p for p in params if p.kind is not p.VAR_KEYWORD and not is_context(p.annotation)]
+    return len(named) < len(params) and all(p.kind is p.VAR_POSITIONAL for p in named)
+
+
+_PYTHON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+
+
+def _from_schema(declared: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
+    """Parameters and validator for a `call(**kwargs)` described only by its JSON Schema.
+
+    The schema is shown as declared; validation checks each property's top-level type, its
+    enum and the required ones (the tool itself checks anything finer).
+    """
+    props = declared.get("properties")
+    if declared.get("type", "object") != "object" or not isinstance(props, Mapping):
+        raise UsageError(
+            f"{where}: its schema must describe an object with properties (call takes only "
+            "**kwargs, so the schema is all there is to say what the arguments are)"
+        )
+    required = declared.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    params = []
+    for key, prop in props.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        kind = prop.get("type")
+        enum = prop.get("enum")
+        default = prop.get("default", None) if key not in required else NO_DEFAULT
+        params.append(
+            Param(
+                name=str(key),
+                annotation=_PYTHON_TYPES.get(kind, Any) if isinstance(kind, str) else Any,
+                default=default,
+                description=prop.get("description") if isinstance(prop, Mapping) else None,
+                enum=tuple(enum) if isinstance(enum, list) and enum else None,
+            )
+        )
+    problems: list[str] = []
+    arguments = build_arguments(params, model_name=f"{name}_arguments", problems=problems)
+    if arguments is None:
+        raise describe_error(where, problems)
+    parameters = strip_titles(copy.deepcopy(dict(declared)))
+    parameters.setdefault("type", "object")
+    return {"parameters": parameters, "validate": arguments.validate}
 
 
 def _check_context(call: Any, where: str) -> None:
