@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import textwrap
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -335,3 +337,35 @@ def test_attributes_of_the_wrong_type_are_refused(
     setattr(Odd, attribute, value)
     with pytest.raises(UsageError, match=expected):
         Toolbox().add(Odd)
+
+
+def test_the_cli_calls_a_basetool_and_an_action_from_a_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bridge.cli import app
+
+    path = tmp_path / "agent_tools.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            class Echo:
+                name = "echo"
+                description = "Repeat the text."
+
+                async def call(self, text: str) -> str:
+                    return text * 2
+
+            class Shout:
+                name = "shout"
+
+                def run(self, text: str) -> str:
+                    return text.upper()
+            """
+        ),
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    echoed = runner.invoke(app, ["call", str(path), "echo", '{"text": "ab"}'])
+    assert (echoed.exit_code, echoed.stdout) == (0, "abab\n"), echoed.stderr
+    shouted = runner.invoke(app, ["call", str(path), "shout", '{"text": "ab"}'])
+    assert (shouted.exit_code, shouted.stdout) == (0, "AB\n"), shouted.stderr

@@ -363,3 +363,29 @@ def test_a_model_writing_langroid_json_tools_drives_the_tool() -> None:
     assert result.answer.endswith("6 of my numbers are at most 25.")
     assert "## probe" in system
     assert 'Example: {"tool": "probe", "arguments": {"number": 10}}' in system
+
+
+def test_the_cli_calls_a_toolmessage_from_a_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bridge.cli import app
+
+    path = tmp_path / "probe_tools.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            from pydantic import BaseModel
+
+            class ProbeTool(BaseModel):
+                request: str = "probe"
+                purpose: str = "To count my numbers up to the <number> you specify."
+                number: int
+
+                def handle(self) -> str:
+                    return str(len([n for n in [3, 4, 8, 11] if n <= self.number]))
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["call", str(path), "probe", '{"number": 9}'])
+    assert (result.exit_code, result.stdout) == (0, "3\n"), result.stderr
