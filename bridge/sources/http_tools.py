@@ -52,7 +52,7 @@ from bridge.sources._outbound import (
     host_of,
 )
 from bridge.sources._schema import canonical_schema
-from bridge.tools._output import truncate
+from bridge.tools.output import truncate
 from bridge.tools.spec import ToolOptions, ToolSpec
 
 __all__ = ["HttpToolError", "HttpToolSource", "load_http_manifest"]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bridge.errors import UsageError, redact
 from bridge.sources._arguments import SchemaArguments
 from bridge.sources._schema import canonical_schema
-from bridge.tools._runtime import LoopThread
+from bridge.tools.runtime import LoopThread
 from bridge.tools.spec import ToolError, ToolOptions, ToolSpec
 
 if TYPE_CHECKING:

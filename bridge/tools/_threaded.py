@@ -1,10 +1,9 @@
-"""Running sync tools on worker threads, and a batch made only of them.
+"""The blocking shell: a batch driven from the caller's thread (`Dispatcher.run`/`iter_run`).
 
-`run_on_threads` is the dispatcher's fast path for a batch whose tools are all sync (the usual
-case): the caller's thread prepares each call, hands the function to a worker thread and
-waits for the next one to finish or time out. The general path goes through the dispatcher's
-event loop thread as well, which costs two more thread hand-offs per batch; both paths share
-`Dispatcher._prepare`, `_record`, `_failed` and `_timed_out`, so they decide alike.
+The caller's thread advances each call's flow (`_core`), hands every step to a worker thread
+(sync callables) or to the dispatcher's loop thread (async ones, and awaitables a sync callable
+returned), and waits for the next step to finish or the nearest deadline to pass. A batch of
+sync tools never touches the loop thread.
 """
 
 from __future__ import annotations
@@ -12,162 +11,235 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import queue
-import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bridge.tools._output import serialize
+from bridge.tools._core import ADMIT, Core, Deferred, Flow, Settled, Step, on_worker
 from bridge.tools.context import ConversationScope
-from bridge.tools.spec import ToolSpec
-from bridge.types import ErrorKind, ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
+from bridge.tools.runtime import LoopThread, Workers
+from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
-if TYPE_CHECKING:
-    from bridge.tools.dispatch import Dispatcher
-
-__all__ = [
-    "CallTimeoutError",
-    "Deferred",
-    "Outcome",
-    "Prepared",
-    "log_late",
-    "run_on_threads",
-    "sync_job",
-]
+__all__ = ["Launched", "launch", "launch_on_loop", "log_late", "run_threaded"]
 
 logger = logging.getLogger("bridge.tools.dispatch")
 
-Outcome = tuple[str, "ErrorKind | None"]
-"""A call's output and error kind."""
 
+class Launched:
+    """A step in flight; `future` resolves when it ended (a `Deferred` result: not yet).
 
-class CallTimeoutError(Exception):
-    """The call outlived its timeout (internal: becomes a "timeout" output)."""
-
-
-class Deferred:
-    """A sync tool returned an awaitable: it is finished on the loop, not on the worker."""
-
-    def __init__(self, awaitable: Awaitable[Any]) -> None:
-        self.awaitable = awaitable
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A call that passed lookup and validation, ready to run."""
-
-    spec: ToolSpec
-    kwargs: dict[str, Any]
-    cancelled: threading.Event
-    timeout: float
-
-
-def sync_job(
-    spec: ToolSpec, kwargs: dict[str, Any], leave: Callable[[], None]
-) -> Callable[[], Any]:
-    """What a worker thread runs for a sync tool: the function, then `after`.
-
-    `leave` (the scope's call counter) runs when the function really returns, so resources
-    stay open for an abandoned call until it is done with them.
+    A sync step's future is its worker job's own (one hand-off, as before the core existed);
+    an async step's future is resolved by its task on the loop thread.
     """
-    after = spec.options.after
 
-    def work() -> Any:
-        finished = True
-        try:
-            result = spec.function(**kwargs)
-            if inspect.isawaitable(result):
-                finished = False
-                return Deferred(result)
-            return after(result) if after is not None else result
-        finally:
-            if finished:
-                leave()
+    __slots__ = ("_cancelled", "_loop", "_task", "future")
 
-    return work
+    def __init__(self, future: concurrent.futures.Future[Any] | None = None) -> None:
+        self.future: concurrent.futures.Future[Any] = future or concurrent.futures.Future()
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        """Cancel the async part, if any (a sync callable cannot be stopped, only abandoned)."""
+        self._cancelled = True
+        task, loop = self._task, self._loop
+        if task is not None and loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs there
+                loop.call_soon_threadsafe(task.cancel)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, make: Callable[[], Any]) -> None:
+        # On the loop's thread.
+        async def drive() -> Any:
+            result = make()
+            return (await result) if inspect.isawaitable(result) else result
+
+        self._loop = loop
+        self._task = loop.create_task(drive())
+        self._task.add_done_callback(self._copy)
+        if self._cancelled:
+            self._task.cancel()
+
+    def _copy(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self.future.set_exception(asyncio.CancelledError())
+        elif (exc := task.exception()) is not None:
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(task.result())
 
 
-def log_late(name: str, call_id: str, job: concurrent.futures.Future[Any]) -> None:
+def launch(step: Step, workers: Workers) -> Launched:
+    """Start a sync step on a worker thread."""
+    return Launched(workers.submit(partial(on_worker, step)))
+
+
+def launch_on_loop(make: Callable[[], Any], loop_thread: Callable[[], LoopThread]) -> Launched:
+    """Start an async step (or await what a sync one returned) on the loop thread."""
+    launched = Launched()
+    try:
+        loop = loop_thread().loop
+        loop.call_soon_threadsafe(launched._start, loop, make)
+    except Exception as exc:  # the dispatcher was closed meanwhile
+        launched.future.set_exception(exc)
+    return launched
+
+
+def log_late(name: str, call_id: str, future: concurrent.futures.Future[Any]) -> None:
     """Say what an abandoned call did when it finally returned."""
-    exc = job.exception()
+    exc = future.exception()
     logger.warning(
         "abandoned tool %r (call %s) returned after its timeout%s",
         name,
         call_id,
-        f" by raising {exc!r}" if exc is not None else "",
+        f" by raising {exc!r}"
+        if exc is not None and not isinstance(exc, asyncio.CancelledError)
+        else "",
     )
 
 
-@dataclass
-class _Running:
-    call: ToolCall
-    ready: Prepared
+@dataclass(slots=True)
+class _Live:
+    flow: Flow
     started_at: datetime
     began: float
-    job: concurrent.futures.Future[Any]
-    leave: Callable[[], None]
+    deadline: float
+    step: Launched | None = None
+    leave: Callable[[], None] | None = None
+    """Ends the function's hold on the conversation's resources, once it really returned."""
 
-    @property
-    def deadline(self) -> float:
-        return self.began + self.ready.timeout
+    def release(self) -> None:
+        leave, self.leave = self.leave, None
+        if leave is not None:
+            leave()
+
+    def release_when_done(self) -> None:
+        leave, self.leave = self.leave, None
+        if leave is not None and self.step is not None:
+            self.step.future.add_done_callback(partial(_leave, leave))
 
 
-def run_on_threads(
-    dispatcher: Dispatcher,
+def run_threaded(
+    core: Core,
+    workers: Workers,
+    loop_thread: Callable[[], LoopThread],
     batch: list[ToolCall],
     scope: ConversationScope | None,
+    max_concurrency: int,
     before_run: Callable[[ToolCall], None] | None = None,
 ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
-    """Run a batch of sync tools, at most `max_concurrency` at once; yield progress."""
+    """Run a batch, at most `max_concurrency` calls at once; yield progress, return the runs."""
     conversation = ConversationScope(None) if scope is None else scope
     runs: dict[int, ToolRun] = {}
     waiting = collections.deque(range(len(batch)))
-    running: dict[int, _Running] = {}
-    finished: queue.SimpleQueue[int] = queue.SimpleQueue()
+    running: dict[int, _Live] = {}
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def advance(index: int, live: _Live, result: Any = None, error: Any = None) -> Settled | None:
+        """Drive a flow until it needs a step to finish (None) or has settled."""
+        steps = live.flow.steps
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as stop:
+                settled: Settled = stop.value
+                return settled
+            result = error = None
+            if step is ADMIT:
+                if before_run is not None:
+                    before_run(live.flow.call)
+                continue
+            assert isinstance(step, Step)
+            live.leave = conversation.enter_call() if step.holds_scope else None
+            try:
+                if step.is_async:
+                    live.step = launch_on_loop(step, loop_thread)
+                else:
+                    live.step = launch(step, workers)
+            except BaseException:
+                live.release()
+                raise
+            live.step.future.add_done_callback(partial(_put, done, index))
+            return None
+
     try:
         while waiting or running:
-            while waiting and len(running) < dispatcher.max_concurrency:
+            while waiting and len(running) < max_concurrency:
                 index = waiting.popleft()
                 call = batch[index]
                 started_at, began = datetime.now(timezone.utc), time.perf_counter()
-                ready = dispatcher._prepare(call, conversation)
-                if isinstance(ready, Prepared):
-                    if before_run is not None:
-                        before_run(call)
-                    # Submitted before the event is yielded: a slow consumer never holds it.
-                    job, leave = _submit(dispatcher, ready, conversation)
-                    job.add_done_callback(partial(_put, finished, index))
-                    running[index] = _Running(call, ready, started_at, began, job, leave)
-                    yield ToolCallStarted(call=call)
+                flow = core.start(call, conversation)
+                if isinstance(flow, Flow):
+                    live = _Live(flow, started_at, began, began + flow.timeout)
+                    running[index] = live
+                    # The first step is submitted before the event is yielded: a slow consumer
+                    # never holds it.
+                    settled = advance(index, live)
                 else:
-                    runs[index] = dispatcher._record(call, started_at, began, ready)
-                    yield ToolCallStarted(call=call)
+                    settled = flow
+                yield ToolCallStarted(call=call)
+                if settled is not None:
+                    running.pop(index, None)
+                    runs[index] = core.record(call, started_at, began, settled)
                     yield ToolCallFinished(run=runs[index])
             if not running:
                 continue
-            nearest = min(item.deadline for item in running.values())
+            nearest = min(live.deadline for live in running.values())
             try:
-                done = [finished.get(timeout=max(0.0, nearest - time.perf_counter()))]
+                ready = [done.get(timeout=max(0.0, nearest - time.perf_counter()))]
             except queue.Empty:
-                now = time.perf_counter()
-                done = [index for index, item in running.items() if item.deadline <= now]
-            for index in done:
-                item = running.pop(index, None)
-                if item is None:
+                ready = []
+            for index in ready:
+                found = running.get(index)
+                if found is None or found.step is None:
                     continue  # it returned after its timeout was already reported
-                runs[index] = dispatcher._record(
-                    item.call, item.started_at, item.began, _outcome(dispatcher, item, conversation)
-                )
-                yield ToolCallFinished(run=runs[index])
+                live, future = found, found.step.future
+                if not future.done():
+                    continue
+                try:
+                    value = future.result()
+                except Exception as exc:
+                    live.release()
+                    settled = advance(index, live, error=exc)
+                except BaseException as exc:  # a cancelled task: treat as the tool's failure
+                    live.release()
+                    settled = advance(index, live, error=RuntimeError(repr(exc)))
+                else:
+                    if isinstance(value, Deferred):
+                        # A sync callable gave an awaitable: await it on the loop, in time.
+                        live.step = launch_on_loop(partial(_get, value), loop_thread)
+                        live.step.future.add_done_callback(partial(_put, done, index))
+                        continue
+                    live.release()
+                    settled = advance(index, live, result=value)
+                if settled is not None:
+                    running.pop(index)
+                    runs[index] = core.record(live.flow.call, live.started_at, live.began, settled)
+                    yield ToolCallFinished(run=runs[index])
+            now = time.perf_counter()
+            if nearest > now:
+                continue
+            for index, live in list(running.items()):
+                if live.deadline <= now and live.step is not None and not live.step.future.done():
+                    running.pop(index)
+                    _abandon(live)
+                    runs[index] = core.record(
+                        live.flow.call, live.started_at, live.began, core.timed_out(live.flow)
+                    )
+                    yield ToolCallFinished(run=runs[index])
     except BaseException:
-        for item in running.values():  # errors="raise", KeyboardInterrupt, a closed generator
-            item.ready.cancelled.set()
+        for live in running.values():  # errors="raise", KeyboardInterrupt, a closed generator
+            live.release_when_done()
+            live.flow.cancelled.set()
+            if live.step is not None:
+                live.step.cancel()
         raise
     finally:
         if scope is None:
@@ -175,51 +247,23 @@ def run_on_threads(
     return [runs[index] for index in range(len(batch))]
 
 
-def _submit(
-    dispatcher: Dispatcher, ready: Prepared, scope: ConversationScope
-) -> tuple[concurrent.futures.Future[Any], Callable[[], None]]:
-    leave = scope.enter_call()
-    try:
-        return dispatcher._runtime.workers.submit(sync_job(ready.spec, ready.kwargs, leave)), leave
-    except BaseException:
-        leave()
-        raise
+def _abandon(live: _Live) -> None:
+    assert live.step is not None
+    live.release_when_done()
+    live.flow.cancelled.set()
+    live.step.cancel()
+    live.step.future.add_done_callback(
+        partial(log_late, live.flow.spec.name, live.flow.call.call_id)
+    )
 
 
-def _put(finished: queue.SimpleQueue[int], index: int, _job: object) -> None:
-    finished.put(index)
+def _leave(leave: Callable[[], None], _future: object) -> None:
+    leave()
 
 
-def _outcome(dispatcher: Dispatcher, item: _Running, scope: ConversationScope) -> Outcome:
-    spec, call = item.ready.spec, item.call
-    if not item.job.done():  # past its deadline: abandon it, say so when it returns
-        item.ready.cancelled.set()
-        item.job.add_done_callback(partial(log_late, spec.name, call.call_id))
-        return dispatcher._timed_out(spec, call, item.ready.timeout), "timeout"
-    try:
-        result = item.job.result()
-        if isinstance(result, Deferred):
-            result = _finish_on_loop(dispatcher, item, result)
-        return serialize(result), None
-    except CallTimeoutError:
-        return dispatcher._timed_out(spec, call, item.ready.timeout), "timeout"
-    except Exception as exc:
-        return dispatcher._failed(spec, call, exc, scope), "tool_error"
+def _get(deferred: Deferred) -> Any:
+    return deferred.awaitable
 
 
-def _finish_on_loop(dispatcher: Dispatcher, item: _Running, deferred: Deferred) -> Any:
-    """A sync tool returned an awaitable: await it on the dispatcher's loop, in time."""
-    remaining = item.deadline - time.perf_counter()
-
-    async def finish() -> Any:
-        loop = asyncio.get_running_loop()
-        return await dispatcher._await(
-            deferred.awaitable,
-            item.ready.spec.options.after,
-            loop.time() + remaining,
-            item.ready.cancelled,
-            item.leave,
-        )
-
-    future = asyncio.run_coroutine_threadsafe(finish(), dispatcher._runtime.loop().loop)
-    return future.result()
+def _put(done: queue.SimpleQueue[int], index: int, _future: object) -> None:
+    done.put(index)

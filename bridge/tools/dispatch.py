@@ -9,44 +9,28 @@
       -> [ToolRun, ...] in the order of the calls
 
 Nothing a tool or the agent does makes `run` raise, except a failing tool with
-`errors="raise"`. Sync tools run on daemon worker threads (see `_runtime`), async tools on the
+`errors="raise"`. Sync tools run on daemon worker threads (see `runtime`), async tools on the
 event loop: the dispatcher's private loop thread for `run`, the caller's loop for `arun`.
+What happens to a call is decided once, in `_core`; `_threaded` (for `run`) and `_aio` (for
+`arun`) only schedule its steps, wait for them and enforce its deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import queue
 import threading
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Iterable
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Generator, Iterable
+from typing import TYPE_CHECKING, Any
 
-from bridge.errors import UsageError, redact
-from bridge.tools._output import (
-    HIDDEN_ERROR,
-    describe_exception,
-    invalid_arguments,
-    parse_arguments,
-    serialize,
-    truncate,
-)
-from bridge.tools._runtime import LoopThread, Workers, bridge_future
-from bridge.tools._threaded import (
-    CallTimeoutError,
-    Deferred,
-    Outcome,
-    Prepared,
-    log_late,
-    run_on_threads,
-    sync_job,
-)
-from bridge.tools.context import ConversationScope, ToolContext
-from bridge.tools.spec import ArgumentError, ToolError, ToolSpec
+from bridge.errors import UsageError
+from bridge.tools._aio import run_async
+from bridge.tools._core import Core, ErrorsMode, Policy
+from bridge.tools._threaded import run_threaded
+from bridge.tools.context import ConversationScope
+from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
 if TYPE_CHECKING:
@@ -56,8 +40,6 @@ __all__ = ["Dispatcher", "ErrorsMode", "OnFinish", "OnStart"]
 
 logger = logging.getLogger(__name__)
 
-ErrorsMode = Literal["message", "hidden", "raise"]
-"""What the model reads when a tool raises: its message, a fixed text, or nothing (re-raise)."""
 OnStart = Callable[[ToolCall], object]
 OnFinish = Callable[[ToolRun], object]
 
@@ -74,6 +56,14 @@ class _Runtime:
         self.loop_thread: LoopThread | None = None
         self.lock = threading.Lock()
         self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise UsageError("this Dispatcher is closed; create a new one")
+
+    def is_loop_thread(self) -> bool:
+        loop_thread = self.loop_thread
+        return loop_thread is not None and loop_thread.is_current()
 
     def loop(self) -> LoopThread:
         with self.lock:
@@ -243,25 +233,40 @@ class Dispatcher:
         batch = self._checked(calls)
         if not batch:
             return []
-        loop_thread = self._runtime.loop()
-        if loop_thread.is_current():
+        self._runtime.check_open()
+        if self._runtime.is_loop_thread():
             raise UsageError(
                 "Dispatcher.run() was called from an async tool of the same dispatcher; "
                 "use `await dispatcher.arun(...)` there"
             )
+        core = self._core()
         if all(self._runs_on_threads(call) for call in batch):
-            # Only worker threads involved: skip the loop thread's two extra hand-offs.
-            return (yield from run_on_threads(self, batch, scope, before_run))
+            # Only worker threads involved (the usual case): the caller's thread drives them,
+            # without the loop thread's two extra hand-offs per call.
+            return (
+                yield from run_threaded(
+                    core,
+                    self._runtime.workers,
+                    self._runtime.loop,
+                    batch,
+                    scope,
+                    self.max_concurrency,
+                    before_run,
+                )
+            )
         events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
         future = asyncio.run_coroutine_threadsafe(
-            self._batch(
+            run_async(
+                core,
+                self._runtime.workers,
                 batch,
                 scope,
+                self.max_concurrency,
                 lambda call: events.put(ToolCallStarted(call=call)),
                 lambda run: events.put(ToolCallFinished(run=run)),
                 before_run,
             ),
-            loop_thread.loop,
+            self._runtime.loop().loop,
         )
         future.add_done_callback(lambda _: events.put(None))
         try:
@@ -294,19 +299,20 @@ class Dispatcher:
                 return None
             return lambda value: _call_safely(callback, value)
 
-        return await self._batch(batch, scope, guard(on_start), guard(on_finish))
+        self._runtime.check_open()
+        return await run_async(
+            self._core(),
+            self._runtime.workers,
+            batch,
+            scope,
+            self.max_concurrency,
+            guard(on_start),
+            guard(on_finish),
+        )
 
     def reject(self, call: ToolCall, reason: str = "rejected by the user") -> ToolRun:
         """A "rejected" record for a call that was not run (e.g. a person said no)."""
-        return ToolRun(
-            call_id=call.call_id,
-            name=call.name,
-            arguments=call.arguments,
-            output=truncate(f"The tool call was not run: {reason}", self.max_output_chars),
-            error="rejected",
-            started_at=datetime.now(timezone.utc),
-            duration_ms=0.0,
-        )
+        return self._core().reject(call, reason)
 
     def close(self) -> None:
         """Stop the dispatcher's loop thread and idle workers (running batches are cancelled)."""
@@ -320,6 +326,15 @@ class Dispatcher:
 
     # --- one batch ---------------------------------------------------------------------------
 
+    def _core(self) -> Core:
+        # Built per batch from the public attributes, so a changed option takes effect.
+        policy = Policy(self.default_timeout, self.errors, self.max_output_chars)
+        return Core(self.toolbox, policy)
+
+    def _runs_on_threads(self, call: ToolCall) -> bool:
+        spec = self.toolbox.get(call.name)
+        return spec is None or not spec.is_async
+
     @staticmethod
     def _checked(calls: Iterable[ToolCall]) -> list[ToolCall]:
         batch = list(calls)
@@ -329,262 +344,3 @@ class Dispatcher:
                     f"calls must be bridge.ToolCall objects, got {type(call).__name__}"
                 )
         return batch
-
-    async def _batch(
-        self,
-        calls: list[ToolCall],
-        scope: ConversationScope | None,
-        on_start: Callable[[ToolCall], None] | None,
-        on_finish: Callable[[ToolRun], None] | None,
-        before_run: Callable[[ToolCall], None] | None = None,
-    ) -> list[ToolRun]:
-        own_scope = scope is None
-        conversation = ConversationScope(None) if scope is None else scope
-        limit = asyncio.Semaphore(self.max_concurrency)
-        tasks = [
-            asyncio.ensure_future(
-                self._one(call, conversation, limit, on_start, on_finish, before_run)
-            )
-            for call in calls
-        ]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)  # let each call set its cancel event before we leave
-            raise
-        finally:
-            if own_scope:
-                await conversation.aclose()
-
-    async def _one(
-        self,
-        call: ToolCall,
-        scope: ConversationScope,
-        limit: asyncio.Semaphore,
-        on_start: Callable[[ToolCall], None] | None,
-        on_finish: Callable[[ToolRun], None] | None,
-        before_run: Callable[[ToolCall], None] | None = None,
-    ) -> ToolRun:
-        async with limit:
-            started_at = datetime.now(timezone.utc)
-            began = time.perf_counter()
-            if on_start is not None:
-                on_start(call)
-            outcome = await self._execute(call, scope, before_run)
-            run = self._record(call, started_at, began, outcome)
-            if on_finish is not None:
-                on_finish(run)
-            return run
-
-    def _runs_on_threads(self, call: ToolCall) -> bool:
-        spec = self.toolbox.get(call.name)
-        return spec is None or not spec.is_async
-
-    def _prepare(self, call: ToolCall, scope: ConversationScope) -> Prepared | Outcome:
-        """Everything before the function runs: the lookup, `before`, validation, context.
-
-        Returns the call ready to run, or its outcome when it must not run.
-        """
-        spec = self.toolbox.get(call.name)
-        if spec is None:
-            return self._unknown(call.name), "unknown_tool"
-        raw = parse_arguments(call.arguments)
-        if isinstance(raw, str):
-            return invalid_arguments(spec, [raw]), "invalid_arguments"
-        try:
-            if spec.options.before is not None:
-                # A copy: the record must show what the agent sent, even if `before` edits it.
-                raw = spec.options.before(dict(raw))
-            kwargs = spec.validate(raw)
-        except ArgumentError as exc:
-            logger.info("invalid arguments for %r (call %s): %s", spec.name, call.call_id, exc)
-            return invalid_arguments(spec, exc.problems), "invalid_arguments"
-        except Exception as exc:
-            return self._failed(spec, call, exc, scope), "tool_error"
-        cancelled = threading.Event()
-        if spec.context_param:
-            kwargs[spec.context_param] = ToolContext(
-                call_id=call.call_id, tool_name=spec.name, scope=scope, cancelled=cancelled
-            )
-        timeout = spec.options.timeout if spec.options.timeout is not None else self.default_timeout
-        return Prepared(spec, kwargs, cancelled, timeout)
-
-    async def _execute(
-        self,
-        call: ToolCall,
-        scope: ConversationScope,
-        before_run: Callable[[ToolCall], None] | None = None,
-    ) -> Outcome:
-        ready = self._prepare(call, scope)
-        if not isinstance(ready, Prepared):
-            return ready
-        if before_run is not None:
-            # A durable write: off the loop thread, so other calls' coroutines keep going.
-            await asyncio.to_thread(before_run, call)
-        spec = ready.spec
-        try:
-            result = await self._invoke(
-                spec, call, ready.kwargs, ready.timeout, ready.cancelled, scope
-            )
-            return serialize(result), None
-        except CallTimeoutError:
-            return self._timed_out(spec, call, ready.timeout), "timeout"
-        except Exception as exc:
-            return self._failed(spec, call, exc, scope), "tool_error"
-
-    def _record(
-        self, call: ToolCall, started_at: datetime, began: float, outcome: Outcome
-    ) -> ToolRun:
-        """The `ToolRun` of a call that began at `began` (perf_counter) and ended now."""
-        output, error = outcome
-        return ToolRun(
-            call_id=call.call_id,
-            name=call.name,
-            arguments=call.arguments,
-            output=truncate(output, self.max_output_chars),
-            error=error,
-            started_at=started_at,
-            duration_ms=(time.perf_counter() - began) * 1000,
-        )
-
-    # --- calling the function ----------------------------------------------------------------
-
-    async def _invoke(
-        self,
-        spec: ToolSpec,
-        call: ToolCall,
-        kwargs: dict[str, Any],
-        timeout: float,
-        cancelled: threading.Event,
-        scope: ConversationScope,
-    ) -> Any:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        after = spec.options.after
-        leave = scope.enter_call()  # resources stay until the function really returns
-        if spec.is_async:
-            try:
-                result = spec.function(**kwargs)
-            except BaseException:
-                leave()
-                raise
-            if not inspect.isawaitable(result):
-                leave()
-                return after(result) if after is not None else result
-            return await self._await(result, after, deadline, cancelled, leave)
-
-        work = sync_job(spec, kwargs, leave)
-        try:
-            job = self._runtime.workers.submit(work)
-        except BaseException:
-            leave()
-            raise
-        waiter = bridge_future(job, loop)
-        try:
-            done, _ = await asyncio.wait({waiter}, timeout=max(0.0, deadline - loop.time()))
-        except asyncio.CancelledError:
-            cancelled.set()
-            waiter.cancel()
-            raise
-        if not done:
-            cancelled.set()
-            waiter.cancel()
-            job.add_done_callback(lambda f: log_late(spec.name, call.call_id, f))
-            raise CallTimeoutError
-        result = waiter.result()
-        if isinstance(result, Deferred):
-            return await self._await(result.awaitable, after, deadline, cancelled, leave)
-        return result
-
-    @staticmethod
-    async def _await(
-        awaitable: Awaitable[Any],
-        after: Callable[[Any], Any] | None,
-        deadline: float,
-        cancelled: threading.Event,
-        leave: Callable[[], None],
-    ) -> Any:
-        async def finish() -> Any:
-            result = await awaitable
-            return after(result) if after is not None else result
-
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(finish())
-        task.add_done_callback(lambda _: leave())
-        try:
-            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
-        except asyncio.CancelledError:
-            cancelled.set()
-            task.cancel()
-            raise
-        if not done:
-            # Cancel and move on: a tool that swallows the cancellation must not hold the batch.
-            cancelled.set()
-            task.cancel()
-            task.add_done_callback(_consume)
-            raise CallTimeoutError
-        return task.result()
-
-    # --- outputs for the model ---------------------------------------------------------------
-
-    @staticmethod
-    def _timed_out(spec: ToolSpec, call: ToolCall, timeout: float) -> str:
-        logger.warning(
-            "tool %r (call %s) timed out after %g s and was abandoned",
-            spec.name,
-            call.call_id,
-            timeout,
-        )
-        return (
-            f"The tool {spec.name!r} timed out after {timeout:g} seconds and was abandoned; "
-            "it returned no result."
-        )
-
-    def _unknown(self, name: str) -> str:
-        names = list(self.toolbox.names())
-        available = f"Available tools: {', '.join(names)}." if names else "No tools are available."
-        return f"Unknown tool {name!r}. {available}"
-
-    def _failed(
-        self,
-        spec: ToolSpec,
-        call: ToolCall,
-        exc: Exception,
-        scope: ConversationScope | None = None,
-    ) -> str:
-        # One line per failure, whatever raised: the output (and the CLI's tool line) already
-        # says what went wrong. The traceback is a debugging aid, so DEBUG (`-v`); a ToolError
-        # is an expected failure and has none worth showing.
-        conversation_id = scope.conversation_id if scope is not None else None
-        extra: dict[str, object] = {
-            "tool": spec.name,
-            "call_id": call.call_id,
-            "tool_failure": True,
-        }
-        if conversation_id is not None:
-            extra["conversation_id"] = conversation_id
-        error = describe_exception(exc).splitlines()[0]
-        logger.warning(
-            "tool %r failed (conversation %s, call %s): %s",
-            spec.name,
-            conversation_id or "-",
-            call.call_id,
-            redact(error),
-            extra=extra,
-        )
-        if not isinstance(exc, ToolError):
-            logger.debug(
-                "traceback of tool %r (call %s)", spec.name, call.call_id, exc_info=exc, extra=extra
-            )
-        if self.errors == "raise":
-            raise exc
-        if self.errors == "hidden":
-            return HIDDEN_ERROR
-        return redact(describe_exception(exc))
-
-
-def _consume(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.warning("an abandoned async tool raised after its timeout: %r", task.exception())

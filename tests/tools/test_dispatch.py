@@ -255,7 +255,10 @@ def test_before_raising_anything_else_is_a_tool_error(
 
     toolbox.add(weather, before=broken)
     run = run_one(dispatcher, "weather", {"city": "Lima"})
-    assert (run.error, run.output) == ("tool_error", "KeyError: 'zone'")
+    assert (run.error, run.output) == (
+        "tool_error",
+        "The before hook of tool 'weather' failed: KeyError: 'zone'",
+    )
 
 
 def test_after_transforms_the_result_before_serialisation(
