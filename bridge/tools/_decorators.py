@@ -104,6 +104,7 @@ def manifest(
     read_only: bool = False,
     before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     after: Callable[[Any], Any] | None = None,
+    strict: bool = True,
 ) -> Callable[[F], F]: ...
 
 
@@ -117,6 +118,7 @@ def manifest(
     read_only: bool = False,
     before: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     after: Callable[[Any], Any] | None = None,
+    strict: bool = True,
 ) -> Any:
     """Mark a function (or a pydantic-model tool class) as a tool.
 
@@ -130,8 +132,10 @@ def manifest(
         idempotent: The tool is safe to run again after a crash interrupted it.
         confirm: A person must approve each call.
         read_only: The tool changes nothing (MCP hosts are told so with `readOnlyHint`).
-        before: Transforms the raw arguments before validation.
-        after: Transforms the result before it is serialised.
+        before: Transforms the raw arguments (a dict) before validation; sync or async.
+        after: Transforms the result before it is serialised; sync or async.
+        strict: Refuse arguments the tool does not declare; False passes them to the
+            function's `**kwargs` (which it must have).
     """
     if callable(name) and not isinstance(name, str) and description is None:
         return manifest()(name)
@@ -142,6 +146,7 @@ def manifest(
         "read_only": read_only,
         "before": before,
         "after": after,
+        "strict": strict,
     }
 
     def decorate(obj: F) -> F:

@@ -46,7 +46,7 @@ NAME_RULE = r"^[A-Za-z0-9_-]{1,64}$"
 
 _NAME_RE = re.compile(NAME_RULE)
 _NONE_TYPE = type(None)
-OPTION_NAMES = ("timeout", "idempotent", "confirm", "read_only", "before", "after")
+OPTION_NAMES = ("timeout", "idempotent", "confirm", "read_only", "before", "after", "strict")
 # An annotation that could not be resolved, but reads as ToolContext (imported for type
 # checking only under `from __future__ import annotations`).
 _CONTEXT_TEXT = re.compile(r"(?:^|[\s\[.|,])ToolContext(?:$|[\s\]|,])")
@@ -145,7 +145,7 @@ def merge_options(
     if isinstance(overrides, ToolOptions):
         return overrides
     values: dict[str, Any] = dict.fromkeys(OPTION_NAMES)
-    values.update(idempotent=False, confirm=False, read_only=False)
+    values.update(idempotent=False, confirm=False, read_only=False, strict=True)
     values.update(declared)
     for key, value in (overrides or {}).items():
         if key not in OPTION_NAMES:
@@ -161,15 +161,45 @@ def merge_options(
     ):
         problems.append(f"timeout must be a positive number of seconds or None (got {timeout!r})")
         values["timeout"] = None
-    for key in ("idempotent", "confirm", "read_only"):
+    for key in ("idempotent", "confirm", "read_only", "strict"):
         if not isinstance(values[key], bool):
             problems.append(f"{key} must be True or False (got {values[key]!r})")
-            values[key] = False
+            values[key] = key == "strict"
     for key in ("before", "after"):
-        if values[key] is not None and not callable(values[key]):
-            problems.append(f"{key} must be a callable or None (got {values[key]!r})")
+        problem = _hook_problem(key, values[key])
+        if problem is not None:
+            problems.append(problem)
             values[key] = None
     return ToolOptions(**values)
+
+
+_HOOK_SHAPES = {
+    "before": "the raw arguments (a dict) and returns them, edited or not",
+    "after": "the tool's result and returns what the model should read",
+}
+
+
+def _hook_problem(key: str, hook: Any) -> str | None:
+    """Why `hook` cannot be the `before`/`after` hook (None if it can): it must be callable
+    with exactly one positional argument; sync, async, or returning an awaitable."""
+    if hook is None:
+        return None
+    expected = f"a callable (sync or async) that takes one argument, {_HOOK_SHAPES[key]}"
+    if not callable(hook):
+        return f"{key} must be {expected}, or None (got {hook!r})"
+    try:
+        sig = inspect.signature(hook)
+    except (TypeError, ValueError):
+        return None  # a builtin without a readable signature (str, len...): trust it
+    try:
+        sig.bind(None)
+    except TypeError:
+        return f"{key} must be {expected}; {_callable_name(hook)}{sig} cannot be called so"
+    return None
+
+
+def _callable_name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
 def describe_error(what: str, problems: list[str]) -> UsageError:

@@ -39,6 +39,8 @@ class ArgumentValidator:
         explicit: Arguments always passed, with their default when not sent.
         optional: Arguments whose null means "use the default" (their type rejects null).
         allow_unknown: Pass unknown arguments on (a model with `extra="allow"`).
+        pass_unknown: Return unknown arguments as given, besides the validated ones (a tool
+            with `strict=False`, whose function takes `**kwargs`).
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class ArgumentValidator:
         explicit: Collection[str],
         optional: Collection[str],
         allow_unknown: bool = False,
+        pass_unknown: bool = False,
     ) -> None:
         self._model = model
         self._keys = dict(keys)  # model field name -> argument name
@@ -60,6 +63,7 @@ class ArgumentValidator:
         self._explicit = frozenset(explicit)
         self._optional = frozenset(optional)
         self._allow_unknown = allow_unknown
+        self._pass_unknown = pass_unknown
         self._parameters = parameters
         defs = parameters.get("$defs", {})
         props = parameters.get("properties", {})
@@ -82,6 +86,7 @@ class ArgumentValidator:
         problems: list[str] = []
         data: dict[str, Any] = {}
         unknown: list[str] = []
+        passed: dict[str, Any] = {}
         for key, value in raw.items():
             if key in self._accepted:
                 if value is None and key in self._optional:
@@ -89,6 +94,8 @@ class ArgumentValidator:
                 if key in self._structured and isinstance(value, str):
                     value = _maybe_json(value)
                 data[key] = value
+            elif self._pass_unknown:
+                passed[str(key)] = value
             elif key in self._ignored:
                 logger.debug("dropping argument %r: the tool cannot receive it", key)
             elif self._allow_unknown:
@@ -112,11 +119,15 @@ class ArgumentValidator:
         if problems or instance is None:
             raise ArgumentError(problems)
         fields_set = instance.model_fields_set
-        return {
+        kwargs = {
             name: getattr(instance, field)
             for field, name in self._keys.items()
             if field in fields_set or name in self._explicit
         }
+        if passed:
+            passed.update(kwargs)
+            return passed
+        return kwargs
 
     def _keys_hint(self) -> str:
         return f" with keys {', '.join(self._names)}" if self._names else ""

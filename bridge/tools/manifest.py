@@ -174,6 +174,7 @@ def build_spec(
 
     params: list[Param] = []
     ignored: set[str] = set()
+    var_keyword: str | None = None
     context_param: str | None = None
     skipped: set[str] = set()
     for index, param in enumerate(sig.parameters.values()):
@@ -183,6 +184,7 @@ def build_spec(
             continue
         if kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             ignored.add(param.name)
+            var_keyword = param.name if kind is param.VAR_KEYWORD else var_keyword
             continue
         hint = hints.get(param.name, Any)
         if hint is UNRESOLVED:
@@ -226,7 +228,12 @@ def build_spec(
             )
 
     arguments = build_arguments(
-        params, model_name=f"{tool_name}_arguments", ignored=ignored, problems=problems
+        params,
+        model_name=f"{tool_name}_arguments",
+        ignored=ignored,
+        problems=problems,
+        strict=tool_options.strict,
+        var_keyword=var_keyword,
     )
     if problems or arguments is None:
         raise describe_error(where, problems)

@@ -126,6 +126,8 @@ def build_arguments(
     model_name: str,
     ignored: Collection[str] = (),
     problems: list[str],
+    strict: bool = True,
+    var_keyword: str | None = None,
 ) -> ArgumentsSchema | None:
     """Build the arguments model, its canonical schema and its validator.
 
@@ -135,11 +137,20 @@ def build_arguments(
         ignored: Argument names that are silently dropped when the model sends them (the names
             of `*args`/`**kwargs`, decorator-only parameters).
         problems: Receives one readable line per problem; nothing is returned when it grows.
+        strict: Refuse arguments that are not `params`. False passes them, as given, to the
+            function's `**kwargs` (`var_keyword`, its name), and the schema says
+            `additionalProperties: true`.
+        var_keyword: The name of the function's `**kwargs` parameter, if it has one.
 
     Returns:
         The schema and validator, or None when a problem was found.
     """
     start = len(problems)
+    if not strict and var_keyword is None:
+        problems.append(
+            "strict=False passes arguments the tool does not declare to the function's "
+            "**kwargs, but it has no **kwargs parameter; add one, or leave strict on"
+        )
     fields: dict[str, Any] = {}
     explicit: set[str] = set()
     for index, param in enumerate(params):
@@ -178,7 +189,10 @@ def build_arguments(
         ignored=ignored,
         explicit=explicit,
         optional={p.name for p in params if _has_default(p.default)} - nullable,
+        pass_unknown=not strict,
     )
+    if not strict:
+        parameters["additionalProperties"] = True
     return ArgumentsSchema(parameters=parameters, validate=validator, model=model)
 
 
