@@ -15,22 +15,22 @@ ask (`bridge.tools.toolsets`); the toolbox only checks names and holds the resul
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from bridge.errors import UsageError
+from bridge.tools._core import ErrorsMode
+from bridge.tools._direct import acall_tool, call_tool
+from bridge.tools.context import ConversationScope
 from bridge.tools.kinds import Request, build_toolset
 from bridge.tools.manifest import NAME_RULE
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, StaticToolset, Toolset
-
-if TYPE_CHECKING:
-    from bridge.types import ToolRun
+from bridge.types import ToolRun
 
 __all__ = ["ToolSource", "Toolbox"]
 
@@ -285,25 +285,55 @@ class Toolbox:
 
     # --- direct calls -----------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any = None, **kwargs: Any) -> ToolRun:
+    def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        timeout: float | None = None,
+        errors: ErrorsMode = "message",
+        max_output_chars: int | None = 20_000,
+        scope: ConversationScope | None = None,
+        call_id: str | None = None,
+    ) -> ToolRun:
         """Run one tool now, as a dispatched call would (validation, hooks, timeout, errors).
 
-        Args:
-            name: An enabled tool.
-            arguments: Its arguments (a mapping or a JSON text; None for none).
-            **kwargs: Passed on to `bridge.tools._direct.call_tool` (e.g. a timeout).
+        `toolbox.call("add", {"a": 1})`; see `bridge.tools._direct.call_tool` for the options.
 
         Returns:
-            The call's `ToolRun` (`output` as posted to a platform, `value` the raw result).
+            The call's `ToolRun` (`output` as posted to a platform, `value` the raw result); a
+            failure of the tool is a run with an `error`, not an exception.
         """
-        return _direct().call_tool(self, name, arguments, **kwargs)  # type: ignore[no-any-return]
+        return call_tool(
+            self,
+            name,
+            arguments,
+            timeout=timeout,
+            errors=errors,
+            max_output_chars=max_output_chars,
+            scope=scope,
+            call_id=call_id,
+        )
 
-    async def acall(self, name: str, arguments: Any = None, **kwargs: Any) -> ToolRun:
-        """`call`, awaited on the running event loop."""
-        return await _direct().acall_tool(self, name, arguments, **kwargs)  # type: ignore[no-any-return]
-
-
-def _direct() -> Any:
-    # Imported when used: the direct-call shell sits on top of the dispatcher, which needs the
-    # toolbox, so a module-level import would be a cycle.
-    return importlib.import_module("bridge.tools._direct")
+    async def acall(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        timeout: float | None = None,
+        errors: ErrorsMode = "message",
+        max_output_chars: int | None = 20_000,
+        scope: ConversationScope | None = None,
+        call_id: str | None = None,
+    ) -> ToolRun:
+        """`call`, awaited on the running event loop (async tools and hooks run on it)."""
+        return await acall_tool(
+            self,
+            name,
+            arguments,
+            timeout=timeout,
+            errors=errors,
+            max_output_chars=max_output_chars,
+            scope=scope,
+            call_id=call_id,
+        )

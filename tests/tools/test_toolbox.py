@@ -867,3 +867,17 @@ def test_a_one_tool_kind_that_looks_like_a_toolkit_is_ambiguous(
     assert Toolbox().add(RunsAndMore(), toolkit=False)[0].name == "runner"
     assert Toolbox().add(RunsAndMore(), toolkit=True)[0].name == "runs_and_more_other"
     assert Toolbox().add(Declared()).pop().name == "declared_run"
+
+
+# --- direct calls (behaviour tested with the dispatcher; here: what Toolbox passes on) ------
+
+
+def test_call_and_acall_run_one_tool() -> None:
+    box = Toolbox([plain, AsyncLookup])
+    run = box.call("plain", {"x": "3"}, call_id="c-7")
+    assert (run.call_id, run.output, run.value, run.error) == ("c-7", "3", 3, None)
+    run = asyncio.run(box.acall("async_lookup", '{"key": "k"}', call_id="c-8"))
+    assert run.output == "k@c-8"
+    assert box.call("nope").error == "unknown_tool"
+    with pytest.raises(UsageError, match="timeout must be a positive"):
+        box.call("plain", {"x": 1}, timeout=-1)
