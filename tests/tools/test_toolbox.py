@@ -881,3 +881,30 @@ def test_call_and_acall_run_one_tool() -> None:
     assert box.call("nope").error == "unknown_tool"
     with pytest.raises(UsageError, match="timeout must be a positive"):
         box.call("plain", {"x": 1}, timeout=-1)
+
+
+def takes_more(a: int, **extra: Any) -> str:
+    """Passes unknown arguments on when not strict."""
+    return f"{a} {sorted(extra)}"
+
+
+def test_strict_is_an_add_keyword_for_every_tool_of_an_object() -> None:
+    [spec] = Toolbox().add(takes_more, strict=False)
+    assert spec.options.strict is False
+    assert Toolbox([spec]).call("takes_more", {"a": 1, "z": 2}).output == "1 ['z']"
+    assert Toolbox([takes_more]).call("takes_more", {"a": 1, "z": 2}).error == ("invalid_arguments")
+
+
+def test_a_ready_spec_is_added_as_it_is() -> None:
+    spec = build_spec(get_weather)
+    box = Toolbox([spec])
+    assert box.get("get_weather") is spec
+    [renamed] = box.add(spec, name="weather", description="Weather.")
+    assert (renamed.name, renamed.description, renamed.options) == (
+        "weather",
+        "Weather.",
+        spec.options,
+    )
+    assert box.add(spec, prefix="v2")[0].name == "v2_get_weather"
+    with pytest.raises(UsageError, match="confirm=, timeout= cannot change the ready ToolSpec"):
+        Toolbox().add(spec, timeout=3, confirm=False)

@@ -22,6 +22,7 @@ from bridge.tools.kinds.functions import FUNCTION
 from bridge.tools.kinds.models import MODEL, MODEL_INSTANCE
 from bridge.tools.kinds.modules import FILE, MODULE, discover, load_module_file
 from bridge.tools.kinds.sources import SOURCE
+from bridge.tools.kinds.specs import SPEC
 from bridge.tools.kinds.toolkits import TOOLKIT, build_toolkit, is_explicit, looks_like_toolkit
 from bridge.tools.kinds.toolmessage import TOOLMESSAGE
 from bridge.tools.toolsets import PrefixedToolset, Toolset
@@ -41,6 +42,7 @@ KINDS: list[Kind] = [
     FILE,
     MODULE,
     SOURCE,
+    SPEC,
     TOOLMESSAGE,  # before MODEL: ToolMessages are pydantic models too
     MODEL,
     MODEL_INSTANCE,
@@ -54,7 +56,7 @@ KINDS: list[Kind] = [
 EXPECTED = (
     "expected a function, a module, a .py path, a toolkit class or instance, a pydantic model "
     "class with run(), an action with run(), an object with name/description and call(), a "
-    "ToolMessage-style model (request, purpose, handle()), or a tool source"
+    "ToolMessage-style model (request, purpose, handle()), a ToolSpec, or a tool source"
 )
 
 

@@ -70,7 +70,10 @@ def public_methods(cls: type) -> list[str]:
 def is_explicit(obj: Any) -> bool:
     """Declared a toolkit by a `toolkit_name` or `toolkit_description` attribute."""
     cls = _class_of(obj)
-    return cls is not None and any(hasattr(cls, marker) for marker in _MARKERS)
+    # Strings only: a dataclass (a ToolSpec) may have fields of these names, None by default.
+    return cls is not None and any(
+        isinstance(getattr(cls, marker, None), str) for marker in _MARKERS
+    )
 
 
 def looks_like_toolkit(obj: Any) -> bool:
