@@ -160,6 +160,14 @@ class Toolbox:
                     f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not "
                     f"match {NAME_RULE}"
                 )
+            if not spec.options.strict and spec.parameters.get("additionalProperties") is not True:
+                # Each kind decides what strict=False can mean; one that cannot take
+                # undeclared arguments must not quietly stay strict.
+                raise UsageError(
+                    f"cannot add {spec.origin or spec.name}: strict=False passes undeclared "
+                    f"arguments to the function's **kwargs, but tool {spec.name!r} cannot "
+                    "receive them; leave strict on"
+                )
         with self._lock:
             self._check_clashes(specs)
             for spec in specs:

@@ -465,3 +465,18 @@ def test_any_parenthesised_text_gives_a_dict_or_a_sentence(body: str) -> None:
 def test_literal_tuples_round_trip(values: list[Any]) -> None:
     text = "(" + ", ".join(repr(v) for v in values) + ("," if len(values) == 1 else "") + ")"
     assert tuple_arguments(text, ["a", "b", "c"]) == dict(zip("abc", values, strict=False))
+
+
+def test_strict_off_is_refused_for_a_kind_that_cannot_take_undeclared_arguments() -> None:
+    from pydantic import BaseModel
+
+    class Lookup(BaseModel):
+        """Look something up."""
+
+        key: str
+
+        def run(self) -> str:
+            return self.key
+
+    with pytest.raises(UsageError, match=r"strict=False .*cannot receive them"):
+        Toolbox().add(Lookup, strict=False)
