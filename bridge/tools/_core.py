@@ -115,7 +115,7 @@ ADMIT = _Admit()
 """Yielded once the arguments are valid, right before the function may run (`before_run`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Settled:
     """How a call ended: the output the model reads, the error kind, the raw value."""
 
