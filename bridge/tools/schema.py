@@ -239,6 +239,8 @@ def model_arguments(
         explicit=set(),
         optional=optional,
         allow_unknown=model.model_config.get("extra") == "allow",
+        # The schema says additionalProperties: true, so the extras must reach the model.
+        pass_unknown=model.model_config.get("extra") == "allow",
     )
     return ArgumentsSchema(parameters=parameters, validate=validator, model=model)
 

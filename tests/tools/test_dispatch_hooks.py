@@ -480,3 +480,21 @@ def test_strict_off_is_refused_for_a_kind_that_cannot_take_undeclared_arguments(
 
     with pytest.raises(UsageError, match=r"strict=False .*cannot receive them"):
         Toolbox().add(Lookup, strict=False)
+
+
+def test_a_model_tool_that_allows_extra_fields_receives_them_also_with_strict_off() -> None:
+    from pydantic import BaseModel, ConfigDict
+
+    class Note(BaseModel):
+        """Take a note."""
+
+        model_config = ConfigDict(extra="allow")
+        text: str
+
+        def run(self) -> dict[str, Any]:
+            return self.model_dump()
+
+    for strict in (True, False):
+        toolbox = Toolbox()
+        toolbox.add(Note, strict=strict)
+        assert toolbox.call("note", {"text": "a", "tag": "x"}).value == {"text": "a", "tag": "x"}
