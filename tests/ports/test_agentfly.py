@@ -369,3 +369,11 @@ def test_the_cli_calls_a_basetool_and_an_action_from_a_file(tmp_path: Path) -> N
     assert (echoed.exit_code, echoed.stdout) == (0, "abab\n"), echoed.stderr
     shouted = runner.invoke(app, ["call", str(path), "shout", '{"text": "ab"}'])
     assert (shouted.exit_code, shouted.stdout) == (0, "AB\n"), shouted.stderr
+
+
+def test_strict_off_passes_undeclared_arguments_to_a_kwargs_call() -> None:
+    toolbox = Toolbox()
+    [spec] = toolbox.add(Weather, strict=False)
+    assert spec.parameters["additionalProperties"] is True
+    ran = call(toolbox, "weather", {"city": "Oslo", "colour": "red"})
+    assert json.loads(ran.output) == {"city": "Oslo", "colour": "red"}

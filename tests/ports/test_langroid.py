@@ -389,3 +389,31 @@ def test_the_cli_calls_a_toolmessage_from_a_file(tmp_path: Path) -> None:
     )
     result = CliRunner().invoke(app, ["call", str(path), "probe", '{"number": 9}'])
     assert (result.exit_code, result.stdout) == (0, "3\n"), result.stderr
+
+
+def test_strict_off_hands_undeclared_arguments_to_the_message() -> None:
+    class Note(ToolMessage):  # Langroid's ToolMessage has extra="allow"
+        request: str = "note"
+        purpose: str = "To note a <text>, with any tags."
+        text: str
+
+        def handle(self) -> str:
+            return json.dumps({"text": self.text, "tags": self.model_extra})
+
+    toolbox = Toolbox()
+    [spec] = toolbox.add(Note, strict=False)
+    assert spec.parameters["additionalProperties"] is True
+    output = call(toolbox, "note", {"request": "note", "text": "hi", "colour": "red"}).output
+    assert json.loads(output) == {"text": "hi", "tags": {"colour": "red"}}
+
+
+def test_strict_off_for_a_model_that_drops_extras_is_refused() -> None:
+    class Closed(BaseModel):
+        request: str = "closed"
+        purpose: str = "To do something."
+
+        def handle(self) -> str:
+            return ""
+
+    with pytest.raises(UsageError, match=r"strict=False .*ConfigDict\(extra='allow'\)"):
+        Toolbox().add(Closed, strict=False)

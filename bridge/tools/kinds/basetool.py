@@ -103,7 +103,7 @@ def basetool_specs(
     }
     declared = _declared_schema(instance, where)
     if declared is not None and _takes_only_kwargs(call):
-        changes.update(_from_schema(declared, spec.name, where))
+        changes.update(_from_schema(declared, spec.name, where, strict=spec.options.strict))
     else:
         described = _with_descriptions(spec.parameters, declared)
         if described is not None:
@@ -131,7 +131,9 @@ _PYTHON_TYPES: dict[str, Any] = {
 }
 
 
-def _from_schema(declared: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
+def _from_schema(
+    declared: Mapping[str, Any], name: str, where: str, *, strict: bool
+) -> dict[str, Any]:
     """Parameters and validator for a `call(**kwargs)` described only by its JSON Schema.
 
     The schema is shown as declared; validation checks each property's top-level type, its
@@ -161,11 +163,19 @@ def _from_schema(declared: Mapping[str, Any], name: str, where: str) -> dict[str
             )
         )
     problems: list[str] = []
-    arguments = build_arguments(params, model_name=f"{name}_arguments", problems=problems)
+    arguments = build_arguments(
+        params,
+        model_name=f"{name}_arguments",
+        problems=problems,
+        strict=strict,
+        var_keyword=None if strict else "kwargs",
+    )
     if arguments is None:
         raise describe_error(where, problems)
     parameters = strip_titles(copy.deepcopy(dict(declared)))
     parameters.setdefault("type", "object")
+    if not strict:
+        parameters["additionalProperties"] = True
     return {"parameters": parameters, "validate": arguments.validate}
 
 

@@ -25,6 +25,8 @@ by the handler is posted as its JSON (without `purpose` and `id`), as Langroid's
 Schema's `examples`); a `(thought, example)` pair adds the thought to the instructions.
 `instructions()` gives `ToolSpec.instructions`, also appended to the description. A class with
 `_allow_llm_use = False` is one the model may not call: refused, and skipped by discovery.
+With `strict=False` (a model with ``extra="allow"``, as Langroid's), undeclared arguments reach
+the model and `handle()` finds them in `self.model_extra`.
 """
 
 from __future__ import annotations
@@ -122,8 +124,21 @@ def toolmessage_specs(
     params = _params(model, doc.params)
     if context_param in {param.name for param in params}:
         problems.append(f"field '{context_param}' has the name of the handler's ToolContext")
+    takes_extra = model.model_config.get("extra") == "allow"
+    if not tool_options.strict and not takes_extra:
+        problems.append(
+            "strict=False passes arguments the tool does not declare on, but the model refuses "
+            "or drops them; give it model_config = ConfigDict(extra='allow') (as Langroid's "
+            "ToolMessage has), or leave strict on"
+        )
     arguments = build_arguments(
-        params, model_name=f"{tool_name}_arguments", ignored=NOT_ARGUMENTS, problems=problems
+        params,
+        model_name=f"{tool_name}_arguments",
+        ignored=NOT_ARGUMENTS,
+        problems=problems,
+        strict=tool_options.strict or not takes_extra,
+        # Undeclared arguments reach the model itself, which keeps them in `model_extra`.
+        var_keyword=None if tool_options.strict else "model_extra",
     )
     examples, thoughts = _examples(model, params, problems)
     instructions = _instructions(model, thoughts, problems)
