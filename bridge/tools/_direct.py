@@ -7,6 +7,7 @@ call id ("direct-<uuid>") and runs on threads shared by every direct call of the
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from bridge.errors import UsageError
 from bridge.tools._aio import run_async
 from bridge.tools._core import Core, ErrorsMode, Policy
 from bridge.tools._threaded import run_threaded
+from bridge.tools.approval import Approver, decide
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolRun
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["acall_tool", "call_tool"]
 
 _ERRORS = ("message", "hidden", "raise")
+_NOBODY = "a direct call runs a confirm=True tool only with Toolbox.call(..., approve=ask)"
 _lock = threading.Lock()
 _workers: Workers | None = None
 _loop_thread: LoopThread | None = None
@@ -103,6 +106,7 @@ def call_tool(
     max_output_chars: int | None = 20_000,
     scope: ConversationScope | None = None,
     call_id: str | None = None,
+    approve: Approver | None = None,
 ) -> ToolRun:
     """Run one tool now, exactly as a dispatched call, and return its `ToolRun`.
 
@@ -116,12 +120,18 @@ def call_tool(
         max_output_chars: Longer outputs are cut with a marker; None: no limit.
         scope: The conversation whose state and resources the tool sees; None: a private one.
         call_id: The call's id; default "direct-<uuid>".
+        approve: Asks a person about a call of a `confirm=True` tool (True runs it). Without
+            it such a call is not run: the run is "rejected", as with nobody to ask anywhere
+            else (confirm means a person decides at every entry point).
 
     Raises:
         UsageError: A bad option or `arguments` of another type; never for what the tool does
             (except with ``errors="raise"``).
     """
     core, call = _prepare(toolbox, name, arguments, timeout, errors, max_output_chars, call_id)
+    verdict = decide(toolbox.get(name), call, approve, nobody=_NOBODY)
+    if not verdict.run:
+        return core.reject(call, verdict.reason)
     loop_thread = _loop_thread
     if loop_thread is not None and loop_thread.is_current():
         raise UsageError(
@@ -147,8 +157,13 @@ async def acall_tool(
     max_output_chars: int | None = 20_000,
     scope: ConversationScope | None = None,
     call_id: str | None = None,
+    approve: Approver | None = None,
 ) -> ToolRun:
     """`call_tool` on the running event loop (async tools and hooks run on it)."""
     core, call = _prepare(toolbox, name, arguments, timeout, errors, max_output_chars, call_id)
+    # The approver may block on a person (a terminal prompt): off the loop.
+    verdict = await asyncio.to_thread(decide, toolbox.get(name), call, approve, nobody=_NOBODY)
+    if not verdict.run:
+        return core.reject(call, verdict.reason)
     [run] = await run_async(core, _shared_workers(), [call], scope, 1)
     return run

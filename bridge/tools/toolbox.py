@@ -24,6 +24,7 @@ from typing import Any
 from bridge.errors import UsageError
 from bridge.tools._core import ErrorsMode
 from bridge.tools._direct import acall_tool, call_tool
+from bridge.tools.approval import Approver
 from bridge.tools.context import ConversationScope
 from bridge.tools.kinds import Request, build_toolset
 from bridge.tools.manifest import NAME_RULE
@@ -303,10 +304,14 @@ class Toolbox:
         max_output_chars: int | None = 20_000,
         scope: ConversationScope | None = None,
         call_id: str | None = None,
+        approve: Approver | None = None,
     ) -> ToolRun:
         """Run one tool now, as a dispatched call would (validation, hooks, timeout, errors).
 
         `toolbox.call("add", {"a": 1})`; see `bridge.tools._direct.call_tool` for the options.
+
+        A `confirm=True` tool runs only when `approve(call)` (a person's answer) returns True;
+        without `approve=` its run is "rejected", as at every other entry point.
 
         Returns:
             The call's `ToolRun` (`output` as posted to a platform, `value` the raw result); a
@@ -321,6 +326,7 @@ class Toolbox:
             max_output_chars=max_output_chars,
             scope=scope,
             call_id=call_id,
+            approve=approve,
         )
 
     async def acall(
@@ -333,6 +339,7 @@ class Toolbox:
         max_output_chars: int | None = 20_000,
         scope: ConversationScope | None = None,
         call_id: str | None = None,
+        approve: Approver | None = None,
     ) -> ToolRun:
         """`call`, awaited on the running event loop (async tools and hooks run on it)."""
         return await acall_tool(
@@ -344,4 +351,5 @@ class Toolbox:
             max_output_chars=max_output_chars,
             scope=scope,
             call_id=call_id,
+            approve=approve,
         )

@@ -498,3 +498,39 @@ def test_a_model_tool_that_allows_extra_fields_receives_them_also_with_strict_of
         toolbox = Toolbox()
         toolbox.add(Note, strict=strict)
         assert toolbox.call("note", {"text": "a", "tag": "x"}).value == {"text": "a", "tag": "x"}
+
+
+# --- confirm=True through a direct call ----------------------------------------------------------
+
+
+def test_a_direct_call_of_a_confirm_tool_runs_only_with_a_person_s_yes() -> None:
+    ran: list[str] = []
+
+    @manifest(confirm=True)
+    def delete(path: str) -> str:
+        ran.append(path)
+        return f"deleted {path}"
+
+    toolbox = Toolbox([delete])
+    asked: list[ToolCall] = []
+
+    def no(call: ToolCall) -> bool:
+        asked.append(call)
+        return False
+
+    nobody = toolbox.call("delete", {"path": "/etc"})
+    assert nobody.error == "rejected" and "approve=" in nobody.output
+    declined = toolbox.call("delete", {"path": "/etc"}, approve=no)
+    assert declined.error == "rejected" and asked[0].arguments == {"path": "/etc"}
+    assert asyncio.run(toolbox.acall("delete", {"path": "/etc"})).error == "rejected"
+    assert ran == []  # nothing ran without a yes
+
+    def broken(call: ToolCall) -> bool:
+        raise RuntimeError("the terminal went away")
+
+    assert toolbox.call("delete", {"path": "/x"}, approve=broken).error == "rejected"
+    assert toolbox.call("delete", {"path": "/tmp/a"}, approve=lambda call: True).output == (
+        "deleted /tmp/a"
+    )
+    yes = asyncio.run(toolbox.acall("delete", {"path": "/tmp/b"}, approve=lambda call: True))
+    assert yes.value == "deleted /tmp/b" and ran == ["/tmp/a", "/tmp/b"]
