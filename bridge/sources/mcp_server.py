@@ -12,17 +12,20 @@ A `confirm=True` tool runs only after the host's user approved that call through
 elicitation (`bridge.tools.approval` is the rule, `_mcp_confirm` carries the question); a host
 that cannot ask gets a refusal the model can read, unless the server was made with `yes=True`.
 Tools are listed with annotations: `destructiveHint` for confirm tools, `readOnlyHint` and
-`idempotentHint` where the tool says so.
+`idempotentHint` where the tool says so. A tool with a typed return (`ToolSpec.output_schema`)
+is listed with an `outputSchema` and its results carry `structuredContent`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from bridge.sources._mcp_confirm import HostApproval
 from bridge.sources.mcp import _sdk
+from bridge.tools._returns import mcp_output_schema, structured_content
 from bridge.tools.approval import needs_approval
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.schema import to_dialect
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
     from bridge.tools.spec import ToolSpec
     from bridge.tools.toolbox import Toolbox
+    from bridge.types import ToolRun
 
 __all__ = ["mcp_http_app", "mcp_server", "serve_stdio"]
 
@@ -77,6 +81,7 @@ def mcp_server(
                     title=spec.title,
                     description=described["description"] or None,
                     input_schema=described["inputSchema"],
+                    output_schema=described.get("outputSchema"),
                     annotations=_annotations(spec),
                 )
             )
@@ -98,6 +103,9 @@ def mcp_server(
                 return _result(runner.reject(call, verdict.reason).output, is_error=True)
         call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
         [run] = await runner.arun([call])
+        spec = toolbox.get(params.name)
+        if run.error is None and spec is not None and spec.output_schema:
+            return _structured(spec.name, spec.output_schema, run)
         return _result(run.output, is_error=run.error is not None)
 
     return Server(
@@ -147,6 +155,41 @@ def _result(text: str, *, is_error: bool) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=is_error
     )
+
+
+def _structured(name: str, schema: dict[str, Any], run: ToolRun) -> types.CallToolResult:
+    """A typed tool's result: the text, and the raw value as `structuredContent`.
+
+    The MCP spec binds a server to its `outputSchema`, and the official client refuses content
+    that does not match: a tool that returned something else gets an error result saying so.
+    """
+    from jsonschema import Draft202012Validator
+    from mcp import types
+
+    # `value` is the raw return; a run that did not record it (set) has only its text.
+    value = run.value if "value" in run.model_fields_set else _parsed(run.output)
+    content = structured_content(schema, value)
+    wanted = mcp_output_schema(schema)
+    problem = next(iter(Draft202012Validator(wanted).iter_errors(content)), None)
+    if problem is not None:
+        logger.warning("%s returned a value that does not match its return type", name)
+        return _result(
+            f"The tool returned a value that does not match its declared return type "
+            f"({problem.message}); its output was: {run.output}",
+            is_error=True,
+        )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=run.output)],
+        structured_content=content,
+        is_error=False,
+    )
+
+
+def _parsed(output: str) -> Any:
+    try:
+        return json.loads(output)
+    except ValueError:
+        return output
 
 
 def _annotations(spec: ToolSpec) -> types.ToolAnnotations | None:

@@ -54,7 +54,8 @@ class Meta:
     description: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     params: tuple[ParamDecl, ...] = ()
-    returns: tuple[tuple[str, str | None], ...] = ()
+    returns: tuple[tuple[str, Any], ...] = ()
+    """(description, type) per `@manifest_return`; the last one counts."""
 
 
 def unwrap_method(obj: Any) -> Any:
@@ -200,8 +201,16 @@ def manifest_parameter(
     )
 
 
-def manifest_return(description: str, type: str | None = None) -> Callable[[F], F]:
-    """Describe what the tool returns; adds a "Returns: ..." sentence to its description."""
+def manifest_return(description: str, type: Any = None) -> Callable[[F], F]:
+    """Describe what the tool returns; adds a "Returns: ..." sentence to its description.
+
+    Args:
+        description: The sentence after "Returns:".
+        type: The returned type, which wins over the return annotation: a Python type (a
+            pydantic model, dataclass, TypedDict, `list[str]`...) or a type name as the
+            AppBuilder SDK takes it (`"dict"`, `"list[int]"`...). It gives the tool an output
+            schema (see `ToolSpec.output_schema`); `str`/`"str"` gives none.
+    """
     returned = (description, type)
     return lambda obj: _record(
         obj, lambda meta: dataclasses.replace(meta, returns=(*meta.returns, returned))

@@ -59,6 +59,10 @@ class Doc:
     description: str = ""
     params: Mapping[str, str] = field(default_factory=dict)
     returns: str | None = None
+    types: Mapping[str, str] = field(default_factory=dict)
+    """Type names the docstring gives parameters (`a (int): ...`, `:type a: int`)."""
+    returns_type: str | None = None
+    """The type name of its Returns section (`dict: ...`, `:rtype: dict`)."""
 
 
 _STYLE_MARKS = (
@@ -109,8 +113,20 @@ def parse_doc(doc: str | None, where: str) -> Doc:
         for item in parsed.params
         if item.arg_name and item.description and item.description.strip()
     }
+    types = {
+        item.arg_name.lstrip("*"): item.type_name.strip()
+        for item in parsed.params
+        if item.arg_name and item.type_name and item.type_name.strip()
+    }
     returns = parsed.returns.description if parsed.returns else None
-    return Doc(description, params, returns.strip() if returns and returns.strip() else None)
+    returns_type = parsed.returns.type_name if parsed.returns else None
+    return Doc(
+        description,
+        params,
+        returns.strip() if returns and returns.strip() else None,
+        types,
+        returns_type.strip() if returns_type and returns_type.strip() else None,
+    )
 
 
 def tool_description(base: str, returns: str | None) -> str:

@@ -4,7 +4,10 @@
     appbuilder-sdk  the AppBuilder SDK's own (non-JSON-Schema) shape, byte for byte
     openai          Chat Completions function tool, canonical schema
     openai-strict   closed objects, every property required, optional ones nullable
-    mcp             {name, description, inputSchema}
+    mcp             {name, description, inputSchema, outputSchema when the return is typed}
+
+A typed return (`ToolSpec.output_schema`) is MCP's `outputSchema`; the other dialects (except
+the SDK's, kept byte for byte) list a structured return's fields in the description.
 
 Renderings are cached per spec (`to_dialect` returns a fresh copy of the cached one).
 """
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UsageError
+from bridge.tools._returns import mcp_output_schema, with_returns
 from bridge.tools.schema_walk import (
     SUB_LIST,
     SUB_MAP,
@@ -233,7 +237,21 @@ def _sdk_from_schema(name: str, description: str, parameters: Mapping[str, Any])
     }
 
 
-def _render(name: str, description: str, parameters: dict[str, Any], dialect: str) -> Any:
+def _render(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    dialect: str,
+    output_schema: dict[str, Any] | None = None,
+) -> Any:
+    if dialect == "mcp":
+        described = {"name": name, "description": description, "inputSchema": parameters}
+        if output_schema:
+            described["outputSchema"] = mcp_output_schema(output_schema)
+        return described
+    if dialect != "appbuilder-sdk":
+        # These take no output schema: a structured return's fields go in the description.
+        description = with_returns(description, output_schema)
     if dialect == "appbuilder":
         shaped = walk(_inline(parameters), _appbuilder_shape)
         shaped.setdefault("required", [])
@@ -259,8 +277,6 @@ def _render(name: str, description: str, parameters: dict[str, Any], dialect: st
             "strict": True,
         }
         return {"type": "function", "function": function}
-    if dialect == "mcp":
-        return {"name": name, "description": description, "inputSchema": parameters}
     return _sdk_from_schema(name, description, parameters)
 
 
@@ -286,7 +302,7 @@ def replace_spec(spec: ToolSpec, **changes: Any) -> ToolSpec:
     changes drop them, since they show in every dialect)."""
     new = dataclasses.replace(spec, **changes)
     outputs = _OUTPUTS.get(id(spec))
-    if outputs and not {"name", "description", "parameters"} & changes.keys():
+    if outputs and not {"name", "description", "parameters", "output_schema"} & changes.keys():
         _outputs_of(new).update(outputs)
     elif outputs and "appbuilder-sdk" in outputs:
         sdk = json.loads(json.dumps(outputs["appbuilder-sdk"]))
@@ -303,7 +319,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
 
     Args:
         spec_or_parts: A `ToolSpec`, or a mapping with `name`, `description` and `parameters`
-            (a JSON Schema of the arguments object).
+            (a JSON Schema of the arguments object), optionally `output_schema` (of the return).
         dialect: One of `DIALECTS`.
 
     Returns:
@@ -323,6 +339,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
                 spec_or_parts.description,
                 spec_or_parts.parameters,
                 dialect,
+                spec_or_parts.output_schema,
             )
             outputs[dialect] = output
         return _copy(output)
@@ -338,6 +355,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
             str(spec_or_parts.get("description") or ""),
             dict(spec_or_parts["parameters"]),
             dialect,
+            spec_or_parts.get("output_schema"),
         )
     )
 

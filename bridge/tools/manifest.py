@@ -15,13 +15,14 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, get_origin
+from typing import Annotated, Any, Optional, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from bridge.errors import UsageError
 from bridge.tools._decorators import (
+    Meta,
     ParamDecl,
     is_manifest,
     manifest,
@@ -33,6 +34,7 @@ from bridge.tools._decorators import (
 from bridge.tools._describe import (
     NAME_RULE,
     UNRESOLVED,
+    Doc,
     check_name,
     describe_error,
     is_context,
@@ -42,6 +44,8 @@ from bridge.tools._describe import (
     resolve_hints,
     tool_description,
 )
+from bridge.tools._doctypes import type_from_doc
+from bridge.tools._returns import output_schema_of, return_hint
 from bridge.tools._sdk import sdk_view
 from bridge.tools.schema import (
     DIALECTS,
@@ -206,7 +210,14 @@ def build_spec(
             )
             continue
         params.append(
-            _param(param, hint, decls.get(param.name), doc.params.get(param.name), problems)
+            _param(
+                param,
+                hint,
+                decls.get(param.name),
+                doc.params.get(param.name),
+                problems,
+                doc.types.get(param.name),
+            )
         )
 
     known = {p.name for p in params} | ignored | skipped | {context_param}
@@ -256,6 +267,7 @@ def build_spec(
         context_param=context_param,
         options=tool_options,
         origin=origin_of(fn),
+        output_schema=_output_schema(return_hint(fn, sig, hints), meta, doc, where),
     )
     remember_output(
         spec,
@@ -280,6 +292,7 @@ def _param(
     decl: ParamDecl | None,
     doc: str | None,
     problems: list[str],
+    doc_type: str | None = None,
 ) -> Param:
     annotated = param.annotation is not inspect.Parameter.empty
     if not annotated and decl is not None and decl.type is not None:
@@ -290,6 +303,11 @@ def _param(
                 f"parameter '{param.name}': unknown type {decl.type!r} in @manifest_parameter; "
                 f"use one of {', '.join(sorted(_TYPE_NAMES, key=str.lower))} or annotate it"
             )
+    elif not annotated and doc_type is not None:
+        # Lagent-style tools type their parameters only in the docstring.
+        typed = type_from_doc(doc_type)
+        if typed is not None:
+            hint = Optional[typed] if param.default is None else typed  # noqa: UP045
     has_default = param.default is not inspect.Parameter.empty
     if decl is not None and decl.required is not None and decl.required != (not has_default):
         logger.warning(
@@ -310,6 +328,24 @@ def _param(
         enum=decl.enum if decl is not None else None,
         example=decl.example if decl is not None else NO_DEFAULT,
     )
+
+
+def _output_schema(hint: Any, meta: Meta | None, doc: Doc, where: str) -> dict[str, Any] | None:
+    """The output schema: `@manifest_return(type=...)` > return annotation > docstring type."""
+    declared = meta.returns[-1][1] if meta and meta.returns else None
+    if declared is not None:
+        hint = type_from_doc(declared) if isinstance(declared, str) else declared
+        if hint is None:
+            logger.warning(
+                "%s: @manifest_return(type=%r) names no type toolbridge knows; the tool has no "
+                "output schema",
+                where,
+                declared,
+            )
+            return None
+    elif hint is inspect.Signature.empty and doc.returns_type is not None:
+        hint = type_from_doc(doc.returns_type)
+    return output_schema_of(hint, where)
 
 
 def _has_field_description(hint: Any, default: Any) -> bool:
@@ -390,11 +426,13 @@ def build_model_spec(
     tool_options = merge_options(meta.options if meta else {}, options, problems)
     run = getattr(model, "run", None)
     context_param: str | None = None
+    returned: Any = inspect.Signature.empty
     if not callable(run):
         problems.append("a pydantic-model tool needs a run(self) method that does the work")
     else:
         sig = inspect.signature(run)
         hints = resolve_hints(run, sig, problems)
+        returned = return_hint(run, sig, hints)
         for index, param in enumerate(sig.parameters.values()):
             if index == 0:
                 continue
@@ -429,6 +467,7 @@ def build_model_spec(
         context_param=context_param,
         options=tool_options,
         origin=origin_of(model),
+        output_schema=_output_schema(returned, meta, Doc(), where),
     )
 
 
