@@ -417,3 +417,36 @@ def test_strict_off_for_a_model_that_drops_extras_is_refused() -> None:
 
     with pytest.raises(UsageError, match=r"strict=False .*ConfigDict\(extra='allow'\)"):
         Toolbox().add(Closed, strict=False)
+
+
+class Count(BaseModel):
+    count: int
+
+
+class CountTool(BaseModel):
+    request: str = "count_numbers"
+    purpose: str = "Count the numbers at most <number>"
+    number: int
+
+    def handle(self) -> Count:
+        return Count(count=self.number)
+
+
+class EchoTool(BaseModel):
+    request: str = "echo"
+    purpose: str = "Say <text> back"
+    text: str
+
+    def handle(self) -> EchoTool:
+        return self
+
+
+def test_a_typed_handler_gives_the_tool_an_output_schema_but_a_returned_toolmessage_none() -> None:
+    toolbox = Toolbox([CountTool, EchoTool])
+    count = toolbox.get("count_numbers")
+    assert count is not None and count.output_schema is not None
+    assert count.output_schema["properties"] == {"count": {"type": "integer"}}
+    mcp = {tool["name"]: tool for tool in toolbox.manifests("mcp")}
+    assert mcp["count_numbers"]["outputSchema"]["required"] == ["count"]
+    assert "outputSchema" not in mcp["echo"]
+    assert toolbox.call("count_numbers", {"number": 3}).value == Count(count=3)

@@ -50,6 +50,7 @@ from bridge.tools._describe import (
     parse_doc,
     resolve_hints,
 )
+from bridge.tools._returns import output_schema_of, return_hint
 from bridge.tools.kinds._objects import own_doc
 from bridge.tools.kinds.base import Kind, Request
 from bridge.tools.schema import Param, build_arguments
@@ -154,6 +155,7 @@ def toolmessage_specs(
     is_async = inspect.iscoroutinefunction(handler)
     return [
         ToolSpec(
+            output_schema=_output_schema(handler, where),
             name=tool_name,
             description=text or "",
             parameters=parameters,
@@ -167,6 +169,16 @@ def toolmessage_specs(
             instructions=instructions,
         )
     ]
+
+
+def _output_schema(handler: Any, where: str) -> dict[str, Any] | None:
+    """The handler's typed return, as for a function; a returned ToolMessage is posted as its
+    JSON without `purpose` and `id`, which no schema of the class would say, so it gets none."""
+    sig = inspect.signature(handler)
+    hint = return_hint(handler, sig, resolve_hints(handler, sig, []))
+    if isinstance(hint, type) and issubclass(hint, BaseModel) and "request" in hint.model_fields:
+        return None
+    return output_schema_of(hint, where)
 
 
 def _text_default(model: type[BaseModel], field: str, problems: list[str]) -> str | None:
