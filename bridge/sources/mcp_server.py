@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from bridge.sources._mcp_confirm import HostApproval
 from bridge.sources.mcp import _sdk
-from bridge.tools._returns import mcp_output_schema, structured_content
 from bridge.tools.approval import needs_approval
 from bridge.tools.dispatch import Dispatcher
+from bridge.tools.returns import mcp_output_schema, structured_content
 from bridge.tools.schema import to_dialect
 from bridge.types import ToolCall
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.tools._returns import mcp_output_schema, with_returns
+from bridge.tools.returns import mcp_output_schema, with_returns
 from bridge.tools.schema_walk import (
     SUB_LIST,
     SUB_MAP,

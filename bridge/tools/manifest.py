@@ -45,8 +45,8 @@ from bridge.tools._describe import (
     tool_description,
 )
 from bridge.tools._doctypes import type_from_doc
-from bridge.tools._returns import output_schema_of, return_hint
 from bridge.tools._sdk import sdk_view
+from bridge.tools.returns import output_schema_of, return_hint
 from bridge.tools.schema import (
     DIALECTS,
     NO_DEFAULT,

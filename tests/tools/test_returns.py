@@ -263,7 +263,7 @@ def test_an_annotation_pydantic_cannot_describe_is_skipped_with_one_warning(
         """Make one."""
         return Opaque()
 
-    with caplog.at_level(logging.WARNING, logger="bridge.tools._returns"):
+    with caplog.at_level(logging.WARNING, logger="bridge.tools.returns"):
         spec = build_spec(make)
     assert spec.output_schema is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

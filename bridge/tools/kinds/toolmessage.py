@@ -50,9 +50,9 @@ from bridge.tools._describe import (
     parse_doc,
     resolve_hints,
 )
-from bridge.tools._returns import output_schema_of, return_hint
 from bridge.tools.kinds._objects import own_doc
 from bridge.tools.kinds.base import Kind, Request
+from bridge.tools.returns import output_schema_of, return_hint
 from bridge.tools.schema import Param, build_arguments
 from bridge.tools.spec import ToolOptions, ToolSpec
 from bridge.tools.toolsets import StaticToolset, Toolset
