@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.tools.returns import mcp_output_schema, with_returns
+from bridge.tools.returns import copy_json, mcp_output_schema, with_returns
 from bridge.tools.schema_walk import (
     SUB_LIST,
     SUB_MAP,
@@ -342,14 +342,14 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
                 spec_or_parts.output_schema,
             )
             outputs[dialect] = output
-        return _copy(output)
+        return copy_json(output)
     missing = [key for key in ("name", "parameters") if key not in spec_or_parts]
     if missing:
         raise UsageError(
             f"to_dialect needs a ToolSpec or a mapping with name, description and parameters "
             f"(missing: {', '.join(missing)})"
         )
-    return _copy(
+    return copy_json(
         _render(
             str(spec_or_parts["name"]),
             str(spec_or_parts.get("description") or ""),
@@ -358,11 +358,3 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
             spec_or_parts.get("output_schema"),
         )
     )
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value

@@ -456,7 +456,7 @@ def build_model_spec(
         returns if explicit is not None or returns else doc.returns,
     )
     is_async = inspect.iscoroutinefunction(run)
-    function = _model_runner(model, context_param, is_async)
+    function = model_runner(model, context_param, is_async)
     return ToolSpec(
         name=tool_name,
         description=text,
@@ -471,9 +471,19 @@ def build_model_spec(
     )
 
 
-def _model_runner(
-    model: type[BaseModel], context_param: str | None, is_async: bool
+def model_runner(
+    model: type[BaseModel],
+    context_param: str | None,
+    is_async: bool,
+    *,
+    method: str = "run",
+    post: Callable[[Any], Any] | None = None,
 ) -> Callable[..., Any]:
+    """The tool function of a model-shaped tool: build the model from the validated arguments,
+    call its `method` (with the `ToolContext`, if it takes one) and pass the result to `post`.
+
+    Shared by pydantic-model tools (`run`) and ToolMessage-style tools (`handle`)."""
+
     def prepare(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         extra = {context_param: kwargs.pop(context_param, None)} if context_param else {}
         return model.model_validate(kwargs), extra
@@ -482,18 +492,20 @@ def _model_runner(
 
         async def run_async(**kwargs: Any) -> Any:
             instance, extra = prepare(kwargs)
-            return await instance.run(**extra)
+            result = await getattr(instance, method)(**extra)
+            return post(result) if post is not None else result
 
         runner: Callable[..., Any] = run_async
     else:
 
         def run_sync(**kwargs: Any) -> Any:
             instance, extra = prepare(kwargs)
-            return instance.run(**extra)
+            result = getattr(instance, method)(**extra)
+            return post(result) if post is not None else result
 
         runner = run_sync
-    runner.__name__ = "run"
-    runner.__qualname__ = f"{model.__qualname__}.run"
+    runner.__name__ = method
+    runner.__qualname__ = f"{model.__qualname__}.{method}"
     runner.__module__ = model.__module__
     runner.__doc__ = model.__doc__
     return runner

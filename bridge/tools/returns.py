@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 from bridge.tools.schema_walk import strip_titles
 
 __all__ = [
+    "copy_json",
     "mcp_output_schema",
     "output_schema_of",
     "return_hint",
@@ -83,7 +84,7 @@ def output_schema_of(hint: Any, where: str) -> dict[str, Any] | None:
             schema,
         )
         return None
-    return _copy(schema) if schema else None  # `{}` (e.g. `object`) says nothing
+    return copy_json(schema) if schema else None  # `{}` (e.g. `object`) says nothing
 
 
 def _build(hint: Any) -> dict[str, Any] | Exception:
@@ -101,11 +102,12 @@ def _build(hint: Any) -> dict[str, Any] | Exception:
 _cached = functools.lru_cache(maxsize=1024)(_build)
 
 
-def _copy(value: Any) -> Any:
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts and lists; other values are shared)."""
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy(v) for v in value]
+        return [copy_json(v) for v in value]
     return value
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -52,6 +52,7 @@ from bridge.tools._describe import (
 )
 from bridge.tools.kinds._objects import own_doc
 from bridge.tools.kinds.base import Kind, Request
+from bridge.tools.manifest import model_runner
 from bridge.tools.returns import output_schema_of, return_hint
 from bridge.tools.schema import Param, build_arguments
 from bridge.tools.spec import ToolOptions, ToolSpec
@@ -159,7 +160,9 @@ def toolmessage_specs(
             name=tool_name,
             description=text or "",
             parameters=parameters,
-            function=_runner(model, handler.__name__, context_param, is_async),
+            function=model_runner(
+                model, context_param, is_async, method=handler.__name__, post=_posted
+            ),
             validate=arguments.validate,
             is_async=is_async,
             context_param=context_param,
@@ -305,34 +308,6 @@ def _instructions(model: type[BaseModel], thoughts: list[str], problems: list[st
             parts.append(inspect.cleandoc(text))
     parts.extend(thoughts)
     return "\n".join(parts) or None
-
-
-def _runner(
-    model: type[BaseModel], handler: str, context_param: str | None, is_async: bool
-) -> Callable[..., Any]:
-    def message(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        extra = {context_param: kwargs.pop(context_param, None)} if context_param else {}
-        return model.model_validate(kwargs), extra
-
-    if is_async:
-
-        async def run_async(**kwargs: Any) -> Any:
-            instance, extra = message(kwargs)
-            return _posted(await getattr(instance, handler)(**extra))
-
-        runner: Callable[..., Any] = run_async
-    else:
-
-        def run_sync(**kwargs: Any) -> Any:
-            instance, extra = message(kwargs)
-            return _posted(getattr(instance, handler)(**extra))
-
-        runner = run_sync
-    runner.__name__ = handler
-    runner.__qualname__ = f"{model.__qualname__}.{handler}"
-    runner.__module__ = model.__module__
-    runner.__doc__ = model.__doc__
-    return runner
 
 
 def _posted(value: Any) -> Any:
