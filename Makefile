@@ -48,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-conformance .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-conformance .venv-cozepy .venv-openai .mypy_cache .pytest_cache .ruff_cache

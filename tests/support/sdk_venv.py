@@ -1,14 +1,16 @@
-"""A separate virtualenv with the official `appbuilder-sdk`, the oracle for wire fidelity.
+"""Separate virtualenvs with the official SDKs, the oracles for wire fidelity.
 
-appbuilder-sdk 1.1.5 pins old dependencies (urllib3 1.x, mcp 1.3, ...), so it gets its own
-venv at ``.venv-conformance/`` in the repository root, built once and reused. A stamp file
-records what was installed; a venv without a valid stamp (half-built, broken, other version)
-is rebuilt. Concurrent callers (tests and benchmarks) serialise on a lock file.
+Each official SDK (appbuilder-sdk, cozepy, openai) gets its own venv in the repository root,
+built once and reused, so that its pinned dependencies never meet toolbridge's and toolbridge
+can never import it by accident (appbuilder-sdk 1.1.5 pins urllib3 1.x, mcp 1.3, ...). A stamp
+file records what was installed; a venv without a valid stamp (half-built, broken, other
+version) is rebuilt. Concurrent callers (tests and benchmarks) serialise on a lock file.
 
-Used by ``tests/test_conformance_sdk.py`` and ``bench/``::
+Used by the conformance tests and ``bench/``::
 
-    from tests.support.sdk_venv import ensure_sdk_venv
-    python = ensure_sdk_venv()          # Path to .venv-conformance/bin/python
+    from tests.support.sdk_venv import COZE, ensure_sdk_venv
+    python = ensure_sdk_venv()          # Path to .venv-conformance/bin/python (appbuilder-sdk)
+    python = ensure_sdk_venv(COZE)      # Path to .venv-cozepy/bin/python
 """
 
 from __future__ import annotations
@@ -22,65 +24,125 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ROOT", "SDK_REQUIREMENT", "VENV", "SdkVenvError", "ensure_sdk_venv", "sdk_python"]
+__all__ = [
+    "APPBUILDER",
+    "COZE",
+    "OPENAI",
+    "ROOT",
+    "SDK_REQUIREMENT",
+    "VENV",
+    "SdkVenv",
+    "SdkVenvError",
+    "ensure_sdk_venv",
+    "sdk_python",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venv-conformance"
-SDK_REQUIREMENT = "appbuilder-sdk==1.1.5"
 SUPPORTED = ((3, 10), (3, 11), (3, 12))
-"""Python versions appbuilder-sdk 1.1.5 supports and was checked to install on."""
+"""Python versions every SDK below supports and was checked to install on."""
 
-_STAMP = VENV / ".toolbridge-sdk-stamp"
 _INSTALL_TIMEOUT = 1800
+
+
+@dataclass(frozen=True)
+class SdkVenv:
+    """One official SDK in its own venv: where, what to install, and how to prove it imports."""
+
+    directory: str
+    """The venv's folder name in the repository root (listed in .gitignore and `make clean`)."""
+    requirement: str
+    """One pinned pip requirement, ``name==version``."""
+    check: str
+    """Python code run in the venv; exits non-zero when the SDK is not usable (gets `version`)."""
+
+    @property
+    def path(self) -> Path:
+        return ROOT / self.directory
+
+    @property
+    def version(self) -> str:
+        return self.requirement.split("==")[1]
+
+
+APPBUILDER = SdkVenv(
+    ".venv-conformance",
+    "appbuilder-sdk==1.1.5",
+    "import appbuilder, sys\n"
+    "from appbuilder.core.console.appbuilder_client.event_handler import "
+    "AppBuilderEventHandler, ToolCallEventHandler\n"
+    "sys.exit(0 if appbuilder.__version__ == VERSION else 3)\n",
+)
+COZE = SdkVenv(
+    ".venv-cozepy",
+    "cozepy==0.20.0",
+    "import sys, importlib.metadata as m, cozepy\n"
+    "sys.exit(0 if m.version('cozepy') == VERSION else 3)\n",
+)
+OPENAI = SdkVenv(
+    ".venv-openai",
+    "openai==3.54.0",
+    "import sys, openai\nsys.exit(0 if openai.__version__ == VERSION else 3)\n",
+)
+
+# The appbuilder-sdk venv under its historical names.
+VENV = APPBUILDER.path
+SDK_REQUIREMENT = APPBUILDER.requirement
 
 
 class SdkVenvError(RuntimeError):
     """The SDK venv could not be built; the message says which step failed and its output."""
 
 
-def sdk_python() -> Path:
+def sdk_python(sdk: SdkVenv = APPBUILDER) -> Path:
     """Where the venv's interpreter lives (whether or not it exists yet)."""
-    return VENV / "bin" / "python"
+    return sdk.path / "bin" / "python"
 
 
-def ensure_sdk_venv() -> Path:
-    """Return the SDK venv's python, building ``.venv-conformance/`` first if needed.
+def ensure_sdk_venv(sdk: SdkVenv = APPBUILDER) -> Path:
+    """Return the SDK venv's python, building it first if needed.
 
     Raises:
         SdkVenvError: no suitable Python was found, or creating the venv or installing the
             SDK failed (for instance PyPI cannot be reached).
     """
-    with _lock():
-        python = sdk_python()
-        if _is_ready(python):
+    with _lock(sdk):
+        python = sdk_python(sdk)
+        if _is_ready(sdk, python):
             return python
-        _build(python)
+        _build(sdk, python)
         return python
 
 
-def _expected_stamp(python: Path) -> str:
+def _stamp(sdk: SdkVenv) -> Path:
+    return sdk.path / ".toolbridge-sdk-stamp"
+
+
+def _expected_stamp(sdk: SdkVenv, python: Path) -> str:
     version = _run([str(python), "-c", "import sys; print(sys.version.split()[0])"], 60).strip()
-    return f"{SDK_REQUIREMENT}\npython {version}\n"
+    return f"{sdk.requirement}\npython {version}\n"
 
 
-def _is_ready(python: Path) -> bool:
-    if not python.exists() or not _STAMP.exists():
+def _is_ready(sdk: SdkVenv, python: Path) -> bool:
+    stamp = _stamp(sdk)
+    if not python.exists() or not stamp.exists():
         return False
     try:
-        if _STAMP.read_text(encoding="utf-8") != _expected_stamp(python):
+        if stamp.read_text(encoding="utf-8") != _expected_stamp(sdk, python):
             return False
-        _check_import(python)
+        _check_import(sdk, python)
     except SdkVenvError:
         return False
     return True
 
 
-def _build(python: Path) -> None:
-    base = _find_base_python()
-    shutil.rmtree(VENV, ignore_errors=True)
-    _run([base, "-m", "venv", str(VENV)], 300, step=f"creating {VENV} with {base}")
+def _build(sdk: SdkVenv, python: Path) -> None:
+    base = _find_base_python(sdk)
+    venv = sdk.path
+    shutil.rmtree(venv, ignore_errors=True)
+    _run([base, "-m", "venv", str(venv)], 300, step=f"creating {venv} with {base}")
     _run(
         [
             str(python),
@@ -90,27 +152,21 @@ def _build(python: Path) -> None:
             "--disable-pip-version-check",
             "--no-input",
             "--quiet",
-            SDK_REQUIREMENT,
+            sdk.requirement,
         ],
         _INSTALL_TIMEOUT,
-        step=f"installing {SDK_REQUIREMENT} into {VENV}",
+        step=f"installing {sdk.requirement} into {venv}",
     )
-    _check_import(python)
-    _STAMP.write_text(_expected_stamp(python), encoding="utf-8")
+    _check_import(sdk, python)
+    _stamp(sdk).write_text(_expected_stamp(sdk, python), encoding="utf-8")
 
 
-def _check_import(python: Path) -> None:
-    wanted = SDK_REQUIREMENT.split("==")[1]
-    code = (
-        "import appbuilder, sys\n"
-        "from appbuilder.core.console.appbuilder_client.event_handler import "
-        "AppBuilderEventHandler, ToolCallEventHandler\n"
-        f"sys.exit(0 if appbuilder.__version__ == {wanted!r} else 3)\n"
-    )
-    _run([str(python), "-c", code], 120, step=f"importing appbuilder {wanted} in {VENV}")
+def _check_import(sdk: SdkVenv, python: Path) -> None:
+    code = f"VERSION = {sdk.version!r}\n" + sdk.check
+    _run([str(python), "-c", code], 120, step=f"importing {sdk.requirement} in {sdk.path}")
 
 
-def _find_base_python() -> str:
+def _find_base_python(sdk: SdkVenv) -> str:
     """A Python the SDK installs on: $TOOLBRIDGE_SDK_PYTHON, this one, then 3.12/3.11/3.10."""
     candidates: list[str] = []
     if os.environ.get("TOOLBRIDGE_SDK_PYTHON"):
@@ -129,7 +185,7 @@ def _find_base_python() -> str:
         if version in SUPPORTED:
             return candidate
     raise SdkVenvError(
-        "no Python 3.10-3.12 found to build the appbuilder-sdk venv; "
+        f"no Python 3.10-3.12 found to build the {sdk.requirement} venv; "
         "set TOOLBRIDGE_SDK_PYTHON to one. Tried: " + "; ".join(tried)
     )
 
@@ -163,8 +219,8 @@ def _run(cmd: list[str], timeout: float, step: str | None = None) -> str:
 
 
 @contextlib.contextmanager
-def _lock() -> Iterator[None]:
-    digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:16]
+def _lock(sdk: SdkVenv) -> Iterator[None]:
+    digest = hashlib.sha256(str(sdk.path).encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / f"toolbridge-sdk-venv-{digest}.lock"
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -174,5 +230,8 @@ def _lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-if __name__ == "__main__":  # `python -m tests.support.sdk_venv` builds it by hand
-    sys.stdout.write(f"{ensure_sdk_venv()}\n")
+if __name__ == "__main__":  # `python -m tests.support.sdk_venv [appbuilder|coze|openai]`
+    _chosen = {"appbuilder": APPBUILDER, "coze": COZE, "openai": OPENAI}
+    sys.stdout.write(
+        f"{ensure_sdk_venv(_chosen[sys.argv[1] if len(sys.argv) > 1 else 'appbuilder'])}\n"
+    )
