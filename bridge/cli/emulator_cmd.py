@@ -80,13 +80,28 @@ def emulator(
             "--allow-remote", help="Allow a non-loopback --host (anyone who can reach it gets in)."
         ),
     ] = False,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            help="Wire protocol to speak: appbuilder (default), or another platform's.",
+            envvar="TOOLBRIDGE_EMULATOR_PROTOCOL",
+        ),
+    ] = "appbuilder",
 ) -> None:
-    """Run the AppBuilder-compatible emulator in the foreground (Ctrl+C stops it).
+    """Run an agent platform's emulator in the foreground (Ctrl+C stops it).
 
-    It speaks the AppBuilder conversation API (create, runs, file upload, feedback), so the
-    toolbridge client and the official appbuilder-sdk can both be pointed at it.
+    By default it speaks the AppBuilder conversation API (create, runs, file upload,
+    feedback); --protocol picks another platform's wire. toolbridge's adapter and the
+    platform's official SDK can both be pointed at it.
     """
+    from bridge.emulator.protocols import get_protocol
     from bridge.errors import BridgeError, UsageError
+
+    try:
+        wire = get_protocol(protocol)
+    except UsageError as exc:
+        fail(exc, code=EXIT_USAGE)
 
     if not _is_loopback(host):
         if not allow_remote:
@@ -104,10 +119,8 @@ def emulator(
             err=True,
         )
 
-    from bridge.emulator import create_app
-
     try:
-        asgi = create_app(token=token, app_id=app_id, scenario=scenario, faults=faults or "")
+        asgi = wire.create_app(token=token, app_id=app_id, scenario=scenario, faults=faults or "")
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
     try:
@@ -120,11 +133,10 @@ def emulator(
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}"
     source = f", scenario {scenario}" if scenario else ", default planner"
-    typer.echo(f"toolbridge emulator: AppBuilder-compatible server on {url} (app {app_id}{source})")
-    typer.echo("Point a client or the official appbuilder-sdk at it:")
-    typer.echo(f"  export GATEWAY_URL_V2={url}")
-    typer.echo(f"  export APPBUILDER_TOKEN={token}")
-    typer.echo(f"  export APPBUILDER_APP_ID={app_id}")
+    typer.echo(f"toolbridge emulator: {wire.title} server on {url} (app {app_id}{source})")
+    typer.echo("Point a client or the official SDK at it:")
+    for name, value in wire.client_env(url, token, app_id).items():
+        typer.echo(f"  export {name}={value}")
     typer.echo("Press Ctrl+C to stop.")
     from bridge._serve import run_foreground
 

@@ -55,7 +55,7 @@ from bridge.emulator.transport import (
     sse_block,
 )
 
-__all__ = ["EmulatorApp", "create_app"]
+__all__ = ["EmulatorApp", "client_env", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -693,3 +693,8 @@ def create_app(
     loaded = load_scenario(scenario) if scenario is not None else None
     spec = parse_faults(faults) if isinstance(faults, str) else faults
     return EmulatorApp(token=token, app_id=app_id, scenario=loaded, faults=spec)
+
+
+def client_env(base_url: str, token: str, app_id: str) -> dict[str, str]:
+    """The environment variables the toolbridge client and the official SDK read."""
+    return {"GATEWAY_URL_V2": base_url, "APPBUILDER_TOKEN": token, "APPBUILDER_APP_ID": app_id}

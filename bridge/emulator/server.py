@@ -17,8 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from bridge._serve import serve_in_thread
-from bridge.emulator.app import EmulatorApp, create_app
 from bridge.emulator.faults import ENV_VAR, FaultSpec
+from bridge.emulator.protocols import ProtocolApp, get_protocol
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ConversationSnapshot, EmulatorState, RecordedRequest
 from bridge.errors import UsageError
@@ -27,7 +27,7 @@ __all__ = ["Emulator"]
 
 
 class Emulator:
-    """An AppBuilder-compatible server running in a background thread.
+    """An agent platform's server (AppBuilder by default) running in a background thread.
 
     Args:
         token: the token clients must send (``Authorization: Bearer <token>``).
@@ -37,10 +37,13 @@ class Emulator:
         port: 0 picks a free ephemeral port (see `port` and `base_url` once started).
         faults: a fault spec for every matching request; None reads
             ``TOOLBRIDGE_EMULATOR_FAULTS`` (unset means no faults), ``""`` means none.
+        protocol: the wire protocol spoken (`bridge.emulator.protocols.PROTOCOLS`):
+            ``appbuilder`` by default; the same scenario drives every protocol.
 
     Raises:
         ScenarioError: the scenario cannot be loaded (raised by the constructor).
         FaultSpecError: the fault spec cannot be parsed (raised by the constructor).
+        UsageError: unknown protocol.
     """
 
     def __init__(
@@ -52,10 +55,12 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         faults: str | FaultSpec | None = None,
+        protocol: str = "appbuilder",
     ) -> None:
         if faults is None:
             faults = os.environ.get(ENV_VAR, "")
-        self.app: EmulatorApp = create_app(
+        self.protocol = get_protocol(protocol)
+        self.app: ProtocolApp = self.protocol.create_app(
             token=token, app_id=app_id, scenario=scenario, faults=faults
         )
         self.token = token
@@ -111,11 +116,7 @@ class Emulator:
 
     def env(self) -> dict[str, str]:
         """The environment variables that point a client (or the official SDK) here."""
-        return {
-            "GATEWAY_URL_V2": self.base_url,
-            "APPBUILDER_TOKEN": self.token,
-            "APPBUILDER_APP_ID": self.app_id,
-        }
+        return self.protocol.client_env(self.base_url, self.token, self.app_id)
 
     # --- inspection -------------------------------------------------------------------------
 
@@ -147,4 +148,4 @@ class Emulator:
 
     def __repr__(self) -> str:
         where = f"{self.host}:{self.port}" if self.port else "not started"
-        return f"Emulator(app_id={self.app_id!r}, {where})"
+        return f"Emulator({self.protocol.name}, app_id={self.app_id!r}, {where})"
