@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 import bridge.emulator
+import bridge.errors
 from bridge.cli import app
 from tests.emulator.helpers import WEATHER, Api, interrupt_calls
 
@@ -150,3 +151,25 @@ def test_a_busy_port_exits_1() -> None:
         result = CliRunner().invoke(app, ["emulator", "--port", str(port)])
     assert result.exit_code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in _output(result)
+
+
+def test_an_unknown_protocol_exits_2_listing_the_known_ones() -> None:
+    result = CliRunner().invoke(app, ["emulator", "--protocol", "smoke-signals"])
+    assert result.exit_code == 2
+    assert "unknown emulator protocol 'smoke-signals'" in result.output
+    assert "appbuilder" in result.output
+
+
+def test_the_in_process_emulator_refuses_an_unknown_protocol() -> None:
+    with pytest.raises(bridge.errors.UsageError, match="expected one of: appbuilder"):
+        bridge.emulator.Emulator(protocol="smoke-signals")
+
+
+def test_the_appbuilder_protocol_names_its_client_environment() -> None:
+    with bridge.emulator.Emulator(protocol="appbuilder") as emu:
+        assert emu.env() == {
+            "GATEWAY_URL_V2": emu.base_url,
+            "APPBUILDER_TOKEN": emu.token,
+            "APPBUILDER_APP_ID": emu.app_id,
+        }
+        assert repr(emu).startswith("Emulator(appbuilder, app_id='emulator-app'")
