@@ -6,6 +6,7 @@ Adding a platform means adding one module under `bridge/platforms/` that satisfi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +23,17 @@ __all__ = [
     "LimitViolation",
     "Platform",
     "PlatformLimits",
+    "PlatformState",
     "ToolChoiceLike",
+    "export_state_of",
+    "exports_state",
+    "import_state_into",
     "knows_conversation",
     "limits_of",
     "parse_tool_choice",
     "platform_tool_types_of",
     "platform_tools_for",
+    "state_field",
 ]
 
 ToolChoiceLike = ToolChoice | str | Mapping[str, Any]
@@ -109,6 +115,119 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
     """
     knows = getattr(platform, "knows", None)
     return True if knows is None else bool(knows(conversation_id))
+
+
+PlatformState = dict[str, Any]
+"""What an adapter needs, besides the conversation id, to continue a conversation in another
+process: JSON values only (it is journaled), never a secret (it is stored as written)."""
+
+_MISSING: Any = object()
+
+
+def exports_state(platform: object) -> bool:
+    """Whether the adapter implements both `export_state` and `import_state`.
+
+    The two are optional adapter methods (not `Platform` members, which is runtime-checkable):
+
+    - `export_state(conversation_id) -> dict | None`: JSON-serialisable state needed to continue
+      the conversation after this process dies (Chat Completions' messages, Responses'
+      previous_response_id, Coze's chat id...). None: the id alone is enough. Called after
+      each platform round (once the last event of a start/submit/resume was produced).
+    - `import_state(conversation_id, state)`: take such state over, replacing whatever the
+      adapter holds for that id; afterwards `knows(conversation_id)` (if the adapter has it)
+      answers True. Called before the conversation is used in a process that does not know it.
+      A state it cannot use is refused with `UsageError` (see `state_field`).
+    """
+    return callable(getattr(platform, "export_state", None)) and callable(
+        getattr(platform, "import_state", None)
+    )
+
+
+def export_state_of(platform: object, conversation_id: str) -> PlatformState | None:
+    """The adapter's state for a conversation, as a detached JSON-round-tripped copy.
+
+    None when the adapter keeps no state (no `export_state`, or it returned None).
+
+    Raises:
+        UsageError: the adapter returned something other than a dict of JSON values or None.
+    """
+    if not exports_state(platform):
+        return None
+    state = platform.export_state(conversation_id)  # type: ignore[attr-defined]
+    if state is None:
+        return None
+    name = getattr(platform, "name", type(platform).__name__)
+    if not isinstance(state, Mapping):
+        raise UsageError(
+            f"the {name} platform's export_state({conversation_id!r}) returned "
+            f"{type(state).__name__}; expected a dict of JSON values or None"
+        )
+    try:
+        text = json.dumps(state, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(
+            f"the {name} platform's export_state({conversation_id!r}) is not JSON-serialisable "
+            f"({exc}); expected a dict of JSON values (str, numbers, bools, None, lists, dicts)"
+        ) from None
+    copied: PlatformState = json.loads(text)
+    return copied
+
+
+def import_state_into(platform: object, conversation_id: str, state: Mapping[str, Any]) -> bool:
+    """Give the adapter a conversation's exported state; False if it takes none.
+
+    Raises:
+        UsageError: the state is not a dict, or the adapter refused it.
+    """
+    if not exports_state(platform):
+        return False
+    if not isinstance(state, Mapping):
+        raise UsageError(
+            f"the state to import for conversation {conversation_id!r} is "
+            f"{type(state).__name__}; expected the dict export_state returned"
+        )
+    platform.import_state(conversation_id, state)  # type: ignore[attr-defined]
+    return True
+
+
+def state_field(
+    state: Mapping[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    *,
+    platform: str,
+    default: Any = _MISSING,
+) -> Any:
+    """One field of an imported state, type-checked, for adapters' `import_state`.
+
+    Args:
+        state: what `import_state` received.
+        key: the field.
+        kind: the type(s) its value must have (``bool`` is not accepted for ``int``).
+        platform: the adapter's name, for the error.
+        default: returned when the field is absent (or None); without it the field is required.
+
+    Raises:
+        UsageError: the field is missing, or its value has another type.
+    """
+    value = state.get(key) if isinstance(state, Mapping) else None
+    if value is None:
+        if default is not _MISSING:
+            return default
+        present = ", ".join(sorted(map(str, state))) if isinstance(state, Mapping) else ""
+        raise UsageError(
+            f"the {platform} platform's saved state has no {key!r} (it has: "
+            f"{present or 'nothing'}); expected the dict its export_state returned"
+        )
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # A bool is an int to isinstance, never to a state written as JSON.
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise UsageError(
+            f"the {platform} platform's saved state has {key!r} of type "
+            f"{type(value).__name__}; expected {expected}"
+        )
+    return value
 
 
 def parse_tool_choice(
