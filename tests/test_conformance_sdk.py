@@ -208,6 +208,14 @@ def test_files_and_feedback(conformance: tuple[dict[str, Any], Emulator, Any]) -
     assert feedback["type"] == "downvote" and feedback["flag"] == ["没有帮助"]
 
 
+def test_the_sdk_request_ids_are_echoed(conformance: tuple[dict[str, Any], Any, Any]) -> None:
+    requests = conformance[2]
+    assert requests
+    for request in requests:
+        assert request.request_id == request.headers["x-appbuilder-request-id"], request.path
+    assert len({r.request_id for r in requests}) == len(requests)
+
+
 def test_errors_reach_the_sdk_as_its_own_exceptions(
     conformance: tuple[dict[str, Any], Any, Any],
 ) -> None:

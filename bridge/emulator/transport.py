@@ -143,6 +143,8 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
 class RecordingMiddleware:
     """Give every request an id (header and `request.state.request_id`) and log it.
 
+    The id is the client's ``X-Appbuilder-Request-Id`` when it sent one, else a fresh UUID.
+
     It wraps the whole Starlette app, error pages included, so even a 404 for an unknown path
     or an unexpected 500 carries `X-Appbuilder-Request-Id`.
     """
@@ -156,7 +158,7 @@ class RecordingMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = str(uuid.uuid4())
+        request_id = _client_request_id(scope) or str(uuid.uuid4())
         scope_state = scope.setdefault("state", {})
         scope_state["request_id"] = request_id
         body = bytearray()
@@ -197,6 +199,24 @@ class RecordingMiddleware:
                     dropped=dropped,
                 )
             )
+
+
+_MAX_REQUEST_ID = 128
+
+
+def _client_request_id(scope: Scope) -> str | None:
+    """The client's own ``X-Appbuilder-Request-Id``, echoed as the platform does.
+
+    The official SDK sends one per request and logs it with errors, so tracing a request needs
+    the same id on both sides. An empty, overlong or non-printable value is replaced.
+    """
+    for raw_name, raw_value in scope.get("headers", []):
+        if raw_name.lower() == b"x-appbuilder-request-id":
+            value = bytes(raw_value).decode("latin-1").strip()
+            if 0 < len(value) <= _MAX_REQUEST_ID and value.isprintable():
+                return value
+            return None
+    return None
 
 
 def _masked_headers(scope: Scope) -> dict[str, str]:
