@@ -208,6 +208,24 @@ def test_files_and_feedback(conformance: tuple[dict[str, Any], Emulator, Any]) -
     assert feedback["type"] == "downvote" and feedback["flag"] == ["没有帮助"]
 
 
+def test_the_async_client_uploads_a_file_url(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, requests = conformance
+    got = results["async_upload_url"]
+    uuid.UUID(got["file_id"])
+    (record,) = emu.conversation(got["conversation_id"]).files
+    assert record.url == "https://example.com/report.pdf" and record.file_id == got["file_id"]
+    (upload,) = [
+        r
+        for r in requests
+        if r.path.endswith("/file/upload")
+        and r.form
+        and r.form.get("file_url", "").endswith(".pdf")
+    ]
+    assert upload.headers["content-type"].startswith("application/x-www-form-urlencoded")
+
+
 def test_the_sdk_request_ids_are_echoed(conformance: tuple[dict[str, Any], Any, Any]) -> None:
     requests = conformance[2]
     assert requests

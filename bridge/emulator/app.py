@@ -562,12 +562,17 @@ def _waiting_for(question: PendingInput) -> str:
     )
 
 
+_FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
 async def _form(request: Request) -> dict[str, Any]:
-    if "multipart/form-data" not in request.headers.get("content-type", ""):
+    # The SDK's async client builds its form with aiohttp, which sends a form without a file
+    # part (a file_url upload) urlencoded, and the platform accepts it.
+    if not any(kind in request.headers.get("content-type", "") for kind in _FORM_TYPES):
         raise _ReplyError(
             400,
-            "the upload must be multipart/form-data with app_id, conversation_id and "
-            "file or file_url",
+            "the upload must be multipart/form-data (or application/x-www-form-urlencoded for "
+            "a file_url) with app_id, conversation_id and file or file_url",
         )
     try:
         form = await request.form(max_part_size=MAX_UPLOAD_BYTES)

@@ -9,6 +9,7 @@ Each check records what the SDK saw; the test asserts on it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -222,6 +223,23 @@ def check_files_and_feedback(client: Any) -> dict[str, Any]:
     }
 
 
+def check_async_upload_url(app_id: str) -> dict[str, Any]:
+    """The async client's upload_file(file_url=...): aiohttp sends it urlencoded."""
+
+    async def drive() -> dict[str, Any]:
+        client = appbuilder.AsyncAppBuilderClient(app_id)
+        try:
+            conversation_id = await client.create_conversation()
+            file_id = await client.upload_file(
+                conversation_id, file_url="https://example.com/report.pdf"
+            )
+        finally:
+            await client.http_client.session.close()
+        return {"conversation_id": conversation_id, "file_id": file_id}
+
+    return asyncio.run(drive())
+
+
 def check_errors(client: Any, app_id: str) -> dict[str, Any]:
     """How the SDK reports the emulator's errors."""
     out: dict[str, Any] = {}
@@ -286,6 +304,7 @@ def main() -> None:
         "recorder_stream": lambda: check_recorder(client, True),
         "recorder_non_stream": lambda: check_recorder(client, False),
         "files_and_feedback": lambda: check_files_and_feedback(client),
+        "async_upload_url": lambda: check_async_upload_url(app_id),
         "errors": lambda: check_errors(client, app_id),
     }
     results: dict[str, Any] = {"sdk_version": appbuilder.__version__}
