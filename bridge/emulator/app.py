@@ -5,7 +5,8 @@ conversation (404), conversation state (400), then injected faults, and only the
 conversation change. A conversation's state allows one kind of next run: a new query when
 nothing is pending, ``tool_outputs`` for exactly the pending tool calls, or, when a scenario's
 ``ask`` step is waiting, the reply as ``query`` with ``action`` resume naming the pending
-``interrupt_event_id``; anything else is a 400 that names what is pending and the id expected.
+``interrupt_event_id`` (or as a plain ``query``, see `_paused_run`); anything else is a 400
+that names what is pending and the id expected.
 
 Every answer carries `X-Appbuilder-Request-Id` and, in its body, `request_id`; errors use the
 platform's body ``{"request_id", "code", "message"}``.
@@ -146,7 +147,7 @@ class EmulatorApp:
                     run = _pending_run(conv, req.tool_outputs)
                     round_index = run.context.steps_done + 1
                     match = run.context.match
-                elif req.action is not None:
+                elif req.action is not None or _asking(conv):
                     run = _paused_run(conv, req.action)
                     round_index = run.context.steps_done + 1
                     match = run.context.match
@@ -304,12 +305,6 @@ class EmulatorApp:
         return conv
 
     def _new_context(self, conv: Conversation, req: wire.RunRequest) -> RunContext:
-        if conv.active is not None and conv.active.pending_input is not None:
-            raise _ReplyError(
-                400,
-                f"conversation {conv.conversation_id!r} is waiting for the person's reply to "
-                f"{_waiting_for(conv.active.pending_input)} before a new query",
-            )
         if conv.active is not None and conv.active.pending:
             ids = ", ".join(p.call_id for p in conv.active.pending)
             raise _ReplyError(
@@ -495,10 +490,28 @@ def _pending_run(conv: Conversation, outputs: list[wire.ToolOutputItem]) -> Acti
     return run
 
 
-def _paused_run(conv: Conversation, action: wire.Action) -> ActiveRun:
-    """The run whose question `action` resumes; 400 unless it names the pending interrupt."""
-    given = action.parameters.interrupt_event.id
+def _asking(conv: Conversation) -> bool:
+    """Whether a question of the conversation waits for the person's reply."""
+    return conv.active is not None and conv.active.pending_input is not None
+
+
+def _paused_run(conv: Conversation, action: wire.Action | None) -> ActiveRun:
+    """The run whose question `action` resumes; 400 unless it names the pending interrupt.
+
+    A query without `action` while a question waits is its reply: the SDK's event handler reads
+    only the last event of a non-stream response (``status/success``), so it never sees the
+    ``chatflow_interrupt`` and sends the reply as a plain query, and the platform goes on.
+    """
     run = conv.active
+    if action is None:
+        assert run is not None and run.pending_input is not None
+        logger.debug(
+            "conversation %s: a query without action answers the pending question %s",
+            conv.conversation_id,
+            run.pending_input.interrupt_id,
+        )
+        return run
+    given = action.parameters.interrupt_event.id
     if run is None or run.pending_input is None:
         if run is not None and run.pending:
             ids = ", ".join(p.call_id for p in run.pending)

@@ -38,8 +38,10 @@ a ``chatflow_interrupt`` event carrying a fresh ``interrupt_event_id`` (the wire
 `bridge.emulator.render`). The next request of the conversation must resume it: its ``query``
 is the person's reply and its ``action`` is ``{"action_type": "resume", "parameters":
 {"interrupt_event": {"id": <interrupt_event_id>, "type": "chat"}}}``; the rule then goes on with
-its next step. Like pending tool calls, a pending question must be answered first: a new query,
-tool outputs, or a resume with another id get HTTP 400 naming the expected id. ``{query}`` stays
+its next step. Like pending tool calls, a pending question must be answered first: tool
+outputs or a resume with another id get HTTP 400 naming the expected id. A query without
+``action`` is taken as the reply, as the platform does (the official SDK's event handler, in
+non-stream mode, never sees the interrupt and sends the reply that way). ``{query}`` stays
 the query that matched the rule; replies are only reachable by name, so give ``as`` to an ask
 whose reply a later template uses. The question itself is a template too. An ask step takes
 no ``thought`` and no ``calls``.

@@ -239,15 +239,19 @@ def test_a_question_that_cannot_be_rendered_fails_the_run(api: Api, emu: Emulato
 # --- the state machine: what may follow a pending question ---------------------------------
 
 
-def test_a_new_query_while_a_question_waits_is_refused(api: Api, emu: Emulator) -> None:
-    conversation_id, interrupt_id = ask(api, "预订会议室", tools=[BOOK])
-    message = error_of(api.run(conversation_id, "something else", tools=[BOOK]))
-    assert f"conversation {conversation_id!r} is waiting for the person's reply" in message
-    assert (
-        "'您要预订哪一天的会议室？'" in message and f"interrupt_event_id {interrupt_id}" in message
-    )
-    assert json.dumps(resume_action(interrupt_id)) in message and "before a new query" in message
-    assert emu.conversation(conversation_id).pending_interrupt_id == interrupt_id
+def test_a_query_without_action_while_a_question_waits_is_its_reply(
+    api: Api, emu: Emulator
+) -> None:
+    conversation_id, _ = ask(api, "预订会议室", tools=[BOOK])
+    chunks = api.chunks(conversation_id, "后天", stream=False, tools=[BOOK])
+    [call] = interrupt_calls(chunks)
+    assert call["function"] == {
+        "name": "book_room",
+        "arguments": {"what": "会议室", "date": "后天"},
+    }
+    snapshot = emu.conversation(conversation_id)
+    assert snapshot.pending_interrupt_id is None
+    assert [(m.query, m.status) for m in snapshot.messages] == [("预订会议室", "human_input")]
 
 
 def test_tool_outputs_while_a_question_waits_are_refused(api: Api, emu: Emulator) -> None:
@@ -530,19 +534,24 @@ class MyEventHandler(AppBuilderEventHandler):
             yield self._create_action()
 
 
-conversation_id = client.create_conversation()
-handler = MyEventHandler()
-dialogs = client.run_multiple_dialog_with_handler(
-    conversation_id=conversation_id,
-    queries=["plan a trip", "Oslo", "Rome"],
-    event_handler=handler,
-    stream=True,
-    actions=handler.gen_action(),
-)
-for data in dialogs:
-    for ans in data:
-        pass
-out["handler"] = {"conversation_id": conversation_id, "messages": handler.messages}
+for stream in (True, False):
+    conversation_id = client.create_conversation()
+    handler = MyEventHandler()
+    dialogs = client.run_multiple_dialog_with_handler(
+        conversation_id=conversation_id,
+        queries=["plan a trip", "Oslo", "Rome"],
+        event_handler=handler,
+        stream=stream,
+        actions=handler.gen_action(),
+    )
+    for data in dialogs:
+        for ans in data:
+            pass
+    out["handler" if stream else "handler_non_stream"] = {
+        "conversation_id": conversation_id,
+        "messages": handler.messages,
+        "interrupt_ids": handler.interrupt_ids,
+    }
 print(json.dumps(out, ensure_ascii=False))
 """
 
@@ -592,6 +601,24 @@ def test_the_sdk_event_handler_sample_runs_the_dialogs(
 ) -> None:
     got = sdk_results["handler"]
     assert got["messages"] == ["From where?", "And from Oslo to where?"]
+    records = emu.conversation(got["conversation_id"]).messages
+    assert [(m.query, m.status) for m in records] == [
+        ("plan a trip", "human_input"),
+        ("Oslo", "human_input"),
+        ("Rome", "success"),
+    ]
+    assert records[-1].answer == "Oslo -> Rome (plan a trip)"
+
+
+@pytest.mark.conformance
+@pytest.mark.timeout(1800)
+def test_the_sdk_event_handler_sample_runs_the_dialogs_non_stream(
+    sdk_results: dict[str, Any], emu: Emulator
+) -> None:
+    got = sdk_results["handler_non_stream"]
+    # Non-stream, the handler sees only the last event (status/success): no interrupt id, so
+    # the replies come as plain queries, which answer the pending questions.
+    assert got["interrupt_ids"] == [] and got["messages"] == []
     records = emu.conversation(got["conversation_id"]).messages
     assert [(m.query, m.status) for m in records] == [
         ("plan a trip", "human_input"),
