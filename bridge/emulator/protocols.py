@@ -63,6 +63,7 @@ class EmulatorProtocol:
 
 PROTOCOLS: dict[str, EmulatorProtocol] = {
     "appbuilder": EmulatorProtocol("appbuilder", "AppBuilder-compatible", "bridge.emulator.app"),
+    "coze": EmulatorProtocol("coze", "Coze-compatible (v3 chat)", "bridge.emulator.coze"),
 }
 
 

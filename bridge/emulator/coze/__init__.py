@@ -1,0 +1,50 @@
+"""The Coze v3 chat API, emulated: a bot whose local plugins (端插件) run on the client.
+
+``Emulator(protocol="coze")`` or ``toolbridge emulator --protocol coze`` serves it. The app id
+is the bot id; the scenario's ``coze`` section declares the bot's plugin APIs
+(`bridge.emulator.coze.bot`), its ``rules`` and ``settings`` script the bot as for every
+protocol, and without rules the shared default planner picks plugin APIs from the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bridge.emulator.coze.app import LOGID_HEADER, CozeApp
+from bridge.emulator.coze.bot import BotConfig, PluginApi, split_scenario
+from bridge.emulator.faults import FaultSpec, parse_faults
+from bridge.emulator.scenario import Scenario
+
+__all__ = ["LOGID_HEADER", "BotConfig", "CozeApp", "PluginApi", "client_env", "create_app"]
+
+
+def create_app(
+    *,
+    token: str = "emulator-token",
+    app_id: str = "emulator-bot",
+    scenario: str | Path | Mapping[str, Any] | Scenario | None = None,
+    faults: str | FaultSpec | None = None,
+) -> CozeApp:
+    """Build the Coze emulator's ASGI app.
+
+    Args:
+        token: the personal access token clients must send (``Authorization: Bearer``).
+        app_id: the one bot id served.
+        scenario: a scenario file, mapping or `Scenario`; its ``coze`` section lists the bot's
+            plugin APIs.
+        faults: a fault spec applied to every matching request (see `bridge.emulator.faults`).
+
+    Raises:
+        ScenarioError: the scenario (or its ``coze`` section) cannot be loaded.
+        FaultSpecError: the fault spec cannot be parsed.
+    """
+    loaded, bot = split_scenario(scenario)
+    spec = parse_faults(faults) if isinstance(faults, str) else faults
+    return CozeApp(token=token, bot_id=app_id, scenario=loaded, bot=bot, faults=spec)
+
+
+def client_env(base_url: str, token: str, app_id: str) -> dict[str, str]:
+    """What toolbridge's Coze adapter and cozepy's examples read."""
+    return {"COZE_API_BASE": base_url, "COZE_API_TOKEN": token, "COZE_BOT_ID": app_id}

@@ -1,0 +1,125 @@
+"""The emulated Coze bot's own configuration: the local plugin APIs it may call.
+
+Coze takes no tool list per request: a bot's local plugins (端插件) are configured in the Coze
+UI. The emulated bot gets them from the scenario's ``coze`` section, which only this protocol
+reads (the other protocols never see it)::
+
+    coze:
+      bot_name: Weather helper          # shown by GET /v1/bot/get_online_info
+      plugin_name: local_plugin         # the plugin the APIs belong to
+      plugins:                          # one entry per plugin API (a function tool)
+        - name: get_weather
+          description: Get the current weather for a city
+          parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    rules: [...]                        # the shared scenario format
+
+An entry may also be a Chat Completions function tool (``{"type": "function", "function":
+{...}}``), so ``toolbox.manifests("openai")`` can be pasted in as is. Without the section the
+bot has no plugins and answers every query in plain text (or by the scenario's rules).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bridge.emulator.scenario import Scenario, ScenarioError, load_scenario
+from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
+
+__all__ = ["SECTION", "BotConfig", "PluginApi", "split_scenario"]
+
+SECTION = "coze"
+"""The scenario key this protocol reads."""
+
+
+class PluginApi(BaseModel):
+    """One API of the bot's local plugin: what a `requires_action` tool call may name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _function_tool(cls, data: Any) -> Any:
+        # Accept the Chat Completions shape so local manifests can be reused unchanged.
+        if isinstance(data, Mapping) and data.get("type") == "function" and "function" in data:
+            return data["function"]
+        return data
+
+
+class BotConfig(BaseModel):
+    """The ``coze`` section of a scenario."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bot_name: str = "Emulated bot"
+    plugin_name: str = "local_plugin"
+    plugins: list[PluginApi] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> BotConfig:
+        names = [p.name for p in self.plugins]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"plugin API name(s) {', '.join(twice)} appear more than once")
+        return self
+
+
+def split_scenario(
+    source: str | Path | Mapping[str, Any] | Scenario | None,
+) -> tuple[Scenario | None, BotConfig]:
+    """The shared scenario and the bot's configuration, read from one scenario source.
+
+    Raises:
+        ScenarioError: the file cannot be read or either part breaks its format; the message
+            names the file and the key.
+    """
+    if source is None:
+        return None, BotConfig()
+    if isinstance(source, Scenario):
+        return source, BotConfig()
+    label = "<scenario>"
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        path = Path(source)
+        label = str(path)
+        data = _read(path)
+    if not isinstance(data, dict):
+        # load_scenario says what is wrong with the file itself.
+        return load_scenario(source), BotConfig()
+    section = data.pop(SECTION, None)
+    try:
+        bot = BotConfig.model_validate(section or {})
+    except ValidationError as exc:
+        raise ScenarioError(f"{label}: {SECTION}: {format_validation_error(exc)}") from None
+    if not data:
+        return None, bot
+    try:
+        return load_scenario(data), bot
+    except ScenarioError as exc:
+        # load_scenario names a mapping "<scenario>"; the person wrote a file.
+        raise ScenarioError(str(exc).replace("<scenario>", label, 1)) from None
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: scenario file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: not valid YAML/JSON: {exc}") from None
