@@ -66,5 +66,5 @@ def connect_failure(exc: BaseException) -> str:
         nested = [error.__cause__, error.__context__, getattr(error, "reason", None)]
         nested += [arg for arg in error.args if isinstance(arg, BaseException)]
         todo += [n for n in nested if isinstance(n, BaseException)]
-    text = str(exc)
+    text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:199] + "…"

@@ -1,0 +1,691 @@
+"""The HTTP kernel of every platform adapter: one retry loop, one table of error translations.
+
+`Transport.request` sends a request and returns a 2xx response whose body is still unread. It
+retries connect failures, 429 and 5xx (honouring `Retry-After`) as `RetryPolicy` decides, and
+only before any byte of an answer was read: once a server has started answering, a retry could
+run the agent, and its side effects, twice. Each retry is logged at INFO and announced to
+`RetryPolicy.on_retry`.
+
+`Transport.errors` is the one place where exceptions of `requests`, urllib3, `json`, UTF-8
+decoding and pydantic become `bridge.errors`; `EXCEPTION_TABLE` lists, in order, which class
+maps to which error (a test fails when a class of `requests.exceptions` is missing from it).
+
+An adapter supplies only what differs between platforms: a status-error reader (an
+`ErrorAnswer` in, a `PlatformStatusError` with the platform's code, message and hints out) and
+the header its server puts the request id in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json as jsonlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+import requests
+import urllib3.exceptions
+from requests.structures import CaseInsensitiveDict
+
+from bridge.errors import (
+    BridgeError,
+    ConfigurationError,
+    PlatformConnectionError,
+    PlatformError,
+    PlatformStatusError,
+    PlatformTimeoutError,
+    ProtocolError,
+    RateLimitError,
+    StreamInterruptedError,
+    StreamTimeoutError,
+    register_secret,
+    status_error_class,
+)
+from bridge.platforms._http import connect_failure, new_session, origin
+from bridge.platforms.retry import ExcKind, RetryPolicy
+
+__all__ = [
+    "ERROR_BODY_LIMIT",
+    "EXCEPTION_TABLE",
+    "KEPT_BODY",
+    "ErrorAnswer",
+    "FailedCall",
+    "Files",
+    "StatusErrorReader",
+    "Transport",
+    "trim",
+]
+
+logger = logging.getLogger(__name__)
+
+ERROR_BODY_LIMIT = 64 * 1024
+"""Bytes of an error answer read to find its message: enough for any JSON error, bounded."""
+KEPT_BODY = 1000
+"""Characters of a body kept on an exception's `body` (after redaction)."""
+_DETAIL = 300
+"""Characters of the server's own words quoted in an error message."""
+
+Files = Mapping[str, tuple[str | None, Any]]
+"""Multipart fields as `requests` takes them: name -> (file name or None, value)."""
+
+
+def trim(text: str, limit: int = KEPT_BODY) -> str:
+    """`text` stripped and cut to `limit` characters, marked when cut."""
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+@dataclass(frozen=True)
+class ErrorAnswer:
+    """An HTTP error answer, already read (at most `ERROR_BODY_LIMIT` bytes) and closed.
+
+    What a `StatusErrorReader` gets; `error()` builds the standard message from the detail the
+    reader found in the body.
+    """
+
+    where: str
+    """Who was called, e.g. "AppBuilder run" or "OpenAI-compatible server"."""
+    method: str
+    url: str
+    status: int
+    reason: str
+    """The HTTP reason phrase ("Not Found")."""
+    headers: Mapping[str, str]
+    text: str
+    """The body as text (undecodable bytes replaced)."""
+    header_request_id: str | None
+    """The response's request-id header, if the server sent one."""
+    sent_request_id: str | None
+    """The request id the client sent in the same header, if it did."""
+    attempts: int
+    """Attempts made, this one included."""
+    retrying: bool
+    """True when the transport will try again (the error is only logged)."""
+    retry_after: float | None
+    """The server's `Retry-After`, in seconds, if usable."""
+
+    def json(self) -> dict[str, Any]:
+        """The body as a JSON object, or {} when it is not one."""
+        try:
+            value = jsonlib.loads(self.text)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def error(
+        self,
+        detail: str | None = None,
+        *,
+        code: str | None = None,
+        hint: str = "",
+        request_id: str | None = None,
+    ) -> PlatformStatusError:
+        """The `PlatformStatusError` subclass for this status, with one message format.
+
+        Args:
+            detail: The server's message found in the body; the body's text when None.
+            code: The platform's error code, if the body has one.
+            hint: What the operator can do about it ("check the API key (...)").
+            request_id: A request id found in the body; the response header wins over it, and
+                it wins over the id that was sent.
+        """
+        words = " ".join((detail or self.text).split())
+        shown = trim(words, _DETAIL) or self.reason or "no details"
+        message = f"{self.where}: {self.url} answered HTTP {self.status}: {shown}"
+        if hint:
+            message += f"; {hint}"
+        if self.attempts > 1 and not self.retrying:
+            message += f" (gave up after {self.attempts} attempts)"
+        error = status_error_class(self.status)(
+            message,
+            request_id=self.header_request_id or request_id or self.sent_request_id,
+            status_code=self.status,
+            code=code,
+            body=trim(self.text),
+        )
+        if isinstance(error, RateLimitError):
+            error.retry_after = self.retry_after
+        return error
+
+
+StatusErrorReader = Callable[[ErrorAnswer], PlatformStatusError]
+"""An adapter's reading of an HTTP error answer: its code, message and hints."""
+
+
+@dataclass
+class FailedCall:
+    """What an error message needs to know about the call that failed."""
+
+    where: str
+    url: str
+    connect_timeout: float
+    idle_timeout: float
+    config_hint: str
+    streaming: bool = False
+    received: list[Any] = field(default_factory=list)
+    request_id: str | None = None
+
+
+class Transport:
+    """Sends requests to one platform with bounded retries; maps whatever goes wrong.
+
+    Args:
+        label: Who is called, first in every message ("AppBuilder", "OpenAI-compatible
+            server"); an operation given to `request`/`errors` is appended ("AppBuilder run").
+        headers: Sent with every request (Authorization...); their values are registered as
+            secrets when they carry credentials.
+        connect_timeout: Seconds to wait for the TCP connection.
+        idle_timeout: Seconds to wait for any further bytes (headers, body, next chunk).
+        retry_policy: When to retry and how long to wait.
+        read_status_error: Turns an HTTP error answer into the platform's error.
+        request_id_header: Where the server puts its request id (``x-request-id``).
+        config_hint: Said when the request cannot even be sent (a malformed URL or header):
+            which settings to check.
+        session: The `requests.Session` to use; one is created (and closed by `close`) if None.
+        sleep: Waits between attempts; injectable so tests need not wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        label: str,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float,
+        idle_timeout: float,
+        retry_policy: RetryPolicy,
+        read_status_error: StatusErrorReader,
+        request_id_header: str,
+        config_hint: str = "check the base URL and the credentials",
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        base_url: str = "",
+    ) -> None:
+        self.label = label
+        self.headers: dict[str, str] = dict(headers or {})
+        for name, value in self.headers.items():
+            if name.lower() in ("authorization", "api-key", "x-api-key"):
+                register_secret(value)
+        self.connect_timeout = float(connect_timeout)
+        self.idle_timeout = float(idle_timeout)
+        self.retry_policy = retry_policy
+        self.read_status_error = read_status_error
+        self.request_id_header = request_id_header
+        self.config_hint = config_hint
+        self._owns_session = session is None
+        self._session = session if session is not None else new_session(base_url)
+        self._sleep = sleep
+
+    def close(self) -> None:
+        """Close the session if this transport created it."""
+        if self._owns_session:
+            self._session.close()
+
+    def request_id(self, response: requests.Response) -> str | None:
+        """The server's request id of `response`, if it sent one."""
+        return response.headers.get(self.request_id_header) or None
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        data: bytes | str | None = None,
+        files: Files | Callable[[], Files] | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool,
+        operation: str | None = None,
+    ) -> requests.Response:
+        """Send a request, retrying while that is safe; return a 2xx response.
+
+        Args:
+            method: "GET", "POST"...
+            url: The full URL.
+            json: Sent as a UTF-8 JSON body (with `Content-Type: application/json`).
+            params: Query parameters.
+            data: A raw body.
+            files: Multipart fields, or a function returning fresh ones for each attempt (so a
+                retried upload sends the whole file again); file objects in them are closed
+                after each attempt.
+            headers: Added to (and overriding) the transport's headers.
+            stream: True leaves the body unread, to be read as it arrives inside `errors(url,
+                streaming=True, ...)`; False reads the whole body before returning (a failure
+                while reading it is mapped as a dropped or idle answer).
+            operation: Named in messages after the label ("run").
+
+        Raises:
+            PlatformError: The matching subclass once retries are exhausted or not allowed.
+        """
+        merged: CaseInsensitiveDict[str] = CaseInsensitiveDict(self.headers)
+        merged.update(headers or {})
+        body = data
+        if json is not None:
+            body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
+            merged.setdefault("Content-Type", "application/json")
+        call = self._call(url, operation, request_id=merged.get(self.request_id_header))
+        policy = self.retry_policy
+        attempt = 0
+        while True:
+            logger.debug("%s: %s %s (attempt %d)", call.where, method, url, attempt + 1)
+            try:
+                response = self._send(method, url, params, body, files, merged)
+            except _FOREIGN as exc:
+                error = _translate(exc, call)
+                kind = _exc_kind(exc)
+                reason = error.message
+                if kind == "connect":
+                    reason = f"cannot connect to {origin(url)} ({connect_failure(exc)})"
+                if not self._wait(method, url, attempt, kind, reason, call.where):
+                    raise error from exc
+                attempt += 1
+                continue
+            if response.status_code < 400:
+                if not stream:
+                    self._read_whole(response, url, operation)
+                return response
+            retry_after = response.headers.get("Retry-After")
+            retrying = policy.should_retry(attempt, status=response.status_code)
+            delay = policy.delay(attempt, retry_after) if retrying else math.inf
+            if retrying and not math.isfinite(delay):
+                logger.info(
+                    "%s: not retrying %s %s: Retry-After %s is over %g s",
+                    call.where,
+                    method,
+                    url,
+                    retry_after,
+                    policy.max_retry_after,
+                )
+            retrying = math.isfinite(delay)
+            status_error = self._status_error(
+                method, url, response, call, attempt, retrying, retry_after
+            )
+            if not retrying:
+                raise status_error
+            self._log_retry(method, url, attempt, delay, status_error.message, call.where)
+            policy.announce(attempt, delay, status=response.status_code)
+            self._sleep(delay)
+            attempt += 1
+
+    @contextlib.contextmanager
+    def errors(
+        self,
+        url: str,
+        *,
+        operation: str | None = None,
+        streaming: bool = False,
+        received: list[Any] | None = None,
+        request_id: str | None = None,
+    ) -> Iterator[None]:
+        """Translate every `requests`/urllib3/decoding error raised in the block.
+
+        `bridge.errors` exceptions pass through (a `PlatformError` without a request id gets
+        `request_id`); exceptions of no library underneath (a bug of ours) are not touched.
+
+        Args:
+            url: What was called, for the message.
+            operation: Named in messages after the label.
+            streaming: The answer was already being read: a dropped connection is then a
+                `StreamInterruptedError` carrying `received`, and silence a `StreamTimeoutError`.
+            received: What was read so far (filled in by the caller as it goes).
+            request_id: Put on the errors raised.
+        """
+        try:
+            yield
+        except PlatformError as exc:
+            if exc.request_id is None:
+                exc.request_id = request_id
+            raise
+        except BridgeError:
+            raise
+        except _FOREIGN as exc:
+            call = self._call(url, operation, request_id=request_id)
+            call.streaming = streaming
+            call.received = received if received is not None else []
+            raise _translate(exc, call) from exc
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _call(self, url: str, operation: str | None, *, request_id: str | None) -> FailedCall:
+        return FailedCall(
+            where=f"{self.label} {operation}" if operation else self.label,
+            url=url,
+            connect_timeout=self.connect_timeout,
+            idle_timeout=self.idle_timeout,
+            config_hint=self.config_hint,
+            request_id=request_id,
+        )
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        body: bytes | str | None,
+        files: Files | Callable[[], Files] | None,
+        headers: CaseInsensitiveDict[str],
+    ) -> requests.Response:
+        parts = files() if callable(files) else files
+        try:
+            return self._session.request(
+                method,
+                url,
+                params=params,
+                data=body,
+                files=dict(parts) if parts is not None else None,
+                headers=dict(headers),
+                timeout=(self.connect_timeout, self.idle_timeout),
+                stream=True,
+            )
+        finally:
+            for _, value in (parts or {}).values():
+                if hasattr(value, "close"):
+                    value.close()
+
+    def _read_whole(self, response: requests.Response, url: str, operation: str | None) -> None:
+        request_id = self.request_id(response)
+        try:
+            with self.errors(url, operation=operation, streaming=True, request_id=request_id):
+                _ = response.content
+        finally:
+            response.close()
+
+    def _wait(
+        self,
+        method: str,
+        url: str,
+        attempt: int,
+        kind: ExcKind,
+        reason: str,
+        where: str,
+    ) -> bool:
+        policy = self.retry_policy
+        if not policy.should_retry(attempt, exc_kind=kind):
+            return False
+        delay = policy.delay(attempt)
+        self._log_retry(method, url, attempt, delay, reason, where)
+        policy.announce(attempt, delay, reason=reason)
+        self._sleep(delay)
+        return True
+
+    def _log_retry(
+        self, method: str, url: str, attempt: int, delay: float, reason: str, where: str
+    ) -> None:
+        logger.info(
+            "%s: retrying %s %s in %.2f s after: %s (retry %d of %d)",
+            where,
+            method,
+            url,
+            delay,
+            reason,
+            attempt + 1,
+            self.retry_policy.max_retries,
+        )
+
+    def _status_error(
+        self,
+        method: str,
+        url: str,
+        response: requests.Response,
+        call: FailedCall,
+        attempt: int,
+        retrying: bool,
+        retry_after: str | None,
+    ) -> PlatformStatusError:
+        answer = ErrorAnswer(
+            where=call.where,
+            method=method,
+            url=url,
+            status=response.status_code,
+            reason=response.reason or "",
+            headers=response.headers,
+            text=_read_error_body(response),
+            header_request_id=self.request_id(response),
+            sent_request_id=call.request_id,
+            attempts=attempt + 1,
+            retrying=retrying,
+            retry_after=self.retry_policy.parse_retry_after(retry_after),
+        )
+        return self.read_status_error(answer)
+
+
+def _read_error_body(response: requests.Response) -> str:
+    """Up to `ERROR_BODY_LIMIT` bytes of an error answer, then close it."""
+    data = bytearray()
+    try:
+        for piece in response.iter_content(chunk_size=8192):
+            data += piece
+            if len(data) >= ERROR_BODY_LIMIT:
+                break
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError):
+        pass  # the status already says what failed; the body only adds detail
+    finally:
+        response.close()
+    return bytes(data[:ERROR_BODY_LIMIT]).decode("utf-8", "replace")
+
+
+# --- the translation table ----------------------------------------------------------------------
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and its causes: `__cause__`, `__context__`, urllib3's `reason`, `args`."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        link = todo.pop(0)
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        yield link
+        nested = [getattr(link, "reason", None), link.__cause__, link.__context__, *link.args]
+        todo += [n for n in nested if isinstance(n, BaseException)]
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    return any(isinstance(link, kind) for link in _chain(exc))
+
+
+def _exc_kind(exc: BaseException) -> ExcKind:
+    """How a request failed; only `connect` (it never reached the server) is safe to resend."""
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "other"  # a TLS failure does not heal by itself
+    # urllib3's NewConnectionError (refused, DNS) subclasses its ConnectTimeoutError.
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or _caused_by(
+        exc, urllib3.exceptions.ConnectTimeoutError
+    ):
+        return "connect"
+    if isinstance(exc, requests.exceptions.Timeout) or _caused_by(
+        exc, urllib3.exceptions.ReadTimeoutError
+    ):
+        return "timeout"
+    return "other"
+
+
+def _count(call: FailedCall) -> str:
+    return f"after {len(call.received)} event(s)"
+
+
+def _connect_timeout(exc: BaseException, call: FailedCall) -> PlatformError:
+    return PlatformTimeoutError(
+        f"{call.where}: connecting to {origin(call.url)} timed out after "
+        f"{call.connect_timeout:g} s (connect_timeout)",
+        request_id=call.request_id,
+    )
+
+
+def _idle(exc: BaseException, call: FailedCall) -> PlatformError:
+    if call.streaming:
+        return StreamTimeoutError(
+            f"{call.where}: the stream from {call.url} was idle for more than "
+            f"{call.idle_timeout:g} s (idle_timeout) {_count(call)}",
+            received=call.received,
+            request_id=call.request_id,
+        )
+    return PlatformTimeoutError(
+        f"{call.where}: {call.url} sent nothing for {call.idle_timeout:g} s (idle_timeout)",
+        request_id=call.request_id,
+    )
+
+
+def _dropped(exc: BaseException, call: FailedCall) -> PlatformError:
+    text = f"{call.where}: the connection to {call.url} dropped mid-answer ({connect_failure(exc)})"
+    if call.streaming:
+        return StreamInterruptedError(
+            f"{text} {_count(call)}", received=call.received, request_id=call.request_id
+        )
+    return PlatformConnectionError(text, request_id=call.request_id)
+
+
+def _connection(exc: BaseException, call: FailedCall) -> PlatformError:
+    # requests reports a read timeout inside iter_content as a bare ConnectionError.
+    if _caused_by(exc, urllib3.exceptions.ReadTimeoutError):
+        return _idle(exc, call)
+    if call.streaming:
+        return _dropped(exc, call)
+    failure = connect_failure(exc)
+    if _exc_kind(exc) != "connect":
+        return PlatformConnectionError(
+            f"{call.where}: the connection to {origin(call.url)} failed before an answer "
+            f"({failure})",
+            request_id=call.request_id,
+        )
+    # The OS's few words, not urllib3's "HTTPConnectionPool(host=...): Max retries exceeded";
+    # the full text stays on __cause__.
+    advice = "; is the server running?" if failure == "connection refused" else ""
+    return PlatformConnectionError(
+        f"{call.where}: cannot connect to {origin(call.url)} ({failure}){advice}",
+        request_id=call.request_id,
+    )
+
+
+def _tls(exc: BaseException, call: FailedCall) -> PlatformError:
+    return PlatformConnectionError(
+        f"{call.where}: cannot connect to {origin(call.url)} ({connect_failure(exc)}); check "
+        "the server's certificate (REQUESTS_CA_BUNDLE names a CA bundle to trust)",
+        request_id=call.request_id,
+    )
+
+
+def _proxy(exc: BaseException, call: FailedCall) -> PlatformError:
+    return PlatformConnectionError(
+        f"{call.where}: cannot connect to {origin(call.url)} through the proxy "
+        f"({connect_failure(exc)}); check HTTP_PROXY / HTTPS_PROXY / NO_PROXY",
+        request_id=call.request_id,
+    )
+
+
+def _undecodable(exc: BaseException, call: FailedCall) -> PlatformError:
+    return ProtocolError(
+        f"{call.where}: cannot decode the answer of {call.url} ({connect_failure(exc)})",
+        request_id=call.request_id,
+    )
+
+
+def _not_json(exc: BaseException, call: FailedCall) -> PlatformError:
+    return ProtocolError(
+        f"{call.where}: the answer of {call.url} cannot be decoded: it is not JSON "
+        f"({trim(str(exc), _DETAIL)})",
+        request_id=call.request_id,
+    )
+
+
+def _not_utf8(exc: BaseException, call: FailedCall) -> PlatformError:
+    reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+    return ProtocolError(
+        f"{call.where}: {call.url} sent text that is not UTF-8 ({reason})",
+        request_id=call.request_id,
+    )
+
+
+def _unexpected_shape(exc: BaseException, call: FailedCall) -> PlatformError:
+    detail = str(exc)
+    if isinstance(exc, pydantic.ValidationError):
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors(include_url=False)[:5]
+        )
+    return ProtocolError(
+        f"{call.where}: the answer of {call.url} cannot be decoded: unexpected shape "
+        f"({trim(detail, _DETAIL)})",
+        request_id=call.request_id,
+    )
+
+
+def _redirects(exc: BaseException, call: FailedCall) -> PlatformError:
+    return ProtocolError(
+        f"{call.where}: {call.url} redirected too many times", request_id=call.request_id
+    )
+
+
+def _configuration(exc: BaseException, call: FailedCall) -> BridgeError:
+    return ConfigurationError(
+        f"{call.where}: cannot send a request to {call.url} ({trim(str(exc), _DETAIL)}); "
+        f"{call.config_hint}"
+    )
+
+
+def _failed(exc: BaseException, call: FailedCall) -> PlatformError:
+    return PlatformConnectionError(
+        f"{call.where}: request to {call.url} failed ({connect_failure(exc)})",
+        request_id=call.request_id,
+    )
+
+
+Mapper = Callable[[BaseException, FailedCall], BridgeError]
+
+_rex = requests.exceptions
+_u3 = urllib3.exceptions
+
+EXCEPTION_TABLE: tuple[tuple[tuple[type[BaseException], ...], Mapper], ...] = (
+    # Subclasses before their bases: the first row whose classes match wins.
+    ((_rex.ConnectTimeout,), _connect_timeout),
+    ((_rex.ReadTimeout, _rex.Timeout, _u3.ReadTimeoutError), _idle),
+    ((_rex.SSLError, _u3.SSLError), _tls),
+    ((_rex.ProxyError, _u3.ProxyError), _proxy),
+    ((_rex.ConnectionError, _u3.ConnectTimeoutError, _u3.MaxRetryError), _connection),
+    ((_rex.ChunkedEncodingError, _u3.ProtocolError, _u3.IncompleteRead), _dropped),
+    ((_rex.ContentDecodingError, _u3.DecodeError), _undecodable),
+    ((_rex.JSONDecodeError, _rex.InvalidJSONError, jsonlib.JSONDecodeError), _not_json),
+    ((_rex.TooManyRedirects,), _redirects),
+    (
+        (
+            _rex.InvalidProxyURL,
+            _rex.InvalidURL,
+            _rex.InvalidSchema,
+            _rex.MissingSchema,
+            _rex.URLRequired,
+            _rex.InvalidHeader,
+            _u3.LocationValueError,
+        ),
+        _configuration,
+    ),
+    (
+        (
+            _rex.RetryError,
+            _rex.HTTPError,
+            _rex.StreamConsumedError,
+            _rex.UnrewindableBodyError,
+            _rex.RequestException,
+            _u3.HTTPError,
+        ),
+        _failed,
+    ),
+    ((UnicodeDecodeError,), _not_utf8),
+    ((pydantic.ValidationError,), _unexpected_shape),
+)
+"""(exception classes, how to map them), in order: the one translation of foreign errors."""
+
+_FOREIGN: tuple[type[BaseException], ...] = tuple(
+    cls for classes, _ in EXCEPTION_TABLE for cls in classes
+)
+
+
+def _translate(exc: BaseException, call: FailedCall) -> BridgeError:
+    for classes, mapper in EXCEPTION_TABLE:
+        if isinstance(exc, classes):
+            return mapper(exc, call)
+    raise TypeError(f"no translation for {type(exc).__name__}")  # unreachable: see _FOREIGN
