@@ -64,6 +64,9 @@ class EmulatorProtocol:
 PROTOCOLS: dict[str, EmulatorProtocol] = {
     "appbuilder": EmulatorProtocol("appbuilder", "AppBuilder-compatible", "bridge.emulator.app"),
     "coze": EmulatorProtocol("coze", "Coze-compatible (v3 chat)", "bridge.emulator.coze"),
+    "responses": EmulatorProtocol(
+        "responses", "OpenAI Responses-compatible", "bridge.emulator.responses"
+    ),
 }
 
 

@@ -1,0 +1,530 @@
+"""The Responses emulator's ASGI app: ``POST /v1/responses``, ``GET /v1/responses/{id}`` and
+``GET /v1/models`` on Starlette.
+
+Checks run in the real API's order: key (401), body (400), model (404), the chain named by
+``previous_response_id`` (400 when unknown or created with ``store: false``), the transcript
+(every call answered, see `items`), then faults; only then does anything change. The model
+served is the emulator's ``app_id`` (``OPENAI_MODEL`` in `client_env`).
+
+Every answer carries ``x-request-id``; errors use OpenAI's body
+``{"error": {"message", "type", "param", "code"}}``. Faults are the shared ones
+(`bridge.emulator.faults`): ``POST /v1/responses`` is the ``runs`` endpoint and its round is
+the number of tool rounds the transcript already holds; ``inband`` becomes an ``error`` event
+(stream) or a ``failed`` response; ``duplicate_interrupt`` has no meaning here and is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError
+from bridge.emulator.faults import parse_faults as _parse_faults
+from bridge.emulator.matching import choose_tool, tool_info
+from bridge.emulator.planner import AnswerStep, ForcedTool, Planner, RunContext, Step
+from bridge.emulator.responses.items import (
+    IssuedCall,
+    RequestError,
+    ResponsesRequest,
+    check_chained_outputs,
+    check_reasoning,
+    check_tools,
+    normalise_input,
+    read_run,
+    text_of,
+)
+from bridge.emulator.responses.render import Rendered, frame, render_response, stream_events
+from bridge.emulator.scenario import Scenario
+from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
+from bridge.emulator.transport import (
+    BlockResponse,
+    DroppedConnectionError,
+    RecordingMiddleware,
+    install_drop_log_filter,
+)
+
+__all__ = ["ResponsesApp"]
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
+REQUEST_ID = "x-request-id"
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A response as the emulator keeps it: its object, its whole transcript, its chain."""
+
+    body: dict[str, Any]
+    items: list[dict[str, Any]]
+    conversation_id: str
+    stored: bool
+
+
+class ResponsesApp:
+    """The ASGI app of one Responses emulator, with its inspectable `state`."""
+
+    def __init__(
+        self, *, token: str, model: str, scenario: Scenario | None, faults: FaultSpec | None
+    ) -> None:
+        self.token = token.removeprefix("Bearer ").strip()
+        self.model = model
+        self.faults = faults
+        self.planner = Planner(scenario)
+        self.state = EmulatorState()
+        self._responses: dict[str, _Stored] = {}
+        self._issued: dict[str, IssuedCall] = {}
+        self._call_conversation: dict[str, str] = {}
+        self._stored_reasoning: set[str] = set()
+        routes = [
+            Route("/v1/responses", self._create, methods=["POST"]),
+            Route("/v1/responses/{response_id}", self._retrieve, methods=["GET"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+        ]
+        starlette = Starlette(
+            routes=routes,
+            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
+            lifespan=self._lifespan,
+        )
+        self._asgi = RecordingMiddleware(starlette, self.state)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        await self._asgi(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        install_drop_log_filter()
+        yield
+
+    def response_conversation(self, response_id: str) -> str:
+        """The emulator conversation (`Emulator.conversation`) a response belongs to.
+
+        Raises:
+            KeyError: no response has this id.
+        """
+        with self.state.lock:
+            return self._responses[response_id].conversation_id
+
+    # --- endpoints ------------------------------------------------------------------------
+
+    async def _create(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            header_fault = await self._begin(request)
+            req = ResponsesRequest.parse(await _json_object(request))
+            if req.model != self.model:
+                raise RequestError(
+                    404,
+                    f"The model '{req.model}' does not exist or you do not have access to it "
+                    f"(this emulator serves '{self.model}').",
+                    param="model",
+                    code="model_not_found",
+                )
+            tools = check_tools(req.tools or [])
+            with self.state.lock:
+                rendered, fault = self._run(req, tools, header_fault)
+                if rendered is None:
+                    assert fault is not None
+                    return _rejection(rid, fault, stream=bool(req.stream))
+        except RequestError as exc:
+            return _error(rid, exc)
+        if fault is not None and fault.stall:
+            await asyncio.sleep(fault.stall)
+        if req.stream:
+            return _stream(rid, rendered, self.planner.settings.chunk_chars, fault)
+        return _body(rid, rendered.body, fault)
+
+    async def _retrieve(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            await self._begin(request)
+            response_id = request.path_params["response_id"]
+            with self.state.lock:
+                found = self._responses.get(response_id)
+            if found is None or not found.stored:
+                raise RequestError(404, f"Response with id '{response_id}' not found.")
+        except RequestError as exc:
+            return _error(rid, exc)
+        return _json(rid, found.body)
+
+    async def _models(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            await self._begin(request)
+        except RequestError as exc:
+            return _error(rid, exc)
+        model = {"id": self.model, "object": "model", "created": 0, "owned_by": "emulator"}
+        return _json(rid, {"object": "list", "data": [model]})
+
+    # --- one response ---------------------------------------------------------------------
+
+    def _run(
+        self,
+        req: ResponsesRequest,
+        tools: list[tuple[str, str, dict[str, Any]]],
+        header_fault: FaultSpec | None,
+    ) -> tuple[Rendered | None, FaultSpec | None]:
+        """Plan and record one response (caller holds the lock); None when a fault refuses it."""
+        given = normalise_input(req.input)
+        chain = self._chain(req.previous_response_id, given)
+        transcript = [*(chain.items if chain else []), *given]
+        check_reasoning(given, transcript, self._issued, self._stored_reasoning, store=req.stored)
+        run = read_run(transcript, self._issued)
+        infos = tuple(tool_info(name, description, params) for name, description, params in tools)
+        forced = _forced(req.tool_choice, infos)
+        match = None if forced else self.planner.match(run.query, (t.name for t in infos))
+        context = RunContext(
+            query=run.query, tools=infos, forced=forced, match=match, rounds=run.rounds
+        )
+        rule_fault = match.rule.fault_spec if match else None
+        fault = self._fault(header_fault, rule_fault, len(run.rounds))
+        if fault is not None and fault.rejects:
+            return None, fault
+        step = self._step(req, context)
+        prompt = " ".join(_item_text(item) for item in transcript)
+        raw_tools = [dict(t) for t in req.tools or []]
+        rendered = render_response(step, req, prompt_text=prompt, tools=raw_tools)
+        self._record(req, chain, given, transcript, run.call_ids, context, rendered)
+        return rendered, fault
+
+    def _chain(self, previous: str | None, given: list[dict[str, Any]]) -> _Stored | None:
+        if previous is None:
+            return None
+        found = self._responses.get(previous)
+        if found is None or not found.stored:
+            why = (
+                " It was created with store=false, so it cannot be chained; resend its items "
+                "in input instead."
+                if found is not None
+                else ""
+            )
+            raise RequestError(
+                400,
+                f"Previous response with id '{previous}' not found.{why}",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        check_chained_outputs(given)
+        return found
+
+    def _step(self, req: ResponsesRequest, context: RunContext) -> Step:
+        if req.tool_choice == "none":
+            return AnswerStep(_plain_answer(self.planner, context.query))
+        step = self.planner.next_step(context)
+        if req.tool_choice == "required" and not context.rounds and isinstance(step, AnswerStep):
+            tool = choose_tool(context.query, context.tools, minimum=0.0) or (
+                context.tools[0] if context.tools else None
+            )
+            if tool is not None:
+                context.forced = ForcedTool(name=tool.name, input={})
+                step = self.planner.next_step(context)
+        return step
+
+    def _record(
+        self,
+        req: ResponsesRequest,
+        chain: _Stored | None,
+        given: list[dict[str, Any]],
+        transcript: list[dict[str, Any]],
+        call_ids: list[str],
+        context: RunContext,
+        rendered: Rendered,
+    ) -> None:
+        conversation_id = chain.conversation_id if chain else None
+        if conversation_id is None:
+            known = [self._call_conversation[c] for c in call_ids if c in self._call_conversation]
+            conversation_id = known[-1] if known else None
+        conv = self.state.conversation(conversation_id) if conversation_id else None
+        if conv is None:
+            conv = self.state.create_conversation(self.model)
+        for item in given:
+            if item["type"] == "function_call_output":
+                call_id = str(item["call_id"])
+                conv.accepted_outputs[call_id] = conv.accepted_outputs.get(call_id, 0) + 1
+        response_id = str(rendered.body["id"])
+        if rendered.issued:
+            pending = [
+                PendingCall(call_id, call.name, call.arguments, call.output_name)
+                for call_id, call in rendered.issued.items()
+            ]
+            conv.active = ActiveRun(message_id=response_id, context=context, pending=pending)
+        else:
+            done = tuple(call for round_ in context.rounds for call in round_)
+            conv.messages.append(
+                MessageRecord(
+                    message_id=response_id,
+                    query=context.query,
+                    answer=rendered.answer or "",
+                    status="error" if rendered.body["status"] == "failed" else "success",
+                    tool_calls=done,
+                )
+            )
+            conv.active = None
+        for call_id, call in rendered.issued.items():
+            self._issued[call_id] = call
+            self._call_conversation[call_id] = conv.conversation_id
+        if req.stored:
+            self._stored_reasoning.update(
+                str(item["id"]) for item in rendered.output if item["type"] == "reasoning"
+            )
+        self._responses[response_id] = _Stored(
+            body=rendered.body,
+            items=[*transcript, *rendered.output],
+            conversation_id=conv.conversation_id,
+            stored=req.stored,
+        )
+
+    # --- shared checks ----------------------------------------------------------------------
+
+    async def _begin(self, request: Request) -> FaultSpec | None:
+        await request.body()
+        auth = request.headers.get("authorization", "")
+        scheme, _, value = auth.partition(" ")
+        if not auth:
+            raise RequestError(
+                401,
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                kind="invalid_request_error",
+            )
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            value.strip().encode(), self.token.encode()
+        ):
+            raise RequestError(
+                401,
+                "Incorrect API key provided; this emulator expects its own token as "
+                "'Authorization: Bearer <token>'.",
+                code="invalid_api_key",
+            )
+        text = request.headers.get(HEADER)
+        if text is None:
+            return None
+        try:
+            return _parse_faults(text)
+        except FaultSpecError as exc:
+            raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
+
+    def _fault(
+        self, header: FaultSpec | None, rule: FaultSpec | None, round_index: int
+    ) -> FaultSpec | None:
+        """The fault for this request: the header's, else the rule's, else the global one."""
+        for spec, source, from_header in (
+            (header, "header", True),
+            (rule, "rule", False),
+            (self.faults, "global", False),
+        ):
+            if spec is None:
+                continue
+            if spec.applies_to("runs", round_index, from_header=from_header) and (
+                self.state.faults.take(spec, source)
+            ):
+                return spec
+            return None
+        return None
+
+    # --- error pages ----------------------------------------------------------------------
+
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        rid = request.state.request_id
+        if exc.status_code == 404:
+            message = (
+                f"Invalid URL ({request.method} {request.url.path}); the emulator serves "
+                "POST /v1/responses, GET /v1/responses/{id} and GET /v1/models"
+            )
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return _error(rid, RequestError(exc.status_code, message))
+
+    async def _crash(self, request: Request, exc: Exception) -> Response:
+        rid = request.state.request_id
+        if isinstance(exc, DroppedConnectionError):
+            return _error(rid, RequestError(500, "connection dropped on purpose"))
+        logger.error("emulator bug while serving %s: %r", request.url.path, exc)
+        return _error(
+            rid,
+            RequestError(
+                500, f"the emulator failed: {type(exc).__name__}: {exc}", kind="server_error"
+            ),
+        )
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _forced(choice: str | dict[str, Any] | None, tools: tuple[Any, ...]) -> ForcedTool | None:
+    if not isinstance(choice, dict):
+        return None
+    name = choice.get("name")
+    if choice.get("type") != "function" or not isinstance(name, str):
+        raise RequestError(
+            400,
+            "Invalid value for 'tool_choice': expected 'auto', 'none', 'required' or "
+            '{"type": "function", "name": ...}.',
+            param="tool_choice",
+        )
+    if name not in {t.name for t in tools}:
+        raise RequestError(
+            400,
+            f"Tool choice '{name}' not found in 'tools' parameter.",
+            param="tool_choice",
+        )
+    return ForcedTool(name=name, input={})
+
+
+def _plain_answer(planner: Planner, query: str) -> str:
+    step = planner.next_step(RunContext(query=query, tools=()))
+    return step.text if isinstance(step, AnswerStep) else query
+
+
+def _item_text(item: Mapping[str, Any]) -> str:
+    if item["type"] == "message":
+        return text_of(item.get("content"))
+    if item["type"] == "function_call":
+        return f"{item.get('name', '')} {item.get('arguments', '')}"
+    if item["type"] == "function_call_output":
+        output = item.get("output")
+        return output if isinstance(output, str) else text_of(output)
+    return ""
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise RequestError(
+            400,
+            f"We could not parse the JSON body of your request ({exc}); expected a JSON object.",
+        ) from None
+    if not isinstance(data, dict):
+        raise RequestError(
+            400, f"The request body must be a JSON object, not {type(data).__name__}."
+        )
+    return data
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def _error_body(exc: RequestError) -> dict[str, Any]:
+    return {
+        "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": exc.code}
+    }
+
+
+def _error(rid: str, exc: RequestError) -> Response:
+    return Response(
+        _encode(_error_body(exc)),
+        status_code=exc.status,
+        media_type=JSON,
+        headers={REQUEST_ID: rid},
+    )
+
+
+def _json(rid: str, body: Mapping[str, Any]) -> Response:
+    return Response(_encode(body), media_type=JSON, headers={REQUEST_ID: rid})
+
+
+def _rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
+    headers = {REQUEST_ID: rid}
+    if fault.status is not None:
+        retry_after = fault.retry_after
+        if retry_after is None and fault.status == 429:
+            retry_after = 1
+        if retry_after is not None:
+            seconds = float(retry_after)
+            headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
+        kind = "server_error" if fault.status >= 500 else "invalid_request_error"
+        if fault.status == 429:
+            kind = "rate_limit_exceeded"
+        message = fault.message or f"emulated fault: HTTP {fault.status}"
+        body = _encode(_error_body(RequestError(fault.status, message, kind=kind)))
+        return BlockResponse(
+            [body],
+            status_code=fault.status,
+            media_type=JSON,
+            headers=headers,
+            delay=fault.delay,
+            drop_after=fault.drop_after,
+        )
+    event = _inband_event(fault, 0)
+    if stream:
+        return BlockResponse([frame(event)], media_type=SSE, headers=headers, length=False)
+    return BlockResponse(
+        [_encode(_error_body(RequestError(500, event["message"], kind="server_error")))],
+        status_code=500,
+        media_type=JSON,
+        headers=headers,
+    )
+
+
+def _inband_event(fault: FaultSpec, sequence_number: int) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "code": fault.inband or "server_error",
+        "message": fault.message or "emulated in-band error",
+        "param": None,
+        "sequence_number": sequence_number,
+    }
+
+
+def _body(rid: str, body: dict[str, Any], fault: FaultSpec | None) -> Response:
+    if fault is None:
+        return _json(rid, body)
+    if fault.inband is not None:
+        body = {
+            **body,
+            "status": "failed",
+            "error": {"code": fault.inband, "message": fault.message or "emulated in-band error"},
+        }
+    payload = _encode(body)
+    if fault.malformed is not None:
+        payload = payload[:-1] + b", not JSON"
+    return BlockResponse(
+        [payload],
+        media_type=JSON,
+        headers={REQUEST_ID: rid},
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )
+
+
+def _stream(rid: str, rendered: Rendered, chunk_chars: int, fault: FaultSpec | None) -> Response:
+    events = stream_events(rendered, chunk_chars)
+    blocks = [frame(event) for event in events]
+    headers = {REQUEST_ID: rid}
+    if fault is None:
+        return BlockResponse(blocks, media_type=SSE, headers=headers, length=False)
+    if fault.malformed is not None:
+        at = min(fault.malformed, len(blocks))
+        blocks.insert(at, b"event: response.output_text.delta\ndata: {this is not JSON\n\n")
+    if fault.inband is not None:
+        kept = blocks[: fault.inband_after]
+        blocks = [*kept, frame(_inband_event(fault, len(kept)))]
+    return BlockResponse(
+        blocks,
+        media_type=SSE,
+        headers=headers,
+        length=False,
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )
