@@ -1,4 +1,7 @@
-"""Platform adapters, and a factory that builds one by name (for the CLI and the daemon)."""
+"""Platform adapters, and a factory that builds one by name (for the CLI and the daemon).
+
+Which platforms exist, and what each needs, is told once in `bridge.platforms.registry`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import ConfigurationError, UsageError
+from bridge.errors import ConfigurationError
 from bridge.platforms.base import Platform, PlatformLimits, limits_of
+from bridge.platforms.registry import PLATFORMS, get_entry
 
 __all__ = [
     "PLATFORMS",
@@ -22,78 +26,73 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PLATFORMS = ("appbuilder", "openai")
-
 
 def create_platform(name: str, **options: Any) -> Platform:
     """Build the adapter called `name`; `None` options fall back to its environment defaults.
 
-    appbuilder takes `app_id`, `token`, `base_url`; openai takes `base_url`, `model`, `api_key`
-    and `tool_protocol` (``native`` or ``text``).
-    Both take `connect_timeout`, `idle_timeout` and `max_retries`.
+    The options are the platform's settings (`bridge.platforms.registry.PLATFORMS[name]`,
+    e.g. appbuilder's `app_id`, `token`, `base_url`; openai's `base_url`, `model`, `api_key`,
+    `tool_protocol`), plus `connect_timeout`, `idle_timeout`, `max_retries`, `retry_policy` and
+    `session`, which every adapter takes, and any other keyword its adapter class takes.
+
+    Raises:
+        UsageError: Unknown platform, or an option that only other platforms take (named by
+            its flag, with the platforms that take it).
+        ConfigurationError: The adapter finds a required setting missing or malformed.
     """
-    options = {key: value for key, value in options.items() if value is not None}
-    if name == "appbuilder":
-        from bridge.platforms.appbuilder import AppBuilderPlatform
-
-        for key in ("model", "api_key", "tool_protocol"):
-            if options.pop(key, None) is not None:
-                raise UsageError(f"--{key.replace('_', '-')} is for --platform openai only")
-        return AppBuilderPlatform(**options)
-    if name == "openai":
-        from bridge.platforms.openai_chat import OpenAIChatPlatform
-
-        for key in ("app_id", "token"):
-            if options.pop(key, None) is not None:
-                raise UsageError(
-                    f"--{key.replace('_', '-')} is for --platform appbuilder only "
-                    "(use --api-key for an OpenAI-compatible server)"
-                )
-        return OpenAIChatPlatform(**options)
-    raise UsageError(f"unknown platform {name!r}; expected one of: {', '.join(PLATFORMS)}")
+    return get_entry(name).create(**options)
 
 
 @contextlib.contextmanager
 def open_platform(
+    name: str = "appbuilder",
     *,
     emulator: bool = False,
     scenario: str | Path | Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Iterator[Platform]:
-    """An AppBuilder platform, closed on exit: your app, or the embedded emulator when asked.
+    """A platform, closed on exit: the real service, or its embedded emulator when asked.
 
-    `emulator=True` starts the AppBuilder emulator in this process (offline, no credentials;
+    `emulator=True` starts the platform's emulator in this process (offline, no credentials;
     `scenario` scripts its agent, see `bridge.emulator.scenario`, and is ignored for a real
-    app, so one call serves both). Otherwise the app comes from
-    `app_id`/`token`/`base_url` or `APPBUILDER_APP_ID`/`APPBUILDER_TOKEN`/`GATEWAY_URL_V2`, and
-    missing ones are an error: a mistyped variable must not quietly give emulated answers.
+    service, so one call serves both); the settings the emulator provides (for AppBuilder
+    `app_id`, `token`, `base_url`) are its own, other options still apply. Otherwise the
+    settings come from `options` or the platform's environment variables (for AppBuilder
+    `APPBUILDER_APP_ID`/`APPBUILDER_TOKEN`/`GATEWAY_URL_V2`), and missing ones are an error: a
+    mistyped variable must not quietly give emulated answers.
 
     Raises:
-        ConfigurationError: Without `emulator=True`, the app id or the token is missing (all
-            missing settings are named at once).
+        UsageError: Unknown platform.
+        ConfigurationError: Without `emulator=True`, a required setting is missing (all
+            missing settings are named at once); with it, the platform has no emulator.
     """
+    entry = get_entry(name)
     if not emulator:
         try:
-            platform = create_platform("appbuilder", **options)
+            platform = entry.create(**options)
         except ConfigurationError as exc:
-            raise ConfigurationError(
-                f"{exc}; or use open_platform(emulator=True) for the embedded emulator"
-            ) from None
+            if entry.emulator_protocol is None:
+                raise
+            call = "open_platform(emulator=True)"
+            if name != "appbuilder":
+                call = f"open_platform({name!r}, emulator=True)"
+            raise ConfigurationError(f"{exc}; or use {call} for the embedded emulator") from None
         try:
             yield platform
         finally:
             platform.close()
         return
+    protocol = entry.require_emulator()
     from bridge.emulator import Emulator
 
-    with Emulator(scenario=scenario) as server:
-        logger.info("using the embedded AppBuilder emulator at %s", server.base_url)
-        platform = create_platform(
-            "appbuilder",
-            app_id=server.app_id,
-            token=server.token,
-            base_url=server.base_url,
-            **{k: v for k, v in options.items() if k not in {"app_id", "token", "base_url"}},
+    with Emulator(scenario=scenario, protocol=protocol) as server:
+        logger.info("using the embedded %s emulator at %s", entry.title, server.base_url)
+        given = set(entry.emulated_options(server.env()))
+        platform = entry.create(
+            **{
+                **{k: v for k, v in options.items() if k not in given},
+                **entry.emulator_options(server.env()),
+            }
         )
         try:
             yield platform

@@ -1,0 +1,371 @@
+"""Every platform toolbridge speaks, described once: the CLI, the daemon, `create_platform`,
+`open_platform`, `toolbridge doctor` and the README's settings table all read this table.
+
+An entry names the adapter class ("module:Class", imported only when used), its settings and
+the emulator protocol that imitates it (`bridge.emulator.protocols.PROTOCOLS`). A setting is one
+value an operator gives: the adapter's keyword option, its command-line flag, its environment
+variable (read by the adapter itself when the option is not given), the default, a help line
+and whether it is a secret. One flag means one option on every platform that takes it (so
+`--base-url` is `base_url` everywhere), which lets a command offer each flag once.
+
+Adding a platform: write the adapter, then add one `PlatformEntry` to `PLATFORMS` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from bridge.errors import ConfigurationError, UsageError
+
+if TYPE_CHECKING:
+    from bridge.platforms.base import Platform
+
+__all__ = [
+    "COMMON_OPTIONS",
+    "PLATFORMS",
+    "PlatformEntry",
+    "Setting",
+    "flag_settings",
+    "get_entry",
+    "platforms_taking",
+    "settings_table",
+]
+
+COMMON_OPTIONS = frozenset(
+    {"connect_timeout", "idle_timeout", "max_retries", "retry_policy", "session"}
+)
+"""Python-only options every adapter takes (no flag, no variable: not platform settings)."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class Setting(NamedTuple):
+    """One value an operator gives a platform.
+
+    The first six fields are the shared contract (option, flag, variable, default, help,
+    secret); the rest refine checks and are optional.
+    """
+
+    option: str
+    """The adapter's keyword argument, e.g. ``app_id``."""
+    flag: str
+    """The command-line flag, e.g. ``--app-id`` (``--store`` for a boolean: ``--no-store`` too)."""
+    env: str | None
+    """The environment variable the adapter reads when the option is not given."""
+    default: str | None
+    """The default as shown to a person; None when there is none."""
+    help: str
+    """What the value is, in one line (no trailing period)."""
+    secret: bool = False
+    """Never shown: doctor masks it, the daemon keeps it as a `SecretStr`."""
+    required: bool = False
+    """Without a value (option or variable) the platform cannot be used."""
+    kind: Literal["text", "url", "bool", "choice"] = "text"
+    """How a value is checked and parsed: a ``url`` must be http(s); a ``bool`` is a switch."""
+    choices: tuple[str, ...] = ()
+    """The accepted values of a ``choice``."""
+    shape: str | None = None
+    """A regular expression that well-formed values match; `doctor` warns when one does not."""
+    shape_hint: str = ""
+    """What doctor says when `shape` does not match, e.g. "is not a UUID as app ids are"."""
+
+    @property
+    def label(self) -> str:
+        """The setting as a person names it: ``app id`` for ``app_id``."""
+        return self.option.replace("_", " ")
+
+    @property
+    def where(self) -> str:
+        """Where the value comes from, for messages: ``--app-id or APPBUILDER_APP_ID``."""
+        return f"{self.flag} or {self.env}" if self.env else self.flag
+
+    def given(self, options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Any:
+        """The value from `options`, else from the environment, else None."""
+        value = options.get(self.option)
+        if value is not None:
+            return value
+        if self.env is None:
+            return None
+        raw = (os.environ if env is None else env).get(self.env)
+        return raw if raw else None
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is malformed (what was wrong, what was expected), or None."""
+        if self.kind == "bool":
+            if isinstance(value, bool) or str(value).strip().lower() in _TRUE | _FALSE:
+                return None
+            return f"{value!r} is not a yes/no value; expected true or false"
+        text = str(value)
+        if text != text.strip() or not text.isprintable():
+            return (
+                "contains spaces, newlines or control characters at its ends or inside; copy "
+                "it again without surrounding whitespace"
+            )
+        if self.kind == "url" and not re.match(r"^https?://[^/\s]+", text):
+            return f"{_shown(self, text)} is not an http:// or https:// URL"
+        if self.kind == "choice" and text not in self.choices:
+            return f"{text!r} is not one of: {', '.join(self.choices)}"
+        return None
+
+    def parse(self, value: Any) -> Any:
+        """`value` as the adapter takes it (a bool for a switch, else unchanged)."""
+        if self.kind == "bool" and not isinstance(value, bool):
+            return str(value).strip().lower() in _TRUE
+        return value
+
+
+def _shown(setting: Setting, text: str) -> str:
+    return "the value" if setting.secret else repr(text)
+
+
+@dataclass(frozen=True)
+class PlatformEntry:
+    """One platform: how to build its adapter, what it needs, which emulator imitates it."""
+
+    name: str
+    """What ``--platform`` takes."""
+    title: str
+    """What people call it: "Baidu AppBuilder"."""
+    factory: str
+    """The adapter class as ``module:Class``; its keyword arguments are the settings' options."""
+    settings: tuple[Setting, ...]
+    emulator_protocol: str | None = None
+    """The `bridge.emulator` protocol that speaks this platform's wire; None: no emulator."""
+    emulator_defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Options used with the emulator besides those its client environment gives (a model
+    name the emulator ignores, say)."""
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The settings' option names."""
+        return tuple(setting.option for setting in self.settings)
+
+    def setting(self, option: str) -> Setting | None:
+        """The setting of `option`, or None."""
+        return next((s for s in self.settings if s.option == option), None)
+
+    def load(self) -> type[Any]:
+        """The adapter class (its module imported now, not when the registry is)."""
+        module, _, name = self.factory.partition(":")
+        cls: type[Any] = getattr(importlib.import_module(module), name)
+        return cls
+
+    def missing(
+        self, options: Mapping[str, Any], env: Mapping[str, str] | None = None
+    ) -> list[Setting]:
+        """The required settings given neither as an option nor in the environment."""
+        return [s for s in self.settings if s.required and s.given(options, env) is None]
+
+    def require(self, options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+        """Raise a `ConfigurationError` naming every missing required setting at once."""
+        missing = self.missing(options, env)
+        if not missing:
+            return
+        named = " and ".join(f"the {s.label} ({s.where}; {s.help})" for s in missing)
+        hint = (
+            " To try things offline, pass --emulator for the embedded emulator."
+            if self.emulator_protocol
+            else ""
+        )
+        raise ConfigurationError(f"{self.title} is not configured: missing {named}.{hint}")
+
+    def create(self, **options: Any) -> Platform:
+        """Build the adapter; `None` options fall back to its environment defaults.
+
+        Raises:
+            UsageError: An option belongs to other platforms only (named by flag, with the
+                platforms that take it).
+        """
+        options = {key: value for key, value in options.items() if value is not None}
+        foreign = [key for key in options if key not in self.options and platforms_taking(key)]
+        if foreign:
+            raise UsageError(
+                "; ".join(
+                    f"{_flag_of(key)} is for --platform {' or '.join(platforms_taking(key))} only"
+                    for key in foreign
+                )
+            )
+        for key, value in list(options.items()):
+            setting = self.setting(key)
+            if setting is not None:
+                options[key] = setting.parse(value)
+        platform: Platform = self.load()(**options)
+        return platform
+
+    def emulator_options(self, client_env: Mapping[str, str]) -> dict[str, Any]:
+        """The options that point this platform at an emulator whose client environment is
+        `client_env` (`Emulator.env`), plus `emulator_defaults`."""
+        options = dict(self.emulator_defaults)
+        for setting in self.settings:
+            if setting.env is not None and setting.env in client_env:
+                options[setting.option] = client_env[setting.env]
+        return options
+
+    def emulated_options(self, client_env: Mapping[str, str]) -> tuple[str, ...]:
+        """The options an emulator gives (so a caller must not give them too)."""
+        return tuple(s.option for s in self.settings if s.env is not None and s.env in client_env)
+
+    def require_emulator(self) -> str:
+        """The emulator protocol, or a `ConfigurationError` naming the platforms that have one."""
+        if self.emulator_protocol is None:
+            having = [e.name for e in PLATFORMS.values() if e.emulator_protocol]
+            raise ConfigurationError(
+                f"--platform {self.name} has no embedded emulator; --emulator works with "
+                f"--platform {' or '.join(having)}"
+            )
+        return self.emulator_protocol
+
+
+def _flag_of(option: str) -> str:
+    for entry in PLATFORMS.values():
+        setting = entry.setting(option)
+        if setting is not None:
+            return setting.flag
+    return "--" + option.replace("_", "-")
+
+
+def platforms_taking(option: str) -> list[str]:
+    """The names of the platforms that have a setting called `option`."""
+    return [entry.name for entry in PLATFORMS.values() if option in entry.options]
+
+
+def get_entry(name: str) -> PlatformEntry:
+    """The platform called `name`, or a `UsageError` listing the known ones."""
+    try:
+        return PLATFORMS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown platform {name!r}; expected one of: {', '.join(PLATFORMS)}"
+        ) from None
+
+
+def flag_settings(entries: Iterable[PlatformEntry] | None = None) -> dict[str, list[Setting]]:
+    """Each flag with the settings that use it, in registry order (for building commands).
+
+    Raises:
+        UsageError: One flag stands for two different options (a registry mistake).
+    """
+    found: dict[str, list[Setting]] = {}
+    for entry in PLATFORMS.values() if entries is None else entries:
+        for setting in entry.settings:
+            same = found.setdefault(setting.flag, [])
+            if same and (same[0].option, same[0].kind) != (setting.option, setting.kind):
+                raise UsageError(
+                    f"platform registry: {setting.flag} is {same[0].option} on one platform "
+                    f"and {setting.option} on {entry.name}; one flag must mean one option"
+                )
+            same.append(setting)
+    return found
+
+
+def settings_table() -> str:
+    """The README's table of every platform's settings, as Markdown."""
+    lines = [
+        "| platform | flag | environment variable | default | what |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in PLATFORMS.values():
+        for s in entry.settings:
+            default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
+            env = f"`{s.env}`" if s.env else ""
+            what = s.help + (" (secret)" if s.secret else "")
+            lines.append(f"| `{entry.name}` | `{s.flag}` | {env} | {default} | {what} |")
+    return "\n".join(lines)
+
+
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+PLATFORMS: dict[str, PlatformEntry] = {
+    "appbuilder": PlatformEntry(
+        name="appbuilder",
+        title="AppBuilder",
+        factory="bridge.platforms.appbuilder:AppBuilderPlatform",
+        settings=(
+            Setting(
+                "app_id",
+                "--app-id",
+                "APPBUILDER_APP_ID",
+                None,
+                "the id of a published app, shown in the AppBuilder console",
+                required=True,
+                shape=_UUID,
+                shape_hint="is not a UUID as console app ids are",
+            ),
+            Setting(
+                "token",
+                "--token",
+                "APPBUILDER_TOKEN",
+                None,
+                "an API key bce-v3/ALTAK-…/…",
+                secret=True,
+                required=True,
+                shape=r"^(Bearer )?bce-v3/ALTAK-[A-Za-z0-9]+/[0-9a-f]+$",
+                shape_hint=(
+                    "does not look like an AppBuilder key (bce-v3/ALTAK-…/…); fine for the emulator"
+                ),
+            ),
+            Setting(
+                "base_url",
+                "--base-url",
+                "GATEWAY_URL_V2",
+                "https://qianfan.baidubce.com",
+                "the gateway",
+                kind="url",
+            ),
+        ),
+        emulator_protocol="appbuilder",
+    ),
+    "openai": PlatformEntry(
+        name="openai",
+        title="the OpenAI-compatible server",
+        factory="bridge.platforms.openai_chat:OpenAIChatPlatform",
+        settings=(
+            Setting(
+                "base_url",
+                "--base-url",
+                "OPENAI_BASE_URL",
+                None,
+                "the server's API root, e.g. http://127.0.0.1:8000/v1",
+                required=True,
+                kind="url",
+                shape=r"/v1/?$",
+                shape_hint=(
+                    "does not end in /v1, as OpenAI-compatible API roots usually do (chat "
+                    "completions are POSTed to BASE_URL/chat/completions)"
+                ),
+            ),
+            Setting(
+                "model",
+                "--model",
+                "OPENAI_MODEL",
+                None,
+                "a model name the server serves (its GET /v1/models lists them)",
+                required=True,
+            ),
+            Setting(
+                "api_key",
+                "--api-key",
+                "OPENAI_API_KEY",
+                None,
+                "sent as a bearer token when set (local servers usually need none)",
+                secret=True,
+            ),
+            Setting(
+                "tool_protocol",
+                "--tool-protocol",
+                None,
+                "native",
+                "native: the server's tool calls; text: tools described in the prompt, calls "
+                "read from the reply",
+                kind="choice",
+                choices=("native", "text"),
+            ),
+        ),
+    ),
+}
