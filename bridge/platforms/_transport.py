@@ -135,7 +135,7 @@ class ErrorAnswer:
         """
         words = " ".join((detail or self.text).split())
         shown = trim(words, _DETAIL) or self.reason or "no details"
-        message = f"{self.where}: {self.url} answered HTTP {self.status}: {shown}"
+        message = f"{_lead(self)}{self.url} answered HTTP {self.status}: {shown}"
         if hint:
             message += f"; {hint}"
         if self.attempts > 1 and not self.retrying:
@@ -174,8 +174,8 @@ class Transport:
     """Sends requests to one platform with bounded retries; maps whatever goes wrong.
 
     Args:
-        label: Who is called, first in every message ("AppBuilder", "OpenAI-compatible
-            server"); an operation given to `request`/`errors` is appended ("AppBuilder run").
+        label: Who is called, first in every message ("AppBuilder"); an operation given to
+            `request`/`errors` is appended ("AppBuilder run"). "" when the URL says enough.
         headers: Sent with every request (Authorization...); their values are registered as
             secrets when they carry credentials.
         connect_timeout: Seconds to wait for the TCP connection.
@@ -271,7 +271,7 @@ class Transport:
         policy = self.retry_policy
         attempt = 0
         while True:
-            logger.debug("%s: %s %s (attempt %d)", call.where, method, url, attempt + 1)
+            logger.debug("%s%s %s (attempt %d)", _lead(call), method, url, attempt + 1)
             try:
                 response = self._send(method, url, params, body, files, merged)
             except _FOREIGN as exc:
@@ -293,8 +293,8 @@ class Transport:
             delay = policy.delay(attempt, retry_after) if retrying else math.inf
             if retrying and not math.isfinite(delay):
                 logger.info(
-                    "%s: not retrying %s %s: Retry-After %s is over %g s",
-                    call.where,
+                    "%snot retrying %s %s: Retry-After %s is over %g s",
+                    _lead(call),
                     method,
                     url,
                     retry_after,
@@ -352,7 +352,7 @@ class Transport:
 
     def _call(self, url: str, operation: str | None, *, request_id: str | None) -> FailedCall:
         return FailedCall(
-            where=f"{self.label} {operation}" if operation else self.label,
+            where=" ".join(part for part in (self.label, operation) if part),
             url=url,
             connect_timeout=self.connect_timeout,
             idle_timeout=self.idle_timeout,
@@ -416,8 +416,8 @@ class Transport:
         self, method: str, url: str, attempt: int, delay: float, reason: str, where: str
     ) -> None:
         logger.info(
-            "%s: retrying %s %s in %.2f s after: %s (retry %d of %d)",
-            where,
+            "%sretrying %s %s in %.2f s after: %s (retry %d of %d)",
+            f"{where}: " if where else "",
             method,
             url,
             delay,
@@ -505,13 +505,18 @@ def _exc_kind(exc: BaseException) -> ExcKind:
     return "other"
 
 
+def _lead(call: FailedCall | ErrorAnswer) -> str:
+    """What starts a message: who was called ("AppBuilder run: "), if the adapter names it."""
+    return f"{call.where}: " if call.where else ""
+
+
 def _count(call: FailedCall) -> str:
     return f"after {len(call.received)} event(s)"
 
 
 def _connect_timeout(exc: BaseException, call: FailedCall) -> PlatformError:
     return PlatformTimeoutError(
-        f"{call.where}: connecting to {origin(call.url)} timed out after "
+        f"{_lead(call)}connecting to {origin(call.url)} timed out after "
         f"{call.connect_timeout:g} s (connect_timeout)",
         request_id=call.request_id,
     )
@@ -520,19 +525,19 @@ def _connect_timeout(exc: BaseException, call: FailedCall) -> PlatformError:
 def _idle(exc: BaseException, call: FailedCall) -> PlatformError:
     if call.streaming:
         return StreamTimeoutError(
-            f"{call.where}: the stream from {call.url} was idle for more than "
+            f"{_lead(call)}the stream from {call.url} was idle for more than "
             f"{call.idle_timeout:g} s (idle_timeout) {_count(call)}",
             received=call.received,
             request_id=call.request_id,
         )
     return PlatformTimeoutError(
-        f"{call.where}: {call.url} sent nothing for {call.idle_timeout:g} s (idle_timeout)",
+        f"{_lead(call)}{call.url} sent nothing for {call.idle_timeout:g} s (idle_timeout)",
         request_id=call.request_id,
     )
 
 
 def _dropped(exc: BaseException, call: FailedCall) -> PlatformError:
-    text = f"{call.where}: the connection to {call.url} dropped mid-answer ({connect_failure(exc)})"
+    text = f"{_lead(call)}the connection to {call.url} dropped mid-answer ({connect_failure(exc)})"
     if call.streaming:
         return StreamInterruptedError(
             f"{text} {_count(call)}", received=call.received, request_id=call.request_id
@@ -549,7 +554,7 @@ def _connection(exc: BaseException, call: FailedCall) -> PlatformError:
     failure = connect_failure(exc)
     if _exc_kind(exc) != "connect":
         return PlatformConnectionError(
-            f"{call.where}: the connection to {origin(call.url)} failed before an answer "
+            f"{_lead(call)}the connection to {origin(call.url)} failed before an answer "
             f"({failure})",
             request_id=call.request_id,
         )
@@ -557,14 +562,14 @@ def _connection(exc: BaseException, call: FailedCall) -> PlatformError:
     # the full text stays on __cause__.
     advice = "; is the server running?" if failure == "connection refused" else ""
     return PlatformConnectionError(
-        f"{call.where}: cannot connect to {origin(call.url)} ({failure}){advice}",
+        f"{_lead(call)}cannot connect to {origin(call.url)} ({failure}){advice}",
         request_id=call.request_id,
     )
 
 
 def _tls(exc: BaseException, call: FailedCall) -> PlatformError:
     return PlatformConnectionError(
-        f"{call.where}: cannot connect to {origin(call.url)} ({connect_failure(exc)}); check "
+        f"{_lead(call)}cannot connect to {origin(call.url)} ({connect_failure(exc)}); check "
         "the server's certificate (REQUESTS_CA_BUNDLE names a CA bundle to trust)",
         request_id=call.request_id,
     )
@@ -572,7 +577,7 @@ def _tls(exc: BaseException, call: FailedCall) -> PlatformError:
 
 def _proxy(exc: BaseException, call: FailedCall) -> PlatformError:
     return PlatformConnectionError(
-        f"{call.where}: cannot connect to {origin(call.url)} through the proxy "
+        f"{_lead(call)}cannot connect to {origin(call.url)} through the proxy "
         f"({connect_failure(exc)}); check HTTP_PROXY / HTTPS_PROXY / NO_PROXY",
         request_id=call.request_id,
     )
@@ -580,14 +585,14 @@ def _proxy(exc: BaseException, call: FailedCall) -> PlatformError:
 
 def _undecodable(exc: BaseException, call: FailedCall) -> PlatformError:
     return ProtocolError(
-        f"{call.where}: cannot decode the answer of {call.url} ({connect_failure(exc)})",
+        f"{_lead(call)}cannot decode the answer of {call.url} ({connect_failure(exc)})",
         request_id=call.request_id,
     )
 
 
 def _not_json(exc: BaseException, call: FailedCall) -> PlatformError:
     return ProtocolError(
-        f"{call.where}: the answer of {call.url} cannot be decoded: it is not JSON "
+        f"{_lead(call)}the answer of {call.url} cannot be decoded: it is not JSON "
         f"({trim(str(exc), _DETAIL)})",
         request_id=call.request_id,
     )
@@ -596,7 +601,7 @@ def _not_json(exc: BaseException, call: FailedCall) -> PlatformError:
 def _not_utf8(exc: BaseException, call: FailedCall) -> PlatformError:
     reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
     return ProtocolError(
-        f"{call.where}: {call.url} sent text that is not UTF-8 ({reason})",
+        f"{_lead(call)}{call.url} sent text that is not UTF-8 ({reason})",
         request_id=call.request_id,
     )
 
@@ -609,7 +614,7 @@ def _unexpected_shape(exc: BaseException, call: FailedCall) -> PlatformError:
             for e in exc.errors(include_url=False)[:5]
         )
     return ProtocolError(
-        f"{call.where}: the answer of {call.url} cannot be decoded: unexpected shape "
+        f"{_lead(call)}the answer of {call.url} cannot be decoded: unexpected shape "
         f"({trim(detail, _DETAIL)})",
         request_id=call.request_id,
     )
@@ -617,20 +622,20 @@ def _unexpected_shape(exc: BaseException, call: FailedCall) -> PlatformError:
 
 def _redirects(exc: BaseException, call: FailedCall) -> PlatformError:
     return ProtocolError(
-        f"{call.where}: {call.url} redirected too many times", request_id=call.request_id
+        f"{_lead(call)}{call.url} redirected too many times", request_id=call.request_id
     )
 
 
 def _configuration(exc: BaseException, call: FailedCall) -> BridgeError:
     return ConfigurationError(
-        f"{call.where}: cannot send a request to {call.url} ({trim(str(exc), _DETAIL)}); "
+        f"{_lead(call)}cannot send a request to {call.url} ({trim(str(exc), _DETAIL)}); "
         f"{call.config_hint}"
     )
 
 
 def _failed(exc: BaseException, call: FailedCall) -> PlatformError:
     return PlatformConnectionError(
-        f"{call.where}: request to {call.url} failed ({connect_failure(exc)})",
+        f"{_lead(call)}request to {call.url} failed ({connect_failure(exc)})",
         request_id=call.request_id,
     )
 

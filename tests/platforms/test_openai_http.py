@@ -1,27 +1,29 @@
-"""Every transport exception the OpenAI adapter can meet becomes a `bridge.errors` error.
+"""The OpenAI-compatible layer on the HTTP kernel: error bodies, hints, the endpoint's errors.
 
-Most are produced for real on loopback in test_openai_chat.py; the ones a loopback server
-cannot provoke deterministically (a connect timeout, an SSL error...) are raised here inside
-the translating context manager, so the table covers every class.
+The kernel's retry loop and its table of exceptions are tested in test_transport*.py; the
+adapter's behaviour over loopback in test_openai_chat*.py.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import closing
+
 import pytest
 import requests
-import urllib3
+from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import (
-    BridgeError,
-    ConfigurationError,
-    PlatformConnectionError,
-    PlatformError,
-    PlatformTimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    PlatformStatusError,
     ProtocolError,
     StreamInterruptedError,
-    StreamTimeoutError,
 )
-from bridge.platforms._openai_http import ChatTransport, _exc_kind, _reason
+from bridge.platforms._openai_http import ChatTransport, read_openai_status_error
+from bridge.platforms._transport import ErrorAnswer
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event, TextDelta
 
@@ -29,137 +31,76 @@ URL = "http://127.0.0.1:9/v1/chat/completions"
 
 
 @pytest.fixture
-def transport() -> ChatTransport:
-    return ChatTransport(
+def transport() -> Iterator[ChatTransport]:
+    transport = ChatTransport(
         URL, api_key=None, connect_timeout=2.0, idle_timeout=7.0, retry_policy=RetryPolicy()
+    )
+    yield transport
+    transport.close()
+
+
+def _answer(status: int, body: object, *, request_id: str | None = None) -> ErrorAnswer:
+    text = body if isinstance(body, str) else json.dumps(body)
+    headers = CaseInsensitiveDict({"x-request-id": request_id} if request_id else {})
+    return ErrorAnswer(
+        where="",
+        method="POST",
+        url=URL,
+        status=status,
+        reason="Reason",
+        headers=headers,
+        text=text,
+        header_request_id=request_id,
+        sent_request_id=None,
+        attempts=1,
+        retrying=False,
+        retry_after=None,
     )
 
 
-def _refused() -> requests.exceptions.ConnectionError:
-    refused = ConnectionRefusedError(111, "Connection refused")
-    new_conn = urllib3.exceptions.NewConnectionError(None, "Failed to establish")  # type: ignore[arg-type]
-    new_conn.__cause__ = refused
-    exhausted = urllib3.exceptions.MaxRetryError(None, URL, new_conn)  # type: ignore[arg-type]
-    return requests.exceptions.ConnectionError(exhausted)
-
-
-def _read_timeout() -> requests.exceptions.ConnectionError:
-    inner = urllib3.exceptions.ReadTimeoutError(None, URL, "Read timed out.")  # type: ignore[arg-type]
-    return requests.exceptions.ConnectionError(inner)
-
-
 @pytest.mark.parametrize(
-    ("raised", "streaming", "expected", "message"),
+    ("status", "body", "cls", "code", "message"),
     [
         (
-            requests.exceptions.ConnectTimeout("slow"),
-            False,
-            PlatformTimeoutError,
-            "connecting to .* timed out after 2 s",
+            401,
+            {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}},
+            AuthenticationError,
+            "invalid_request_error",
+            "answered HTTP 401: Incorrect API key; check the API key (api_key=, --api-key or "
+            "OPENAI_API_KEY)",
         ),
         (
-            requests.exceptions.ReadTimeout("slow"),
-            False,
-            PlatformTimeoutError,
-            r"sent nothing for 7 s \(idle_timeout\)",
+            404,
+            {"object": "error", "message": "The model `m` does not exist.", "code": 404},
+            NotFoundError,
+            "404",
+            "answered HTTP 404: The model `m` does not exist.; check the base URL",
         ),
-        (
-            _read_timeout(),
-            True,
-            StreamTimeoutError,
-            r"stream from .* was idle for more than 7 s \(idle_timeout\) after 1 event\(s\)",
-        ),
-        (_read_timeout(), False, PlatformTimeoutError, r"sent nothing for 7 s \(idle_timeout\)"),
-        (
-            _refused(),
-            False,
-            PlatformConnectionError,
-            r"cannot connect to http://\S+ \(connection refused\); is the server running\?",
-        ),
-        (
-            requests.exceptions.ConnectionError("reset"),
-            True,
-            StreamInterruptedError,
-            r"dropped mid-answer \(reset\)",
-        ),
-        (
-            requests.exceptions.ChunkedEncodingError("short"),
-            True,
-            StreamInterruptedError,
-            "dropped mid-answer",
-        ),
-        (
-            requests.exceptions.ContentDecodingError("gzip"),
-            True,
-            ProtocolError,
-            "cannot decode the answer",
-        ),
-        (
-            requests.exceptions.SSLError("bad cert"),
-            False,
-            PlatformConnectionError,
-            "cannot connect",
-        ),
-        (
-            requests.exceptions.TooManyRedirects("loop"),
-            False,
-            ProtocolError,
-            "redirected too many times",
-        ),
-        (
-            requests.exceptions.InvalidURL("no host"),
-            False,
-            ConfigurationError,
-            r"cannot send a request to .* \(no host\); check base_url / OPENAI_BASE_URL",
-        ),
-        (
-            requests.exceptions.RetryError("odd"),
-            False,
-            PlatformConnectionError,
-            r"request to .* failed \(odd\)",
-        ),
-        (
-            UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
-            True,
-            ProtocolError,
-            r"not UTF-8 \(invalid start byte\)",
-        ),
+        (400, {"error": "bad tools"}, BadRequestError, "error", "answered HTTP 400: bad tools"),
+        (418, "<html>teapot</html>", PlatformStatusError, None, "answered HTTP 418: <html>"),
+        (400, "", BadRequestError, None, "answered HTTP 400: Reason"),
     ],
-    ids=[
-        "connect-timeout",
-        "read-timeout",
-        "stream-idle",
-        "body-idle",
-        "refused",
-        "reset-mid-stream",
-        "chunked",
-        "decoding",
-        "ssl",
-        "redirects",
-        "invalid-url",
-        "other",
-        "unicode",
-    ],
+    ids=["openai", "vllm-flat", "string-error", "not-json", "empty"],
 )
-def test_every_transport_error_is_translated(
-    transport: ChatTransport,
-    raised: BaseException,
-    streaming: bool,
-    expected: type[BridgeError],
-    message: str,
+def test_the_status_reader(
+    status: int, body: object, cls: type[PlatformStatusError], code: str | None, message: str
 ) -> None:
+    error = read_openai_status_error(_answer(status, body, request_id="rid"))
+    assert type(error) is cls
+    assert (error.status_code, error.code, error.request_id) == (status, code, "rid")
+    assert message in error.message
+    assert error.message.startswith(f"{URL} answered HTTP {status}: ")
+
+
+def test_errors_name_the_endpoint_and_keep_what_arrived(transport: ChatTransport) -> None:
     received: list[Event] = [TextDelta(text="so far")]
     with (
-        pytest.raises(expected, match=message) as info,
-        transport.errors(streaming=streaming, received=received, request_id="req-1"),
+        pytest.raises(StreamInterruptedError, match=r"dropped mid-answer \(reset\)") as info,
+        transport.errors(streaming=True, received=received, request_id="req-1"),
     ):
-        raise raised
-    assert type(info.value) is expected
-    assert info.value.__cause__ is raised
-    if isinstance(info.value, PlatformError):
-        assert info.value.request_id == "req-1"
-    if isinstance(info.value, StreamInterruptedError):
-        assert info.value.received == received
+        raise requests.exceptions.ConnectionError("reset")
+    assert info.value.message.startswith(f"the connection to {URL}")
+    assert (info.value.received, info.value.request_id) == (received, "req-1")
 
 
 def test_platform_errors_pass_through_and_get_the_request_id(transport: ChatTransport) -> None:
@@ -169,30 +110,13 @@ def test_platform_errors_pass_through_and_get_the_request_id(transport: ChatTran
     assert info.value is error and error.request_id == "req-2"
 
 
-def test_other_exceptions_are_not_swallowed(transport: ChatTransport) -> None:
-    with pytest.raises(KeyError), transport.errors():
-        raise KeyError("bug")
-
-
-def test_only_failures_to_connect_are_safe_to_resend(transport: ChatTransport) -> None:
-    def translated(exc: BaseException) -> PlatformConnectionError:
-        try:
-            with transport.errors():
-                raise exc
-        except PlatformConnectionError as error:
-            return error
-        raise AssertionError("not translated")
-
-    connect_timeout = requests.exceptions.ConnectTimeout(
-        urllib3.exceptions.ConnectTimeoutError(None, "timed out")
-    )
-    assert _exc_kind(translated(_refused())) == "connect"
-    assert _exc_kind(translated(connect_timeout)) == "connect"
-    assert _exc_kind(translated(requests.exceptions.ReadTimeout("slow"))) == "timeout"
-    assert _exc_kind(translated(requests.exceptions.ConnectionError("aborted"))) == "other"
-
-
-def test_reason_is_short() -> None:
-    assert _reason(_refused()) == "connection refused"
-    assert _reason(requests.exceptions.ConnectionError("x" * 500)).endswith("...")
-    assert _reason(requests.exceptions.ConnectionError()) == "ConnectionError"
+def test_the_api_key_never_shows() -> None:
+    key = "sk-openai-http-test-0123456789"
+    with closing(
+        ChatTransport(
+            URL, api_key=key, connect_timeout=2.0, idle_timeout=7.0, retry_policy=RetryPolicy()
+        )
+    ) as keyed:
+        assert keyed.transport.headers["Authorization"] == f"Bearer {key}"
+        error = read_openai_status_error(_answer(401, {"error": {"message": f"bad key {key}"}}))
+    assert key not in str(error) and key not in (error.body or "")
