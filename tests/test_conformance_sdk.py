@@ -27,6 +27,14 @@ SCRIPT = Path(__file__).parent / "support" / "sdk_drive.py"
 
 SCENARIO: dict[str, Any] = {
     "settings": {"chunk_chars": 5},
+    "app": {
+        "name": "天气助手",
+        "description": "查询天气",
+        "type": "agent",
+        "instruction": "你是一个天气助手",
+        "prologue": "你好",
+        "example_queries": ["北京天气怎么样？"],
+    },
     "rules": [
         {
             "name": "compare",
@@ -232,6 +240,38 @@ def test_the_sdk_request_ids_are_echoed(conformance: tuple[dict[str, Any], Any, 
     for request in requests:
         assert request.request_id == request.headers["x-appbuilder-request-id"], request.path
     assert len({r.request_id for r in requests}) == len(requests)
+
+
+def test_the_console_lists_and_describes_the_app(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, requests = conformance
+    got = results["console"]
+    (listed,) = got["describe_apps"]
+    assert {k: listed[k] for k in ("id", "name", "description", "appType", "isPublished")} == {
+        "id": emu.app_id,
+        "name": "天气助手",
+        "description": "查询天气",
+        "appType": "agent",
+        "isPublished": True,
+    }
+    assert isinstance(listed["updateTime"], int) and len(str(listed["updateTime"])) < 13
+    # SDK 1.1.5 builds DescribeAppsRequest(MaxKeys=, Marker=), names its model does not have,
+    # so its body is always {"maxKeys": 10, "marker": null}: the marker never reaches the wire.
+    assert got["describe_apps_after"] == [listed] and got["get_app_list_after"] == []
+    bodies = [r.json for r in requests if r.path == "/v2/app"]
+    assert {"maxKeys": 10, "marker": None} in bodies and {"id": emu.app_id} in bodies
+    assert got["get_app_list"] == [listed] and got["get_all_apps"] == [emu.app_id]
+    described = got["describe_app"]
+    assert (described["id"], described["instruction"], described["prologue"]) == (
+        emu.app_id,
+        "你是一个天气助手",
+        "你好",
+    )
+    assert described["exampleQueries"] == ["北京天气怎么样？"] and described["requestId"]
+    paths = {(r.method, r.path) for r in requests if r.path in ("/v2/app", "/v2/apps")}
+    assert paths == {("POST", "/v2/app"), ("GET", "/v2/apps")}
+    assert results["errors"]["unknown_app_described"]["type"] == "NotFoundException"
 
 
 def test_errors_reach_the_sdk_as_its_own_exceptions(

@@ -1,4 +1,4 @@
-"""The emulator's ASGI app: the four AppBuilder conversation endpoints on Starlette.
+"""The emulator's ASGI app: the AppBuilder conversation and console endpoints on Starlette.
 
 Every request is checked in the same order: token (401), request body (400), app (404),
 conversation (404), conversation state (400), then injected faults, and only then does the
@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -34,12 +35,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from bridge.emulator import wire
+from bridge.emulator import console, wire
 from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
 from bridge.emulator.planner import CompletedAsk, CompletedCall, ForcedTool, Planner, RunContext
 from bridge.emulator.render import merge_chunks, render_step
-from bridge.emulator.scenario import Scenario, load_scenario
+from bridge.emulator.scenario import App, Scenario, load_scenario
 from bridge.emulator.state import (
     ActiveRun,
     Conversation,
@@ -61,6 +62,9 @@ __all__ = ["EmulatorApp", "client_env", "create_app"]
 logger = logging.getLogger(__name__)
 
 PREFIX = "/v2/app/conversation"
+APP_PATH = "/v2/app"
+APPS_PATH = "/v2/apps"
+CONSOLE_ACTIONS = ("DescribeApps", "DescribeApp")
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -93,12 +97,17 @@ class EmulatorApp:
         self.scenario = scenario
         self.faults = faults
         self.planner = Planner(scenario)
+        self.app = scenario.app if scenario is not None else App()
+        self.updated = int(time.time())
+        """The app's ``updateTime`` on the console: when this emulator started, in seconds."""
         self.state = EmulatorState()
         routes = [
             Route(PREFIX, self._create, methods=["POST"]),
             Route(f"{PREFIX}/runs", self._runs, methods=["POST"]),
             Route(f"{PREFIX}/file/upload", self._upload, methods=["POST"]),
             Route(f"{PREFIX}/feedback", self._feedback, methods=["POST"]),
+            Route(APP_PATH, self._console, methods=["POST"]),
+            Route(APPS_PATH, self._app_list, methods=["GET"]),
         ]
         starlette = Starlette(
             routes=routes,
@@ -259,6 +268,47 @@ class EmulatorApp:
             return _error(rid, reply.status, reply.message)
         return _json(rid, {"request_id": rid}, fault)
 
+    async def _console(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            await self._begin(request)
+            action = request.query_params.get("Action")
+            if action not in CONSOLE_ACTIONS:
+                raise _ReplyError(
+                    400,
+                    f"unknown or missing Action {action!r} on POST {APP_PATH}; expected "
+                    f"?Action={' or ?Action='.join(CONSOLE_ACTIONS)}",
+                )
+            data = await _json_object(request)
+            if action == "DescribeApps":
+                listing = _validate(wire.DescribeAppsRequest, data)
+                body = console.describe_apps(
+                    rid,
+                    self.app_id,
+                    self.app,
+                    self.updated,
+                    max_keys=listing.maxKeys,
+                    marker=listing.marker,
+                )
+            else:
+                self._check_app(_validate(wire.DescribeAppRequest, data).id)
+                body = console.describe_app(rid, self.app_id, self.app)
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        return _json(rid, body, None)
+
+    async def _app_list(self, request: Request) -> Response:
+        rid = request.state.request_id
+        try:
+            await self._begin(request)
+            query = _validate(wire.AppListQuery, dict(request.query_params))
+        except _ReplyError as reply:
+            return _error(rid, reply.status, reply.message)
+        body = console.app_list(
+            rid, self.app_id, self.app, self.updated, after=query.after, before=query.before
+        )
+        return _json(rid, body, None)
+
     # --- shared checks ----------------------------------------------------------------------
 
     async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
@@ -379,10 +429,12 @@ class EmulatorApp:
         if exc.status_code == 404:
             message = (
                 f"no endpoint {request.url.path}; the emulator serves POST {PREFIX}, "
-                f"{PREFIX}/runs, {PREFIX}/file/upload and {PREFIX}/feedback"
+                f"{PREFIX}/runs, {PREFIX}/file/upload, {PREFIX}/feedback, "
+                f"{APP_PATH}?Action=DescribeApps|DescribeApp and GET {APPS_PATH}"
             )
         elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}; use POST"
+            allowed = "GET" if request.url.path == APPS_PATH else "POST"
+            message = f"{request.method} is not allowed on {request.url.path}; use {allowed}"
         else:
             message = str(exc.detail)
         return _error(rid, exc.status_code, message)

@@ -21,6 +21,17 @@ from a template. Example (the shipped ``scenarios/weather.yaml`` is a longer one
         answer: "{city}: {outputs.get_weather.temp} degrees. {outputs.advice}"
         faults: "delay=0.01"                     # optional, see bridge.emulator.faults
 
+The optional ``app`` section describes the app as the console endpoints report it
+(``POST /v2/app?Action=DescribeApps|DescribeApp``, ``GET /v2/apps``)::
+
+    app:
+      name: 天气助手
+      description: 查询天气并给出穿衣建议
+      type: agent                # or chatflow
+      instruction: 你是一个天气助手
+      prologue: 你好，我可以帮你查天气
+      example_queries: [北京今天天气怎么样？]
+
 A step can also ask the person a question instead of calling tools, the way an AppBuilder
 workflow's information-collection node (信息收集节点) does::
 
@@ -72,6 +83,7 @@ from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
 from bridge.errors import UsageError
 
 __all__ = [
+    "App",
     "Call",
     "Rule",
     "Scenario",
@@ -210,10 +222,27 @@ class Rule(_Model):
         return self.name or self.match
 
 
+class App(_Model):
+    """What the console endpoints (``DescribeApps``, ``DescribeApp``, ``GET /v2/apps``) say
+    about the emulated app; none of it changes how runs are planned."""
+
+    name: str = "Emulated app"
+    description: str = "An AppBuilder app emulated by toolbridge"
+    type: Literal["agent", "chatflow"] = "agent"
+    """``agent`` (自主规划 Agent) or ``chatflow`` (工作流 Agent), the console's ``appType``."""
+    instruction: str = ""
+    """The role instruction (角色指令)."""
+    prologue: str = ""
+    """The opening line (开场白)."""
+    example_queries: list[str] = Field(default_factory=list)
+    """The recommended questions (推荐问题)."""
+
+
 class Scenario(_Model):
     """A whole scenario file."""
 
     settings: Settings = Field(default_factory=Settings)
+    app: App = Field(default_factory=App)
     rules: list[Rule] = Field(default_factory=list)
     source: str = Field(default="<scenario>", exclude=True)
 

@@ -19,7 +19,10 @@ __all__ = [
     "TOOL_NAME_PATTERN",
     "Action",
     "ActionParameters",
+    "AppListQuery",
     "CreateConversationRequest",
+    "DescribeAppRequest",
+    "DescribeAppsRequest",
     "FeedbackRequest",
     "FunctionSpec",
     "InterruptEvent",
@@ -196,6 +199,36 @@ class FeedbackRequest(_Strict):
     type: Literal["upvote", "downvote", "cancel"]
     flag: list[str] | None = None
     reason: str | None = None
+
+
+class DescribeAppsRequest(BaseModel):
+    """The body of `POST /v2/app?Action=DescribeApps` (as SDK 1.1.5 sends it)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    maxKeys: int = Field(default=10, ge=1, le=100)  # noqa: N815 (the wire's spelling)
+    marker: str | None = None
+    """An app id: the page starts after it."""
+
+
+class DescribeAppRequest(BaseModel):
+    """The body of `POST /v2/app?Action=DescribeApp`."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: str = Field(min_length=1)
+
+
+class AppListQuery(BaseModel):
+    """The query string of `GET /v2/apps` (deprecated by the platform, still in the SDK)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    limit: int = Field(default=10, ge=1, le=100)
+    after: str = ""
+    """An app id: the page starts after it."""
+    before: str = ""
+    """An app id: the page ends before it."""
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -240,6 +240,19 @@ def check_async_upload_url(app_id: str) -> dict[str, Any]:
     return asyncio.run(drive())
 
 
+def check_console(app_id: str) -> dict[str, Any]:
+    """The console calls: describe_apps, describe_app, get_app_list, get_all_apps."""
+    described = appbuilder.describe_app(app_id)
+    return {
+        "describe_apps": [a.model_dump() for a in appbuilder.describe_apps()],
+        "describe_apps_after": [a.model_dump() for a in appbuilder.describe_apps(marker=app_id)],
+        "describe_app": described.model_dump(),
+        "get_app_list": [a.model_dump() for a in appbuilder.get_app_list(limit=5)],
+        "get_app_list_after": [a.model_dump() for a in appbuilder.get_app_list(after=app_id)],
+        "get_all_apps": [a.id for a in appbuilder.get_all_apps()],
+    }
+
+
 def check_errors(client: Any, app_id: str) -> dict[str, Any]:
     """How the SDK reports the emulator's errors."""
     out: dict[str, Any] = {}
@@ -256,6 +269,7 @@ def check_errors(client: Any, app_id: str) -> dict[str, Any]:
         lambda: appbuilder.AppBuilderClient(app_id, secret_key="wrong").create_conversation(),
     )
     attempt("unknown_app", lambda: appbuilder.AppBuilderClient("no-such-app").create_conversation())
+    attempt("unknown_app_described", lambda: appbuilder.describe_app("no-such-app").id)
     attempt("unknown_conversation", lambda: client.run("no-such-conversation", "hi").content.answer)
     conversation_id = client.create_conversation()
     manifest = appbuilder.Manifest.from_function(get_current_weather)
@@ -305,6 +319,7 @@ def main() -> None:
         "recorder_non_stream": lambda: check_recorder(client, False),
         "files_and_feedback": lambda: check_files_and_feedback(client),
         "async_upload_url": lambda: check_async_upload_url(app_id),
+        "console": lambda: check_console(app_id),
         "errors": lambda: check_errors(client, app_id),
     }
     results: dict[str, Any] = {"sdk_version": appbuilder.__version__}
