@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 import sseclient
 
-__all__ = ["DONE", "iter_sse_data"]
+__all__ = ["DONE", "iter_sse_data", "iter_sse_events"]
 
 DONE = "[DONE]"
 _BOM = b"\xef\xbb\xbf"
@@ -34,6 +34,19 @@ def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
         if data.strip() == DONE:
             return
         yield data
+
+
+def iter_sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
+    """Yield ``(event name, data)`` of every event with data, until EOF.
+
+    For protocols that name their events (Coze's ``event:conversation.chat.completed``); the
+    name is ``message`` when an event has no ``event:`` line. No sentinel is interpreted: the
+    caller decides what ends its stream.
+    """
+    client = sseclient.SSEClient(_whole_events(_normalise_newlines(chunks)), char_enc="utf-8")
+    for event in client.events():
+        if event.data:
+            yield event.event or "message", event.data
 
 
 def _normalise_newlines(chunks: Iterable[bytes]) -> Iterator[bytes]:

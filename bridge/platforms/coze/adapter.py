@@ -1,0 +1,610 @@
+"""Coze (coze.cn / coze.com) chat API v3 as a `Platform`: a bot whose local plugins run here.
+
+A question is ``POST /v3/chat`` with ``auto_save_history`` (the platform refuses tool outputs
+of a chat started without it); the bot pauses in ``requires_action`` when it wants a local
+plugin API (端插件) run, and every output of that pause goes back in one
+``POST /v3/chat/submit_tool_outputs``, whose answer is a new stream of the same chat. A chatflow
+question (``reply_message``) is answered with a new user message. Without streaming, the chat
+is polled with ``/v3/chat/retrieve`` and its answer read from ``/v3/chat/message/list``.
+
+Coze takes no tool list per request: the plugins live in the bot's configuration. So the
+names the bot asks for are checked against the local tools of the question: a call of a tool
+that is not loaded is logged, and its output (the dispatcher's "unknown tool") is replaced by
+one that says the bot's plugin has a tool this side does not (see `remote_tool_names` to
+compare both lists beforehand, as ``toolbridge doctor`` does).
+
+Errors: HTTP statuses and the platform's ``{code, msg}`` answers (mostly HTTP 200) become the
+`bridge.errors` tree (`bridge.platforms.coze._wire.error_for_code`), with ``x-tt-logid`` as
+the request id. An interrupted stream (Ctrl-C, or a consumer that stops reading) cancels the
+chat, best effort.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bridge.errors import (
+    ConfigurationError,
+    PlatformError,
+    PlatformStatusError,
+    PlatformTimeoutError,
+    UsageError,
+)
+from bridge.platforms._sse import iter_sse_events
+from bridge.platforms._transport import ErrorAnswer, Transport, trim
+from bridge.platforms.base import PlatformLimits, parse_tool_choice, state_field
+from bridge.platforms.coze._stream import ChatReader, failed, finished, pause_of
+from bridge.platforms.coze._wire import Chat, ChatMessage, classify, error_for_code
+from bridge.platforms.retry import RetryPolicy
+from bridge.types import Event, TextDelta, ToolBatch, ToolChoice, ToolResult
+
+__all__ = ["CN_BASE_URL", "COM_BASE_URL", "CozePlatform"]
+
+logger = logging.getLogger(__name__)
+
+CN_BASE_URL = "https://api.coze.cn"
+COM_BASE_URL = "https://api.coze.com"
+_REGIONS = {"cn": CN_BASE_URL, "com": COM_BASE_URL}
+LOGID = "x-tt-logid"
+_WAITING = frozenset({"created", "in_progress"})
+
+
+class CozePlatform:
+    """A `Platform` speaking Coze's chat API v3 to one published bot.
+
+    Args:
+        token: A personal access token (or OAuth access token); default `COZE_API_TOKEN`.
+            Submitting tool outputs needs its ``submitToolChat`` permission.
+        bot_id: The bot (published as an API); default `COZE_BOT_ID`.
+        base_url: The API root; default `COZE_API_BASE`, else `region`'s, else
+            ``https://api.coze.cn``.
+        region: ``cn`` (api.coze.cn) or ``com`` (api.coze.com), instead of a `base_url`.
+        user_id: Coze's ``user_id`` when a run gives no end user; default `COZE_USER_ID`, else
+            ``toolbridge``.
+        connect_timeout: Seconds to wait for the TCP connection.
+        idle_timeout: Seconds to wait for the next bytes of an answer.
+        max_retries: Retries for connect errors, 429 and 5xx before any answer byte was read;
+            ignored when `retry_policy` is given.
+        retry_policy: Full control over retries and backoff.
+        session: A `requests.Session` to reuse (left open by `close`).
+        poll_interval: Seconds between two ``retrieve`` polls of a non-streamed chat.
+        poll_timeout: Seconds a non-streamed chat may take before it is cancelled.
+        sleep: Waits between polls and retries (tests pass a no-op).
+
+    Raises:
+        ConfigurationError: the token or bot id is missing, or a setting is malformed.
+    """
+
+    name = "coze"
+    dialect = "openai"
+    """Manifests are only read for their names (Coze takes none per request)."""
+    limits = PlatformLimits()
+
+    def __init__(
+        self,
+        token: str | None = None,
+        bot_id: str | None = None,
+        base_url: str | None = None,
+        *,
+        region: str | None = None,
+        user_id: str | None = None,
+        connect_timeout: float = 10.0,
+        idle_timeout: float = 120.0,
+        max_retries: int = 3,
+        retry_policy: RetryPolicy | None = None,
+        session: requests.Session | None = None,
+        poll_interval: float = 1.0,
+        poll_timeout: float = 600.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        token = token or os.environ.get("COZE_API_TOKEN") or None
+        bot_id = bot_id or os.environ.get("COZE_BOT_ID") or None
+        missing = [
+            what
+            for what, value in (
+                ("the token (token=, --token or COZE_API_TOKEN)", token),
+                ("the bot id (bot_id=, --bot-id or COZE_BOT_ID)", bot_id),
+            )
+            if not value
+        ]
+        if missing:
+            raise ConfigurationError(f"Coze is not configured: missing {' and '.join(missing)}")
+        assert token is not None and bot_id is not None
+        self.bot_id = bot_id.strip()
+        self.base_url = _base_url(base_url, region)
+        self.user_id = (user_id or os.environ.get("COZE_USER_ID") or "toolbridge").strip()
+        for label, value in (
+            ("connect_timeout", connect_timeout),
+            ("idle_timeout", idle_timeout),
+            ("poll_interval", poll_interval),
+            ("poll_timeout", poll_timeout),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
+        if retry_policy is None:
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+                raise ConfigurationError(
+                    f"max_retries must be an integer >= 0, got {max_retries!r}"
+                )
+            retry_policy = RetryPolicy(max_retries=max_retries)
+        self.poll_interval = float(poll_interval)
+        self.poll_timeout = float(poll_timeout)
+        self._sleep = sleep
+        bearer = token.strip()
+        if not bearer.lower().startswith("bearer "):
+            bearer = f"Bearer {bearer}"
+        self._http = Transport(
+            label="Coze",
+            headers={"Authorization": bearer},
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            retry_policy=retry_policy,
+            read_status_error=_status_error,
+            request_id_header=LOGID,
+            config_hint="check the base URL (--base-url or COZE_API_BASE) and the token",
+            session=session,
+            sleep=sleep,
+            base_url=self.base_url,
+        )
+        self._local: dict[str, frozenset[str]] = {}
+        """The local tool names of each conversation's last question."""
+        self._chats: dict[str, str] = {}
+        """Each conversation's last chat id."""
+
+    def __repr__(self) -> str:
+        return f"CozePlatform(base_url={self.base_url!r}, bot_id={self.bot_id!r}, token='[secure]')"
+
+    def __enter__(self) -> CozePlatform:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the Platform protocol ---------------------------------------------------------------
+
+    def create_conversation(self, *, end_user_id: str | None = None) -> str:
+        """Open a conversation of the bot and return its id."""
+        body = self._json(
+            "POST", "/v1/conversation/create", "conversation", json={"bot_id": self.bot_id}
+        )
+        conversation_id = body.get("id") if isinstance(body, dict) else None
+        if not isinstance(conversation_id, str) or not conversation_id:
+            raise PlatformError(
+                f"Coze conversation: {self.base_url}/v1/conversation/create answered without a "
+                "conversation id (expected data.id)"
+            )
+        return conversation_id
+
+    def upload_file(self, conversation_id: str, path: str | Path) -> str:
+        """Not supported yet: put the text in the question, or give the bot a tool."""
+        raise UsageError(
+            f"cannot attach {str(path)!r}: the coze platform does not upload files yet; put the "
+            "text in the question or give the bot a local plugin that reads the file"
+        )
+
+    def start(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        tools: Sequence[dict[str, Any]],
+        tool_choice: ToolChoice | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Ask the bot `query` in the conversation; yield the chat's events.
+
+        `tools` only tells which names are loaded locally (the bot's plugins are configured in
+        Coze). Nothing is sent until the events are read.
+
+        Raises:
+            UsageError: an empty query, file ids, or a tool choice other than ``auto`` (Coze
+                cannot force a plugin).
+        """
+        choice = parse_tool_choice(tool_choice)
+        if choice not in (None, "auto"):
+            shown = choice.name if isinstance(choice, ToolChoice) else choice
+            raise UsageError(
+                f"tool_choice {shown!r} cannot be sent: Coze chats take no tool choice (the "
+                "bot's configuration decides when to call its plugins); leave tool_choice unset"
+            )
+        if file_ids:
+            raise UsageError(
+                "file_ids are not supported on the coze platform yet; put the text in the query"
+            )
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        self._local[conversation_id] = _names(tools)
+        return self._chat(conversation_id, query, end_user_id=end_user_id, stream=stream)
+
+    def submit(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        results: Sequence[ToolResult],
+        *,
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Send every output of the batch in one ``submit_tool_outputs``; yield what follows.
+
+        Raises:
+            UsageError: the results do not answer each call of the batch exactly once.
+        """
+        by_id = _results_by_call(batch, results)
+        local = self._local.get(conversation_id)
+        outputs = []
+        for call in batch.calls:
+            result = by_id[call.call_id]
+            output = result.output
+            if local is not None and call.name not in local and result.is_error:
+                output = _unknown_output(call.name, local)
+            outputs.append({"tool_call_id": call.call_id, "output": output})
+        chat_id = str(batch.resume.get("chat_id") or batch.batch_id)
+        params = {"conversation_id": conversation_id, "chat_id": chat_id}
+        body = {"tool_outputs": outputs, "stream": stream}
+        return self._send(
+            "/v3/chat/submit_tool_outputs", "submit", params, body, stream, chat_id=chat_id
+        )
+
+    def resume(
+        self,
+        conversation_id: str,
+        interrupt_id: str,
+        answer: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Answer a chatflow question (``reply_message``): the reply goes as a new user message."""
+        if not answer:
+            raise UsageError("resume: answer is empty; the bot's question expects a reply")
+        if tools:
+            self._local[conversation_id] = _names(tools)
+        return self._chat(conversation_id, answer, end_user_id=end_user_id, stream=stream)
+
+    def check(self) -> str:
+        """Prove the token, the bot and reachability with one ``GET /v1/bot/get_online_info``."""
+        bot = self._bot()
+        apis = _plugin_apis(bot)
+        return (
+            f"Coze at {self.base_url} accepted the token and serves bot {self.bot_id} "
+            f"({bot.get('name') or 'unnamed'}, {len(apis)} plugin API(s))"
+        )
+
+    def remote_tool_names(self) -> list[str] | None:
+        """The plugin APIs the bot has configured (cloud plugins' ones included: the API does
+        not say which are local), for comparison with the local tools."""
+        return _plugin_apis(self._bot())
+
+    def export_state(self, conversation_id: str) -> dict[str, Any] | None:
+        """The conversation's last chat id and local tool names (the conversation lives on
+        Coze; batches carry their own chat id, so this is only what a restart would miss)."""
+        chat_id = self._chats.get(conversation_id)
+        local = self._local.get(conversation_id)
+        if chat_id is None and local is None:
+            return None
+        return {"chat_id": chat_id, "local_tools": sorted(local) if local is not None else None}
+
+    def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
+        """Take over a conversation's state exported by `export_state` in another process."""
+        chat_id = state_field(state, "chat_id", str, platform=self.name, default=None)
+        local = state_field(state, "local_tools", list, platform=self.name, default=None)
+        if chat_id is not None:
+            self._chats[conversation_id] = chat_id
+        if local is not None:
+            if not all(isinstance(n, str) for n in local):
+                raise UsageError(
+                    "the coze platform's saved state has 'local_tools' with a non-string "
+                    "item; expected a list of tool names"
+                )
+            self._local[conversation_id] = frozenset(local)
+
+    def close(self) -> None:
+        """Close the HTTP session if this platform created it."""
+        self._http.close()
+
+    # --- chats -------------------------------------------------------------------------------
+
+    def _chat(
+        self, conversation_id: str, text: str, *, end_user_id: str | None, stream: bool
+    ) -> Iterator[Event]:
+        body = {
+            "bot_id": self.bot_id,
+            "user_id": end_user_id or self.user_id,
+            "stream": stream,
+            # Without it the platform refuses the chat's tool outputs (code 5000).
+            "auto_save_history": True,
+            "additional_messages": [
+                {"role": "user", "type": "question", "content": text, "content_type": "text"}
+            ],
+        }
+        return self._send("/v3/chat", "chat", {"conversation_id": conversation_id}, body, stream)
+
+    def _send(
+        self,
+        path: str,
+        operation: str,
+        params: dict[str, str],
+        body: dict[str, Any],
+        stream: bool,
+        *,
+        chat_id: str | None = None,
+    ) -> Iterator[Event]:
+        url = self.base_url + path
+        response = self._http.request(
+            "POST",
+            url,
+            json=body,
+            params=params,
+            headers={"Accept": "text/event-stream" if stream else "application/json"},
+            stream=True,
+            operation=operation,
+        )
+        logid = self._http.request_id(response)
+        conversation_id = params["conversation_id"]
+        if not stream or "event-stream" not in response.headers.get("content-type", ""):
+            # Also where a refused stream request lands: Coze answers it with a JSON error.
+            chat = Chat.model_validate(self._envelope(response, url, operation, logid))
+            self._chats[conversation_id] = chat.id
+            yield from self._polled(chat, logid)
+            return
+        reader = ChatReader(logid)
+        received: list[Event] = []
+        try:
+            with self._http.errors(
+                url, operation=operation, streaming=True, received=received, request_id=logid
+            ):
+                for name, data in iter_sse_events(response.iter_content(chunk_size=None)):
+                    for event in reader.feed(name, data):
+                        received.append(event)
+                        yield event
+                    if reader.chat is not None:
+                        self._chats[conversation_id] = reader.chat.id
+                    if reader.done:
+                        break
+        except (GeneratorExit, KeyboardInterrupt):
+            if reader.outcome is None:
+                self._cancel(conversation_id, reader.chat.id if reader.chat else chat_id)
+            raise
+        finally:
+            response.close()
+        self._check_local(conversation_id, reader.outcome)
+        if reader.outcome is not None:
+            yield reader.outcome
+            return
+        known = reader.chat.id if reader.chat is not None else chat_id
+        if known is None:
+            raise PlatformError(
+                f"Coze {operation}: the stream from {url} ended before any chat event "
+                "(nothing to poll); expected conversation.chat.created first",
+                request_id=logid,
+            )
+        # A stream that ends with `done` (or EOF) but no verdict: the chat goes on server-side.
+        logger.info("Coze %s: stream ended without a verdict; polling chat %s", operation, known)
+        yield from self._polled(Chat(id=known, conversation_id=conversation_id), logid)
+
+    def _polled(self, chat: Chat, logid: str | None) -> Iterator[Event]:
+        """Poll a chat until it pauses or ends; yield its answer and verdict."""
+        params = {"conversation_id": chat.conversation_id, "chat_id": chat.id}
+        deadline = time.monotonic() + self.poll_timeout
+        try:
+            while chat.status in _WAITING or not chat.status:
+                if time.monotonic() > deadline:
+                    self._cancel(chat.conversation_id, chat.id)
+                    raise PlatformTimeoutError(
+                        f"Coze chat {chat.id} was still {chat.status or 'running'} after "
+                        f"{self.poll_timeout:g} s (poll_timeout); it was cancelled",
+                        request_id=logid,
+                    )
+                if chat.status:
+                    self._sleep(self.poll_interval)
+                chat = Chat.model_validate(
+                    self._json("POST", "/v3/chat/retrieve", "retrieve", params=params)
+                )
+        except KeyboardInterrupt:
+            self._cancel(chat.conversation_id, chat.id)
+            raise
+        if chat.status == "failed" or chat.status == "canceled":
+            yield failed(chat, logid)
+            return
+        listed = self._json("GET", "/v3/chat/message/list", "message list", params=params)
+        messages = [ChatMessage.model_validate(m) for m in listed or []]
+        answer = "".join(m.content for m in messages if m.type == "answer")
+        if answer:
+            yield TextDelta(text=answer)
+        if chat.status == "requires_action":
+            pause = pause_of(chat, logid, answer)
+            self._check_local(chat.conversation_id, pause)
+            yield pause
+            return
+        if chat.status != "completed":
+            raise PlatformError(
+                f"Coze chat {chat.id} has status {chat.status!r}; expected completed, failed, "
+                "canceled or requires_action",
+                request_id=logid,
+            )
+        yield finished(chat, answer, logid)
+
+    def _cancel(self, conversation_id: str, chat_id: str | None) -> None:
+        """Cancel a chat whose stream was abandoned; best effort (it may have ended)."""
+        if chat_id is None:
+            return
+        try:
+            self._json(
+                "POST",
+                "/v3/chat/cancel",
+                "cancel",
+                json={"conversation_id": conversation_id, "chat_id": chat_id},
+            )
+            logger.info("Coze: cancelled chat %s of conversation %s", chat_id, conversation_id)
+        except PlatformError as exc:
+            logger.info("Coze: could not cancel chat %s: %s", chat_id, exc)
+
+    def _check_local(self, conversation_id: str, outcome: object) -> None:
+        local = self._local.get(conversation_id)
+        batch = getattr(outcome, "batch", None)
+        if local is None or not isinstance(batch, ToolBatch):
+            return
+        for call in batch.calls:
+            if call.name not in local:
+                logger.warning(
+                    "Coze bot %s asks for tool %r, which its plugin has but no local tool is "
+                    "called; loaded: %s",
+                    self.bot_id,
+                    call.name,
+                    ", ".join(sorted(local)) or "none",
+                )
+
+    # --- JSON requests -----------------------------------------------------------------------
+
+    def _bot(self) -> dict[str, Any]:
+        bot = self._json(
+            "GET", "/v1/bot/get_online_info", "bot info", params={"bot_id": self.bot_id}
+        )
+        if not isinstance(bot, dict):
+            raise PlatformError(
+                f"Coze bot info: {self.base_url}/v1/bot/get_online_info answered without a bot "
+                "object (expected data with plugin_info_list)"
+            )
+        return bot
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        url = self.base_url + path
+        response = self._http.request(
+            method, url, json=json, params=params, stream=False, operation=operation
+        )
+        return self._envelope(response, url, operation, self._http.request_id(response))
+
+    def _envelope(
+        self, response: requests.Response, url: str, operation: str, logid: str | None
+    ) -> Any:
+        """The ``data`` of a ``{code, msg, data}`` answer; an error for a non-zero code."""
+        with self._http.errors(url, operation=operation, request_id=logid):
+            text = response.content.decode("utf-8")
+            body = _loads_object(text)
+        code = body.get("code", 0)
+        if isinstance(code, int) and code != 0:
+            raise error_for_code(
+                code,
+                str(body.get("msg", "")),
+                where=f"Coze {operation}: {url}",
+                request_id=logid,
+                status=response.status_code,
+                body=trim(text),
+            )
+        return body.get("data")
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _base_url(base_url: str | None, region: str | None) -> str:
+    if region is not None and region not in _REGIONS:
+        raise ConfigurationError(
+            f"region {region!r} is not a Coze region; expected cn (api.coze.cn) or com "
+            "(api.coze.com)"
+        )
+    if base_url and region and base_url.rstrip("/") != _REGIONS[region]:
+        raise ConfigurationError(
+            f"base_url {base_url!r} and region {region!r} disagree; give one of them"
+        )
+    url = base_url or (_REGIONS[region] if region else None)
+    url = (url or os.environ.get("COZE_API_BASE") or CN_BASE_URL).strip().rstrip("/")
+    if not url.startswith(("http://", "https://")) or any(ch.isspace() for ch in url):
+        raise ConfigurationError(
+            f"base URL {url!r} is not an http(s) URL; expected e.g. {CN_BASE_URL} or {COM_BASE_URL}"
+        )
+    for suffix in ("/v3/chat", "/v3", "/v1"):
+        if url.endswith(suffix):
+            raise ConfigurationError(
+                f"base URL {url!r} should stop before {suffix}; expected e.g. {url[: -len(suffix)]}"
+            )
+    return url
+
+
+def _loads_object(text: str) -> dict[str, Any]:
+    value = jsonlib.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object with code, msg and data, got {text[:100]!r}")
+    return value
+
+
+def _status_error(answer: ErrorAnswer) -> PlatformStatusError:
+    """An HTTP error status: its class from the status, the words from Coze's body."""
+    body = answer.json()
+    code, msg = body.get("code"), body.get("msg")
+    if isinstance(code, int) and code:
+        return answer.error(str(msg or ""), code=str(code), hint=classify(code)[1])
+    return answer.error(None, hint="check the base URL (--base-url or COZE_API_BASE)")
+
+
+def _names(tools: Sequence[Any]) -> frozenset[str]:
+    names = set()
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
+
+
+def _plugin_apis(bot: Mapping[str, Any]) -> list[str]:
+    names: list[str] = []
+    for plugin in bot.get("plugin_info_list") or []:
+        if isinstance(plugin, Mapping):
+            for api in plugin.get("api_info_list") or []:
+                if isinstance(api, Mapping) and isinstance(api.get("name"), str):
+                    names.append(api["name"])
+    return names
+
+
+def _unknown_output(name: str, local: frozenset[str]) -> str:
+    loaded = ", ".join(sorted(local)) or "none"
+    return (
+        f"The bot's plugin has a tool {name!r}, but no local tool of that name is loaded in "
+        f"toolbridge, so it was not run. Loaded tools: {loaded}. Answer without it, or ask the "
+        "operator to load it or remove it from the bot's local plugin."
+    )
+
+
+def _results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str, ToolResult]:
+    expected = [call.call_id for call in batch.calls]
+    by_id: dict[str, ToolResult] = {}
+    problems = []
+    for result in results:
+        if result.call_id in by_id:
+            problems.append(f"two results for call {result.call_id}")
+        elif result.call_id not in expected:
+            problems.append(f"result for unknown call {result.call_id}")
+        by_id[result.call_id] = result
+    missing = [call_id for call_id in expected if call_id not in by_id]
+    if missing:
+        problems.append(f"no result for call(s) {', '.join(missing)}")
+    if problems:
+        raise UsageError(
+            f"results do not match batch {batch.batch_id}: {'; '.join(problems)} (Coze takes "
+            f"every output of a pause in one request: one result for each of "
+            f"{', '.join(expected)})"
+        )
+    return by_id

@@ -1,0 +1,99 @@
+"""The Coze adapter against the Coze emulator, through `Bridge`: real HTTP end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bridge import Bridge, Toolbox
+from bridge.emulator import Emulator
+from bridge.errors import AuthenticationError
+from bridge.platforms.coze import CozePlatform
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: City name.
+    """
+    return f"{city}: 21 C, sunny"
+
+
+def get_time(timezone: str) -> str:
+    """Current local time in a time zone.
+
+    Args:
+        timezone: IANA zone such as Asia/Tokyo.
+    """
+    return f"12:00 in {timezone}"
+
+
+def scenario(toolbox: Toolbox, *extra: dict[str, Any]) -> dict[str, Any]:
+    """The bot's plugins: the local tools' manifests as they are (plus `extra` ones)."""
+    return {"coze": {"plugins": [*toolbox.manifests("openai"), *extra]}}
+
+
+@pytest.fixture
+def toolbox() -> Toolbox:
+    return Toolbox([get_weather, get_time])
+
+
+@pytest.fixture
+def emu(toolbox: Toolbox) -> Iterator[Emulator]:
+    with Emulator(protocol="coze", scenario=scenario(toolbox), faults="") as emulator:
+        yield emulator
+
+
+def platform_for(emu: Emulator, **options: Any) -> CozePlatform:
+    env = emu.env()
+    return CozePlatform(env["COZE_API_TOKEN"], env["COZE_BOT_ID"], env["COZE_API_BASE"], **options)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_two_turn_tool_conversation(emu: Emulator, toolbox: Toolbox, stream: bool) -> None:
+    platform = platform_for(emu, poll_interval=0.01)
+    with Bridge(platform, toolbox, stream=stream) as bridge, bridge.conversation() as conv:
+        first = conv.ask("What is the weather in Paris?")
+        second = conv.ask("What time is it in Tokyo?")
+    assert first.answer == "Paris: 21 C, sunny" and first.rounds == 1
+    assert [r.name for r in first.tool_runs] == ["get_weather"]
+    assert second.answer == "12:00 in Tokyo" and second.rounds == 1
+    assert first.usage is not None and first.usage["total_tokens"] > 0
+    snapshot = emu.conversation(conv.platform_conversation_id)
+    assert [m.answer for m in snapshot.messages] == [first.answer, second.answer]
+    assert all(count == 1 for count in snapshot.accepted_outputs.values())
+    assert len(snapshot.accepted_outputs) == 2
+    assert first.request_ids and all(
+        r in {q.request_id for q in emu.requests} for r in first.request_ids
+    )
+
+
+def test_a_plugin_with_no_local_tool_gets_an_output_that_says_so(toolbox: Toolbox) -> None:
+    ghost = {"name": "unlock_door", "description": "Unlock the front door", "parameters": {}}
+    with Emulator(protocol="coze", scenario=scenario(toolbox, ghost), faults="") as emu:
+        platform = platform_for(emu)
+        assert platform.remote_tool_names() == ["get_weather", "get_time", "unlock_door"]
+        with Bridge(platform, toolbox) as bridge:
+            result = bridge.ask("please unlock the front door")
+        (run,) = result.tool_runs
+        assert run.error == "unknown_tool"
+        outputs = [
+            c.output
+            for m in emu.conversation(result.conversation_id).messages
+            for c in m.tool_calls
+        ]
+    assert outputs and "The bot's plugin has a tool 'unlock_door'" in outputs[0]
+
+
+def test_a_token_without_submit_permission_is_named(toolbox: Toolbox) -> None:
+    faults = "inband=4101,round=1,message=The token does not have the permission"
+    with (
+        Emulator(protocol="coze", scenario=scenario(toolbox), faults=faults) as emu,
+        Bridge(platform_for(emu), toolbox) as bridge,
+        pytest.raises(AuthenticationError, match="needs submitToolChat") as caught,
+    ):
+        bridge.ask("What is the weather in Paris?")
+    assert caught.value.code == "4101"
