@@ -459,3 +459,11 @@ def test_a_scenario_scripts_the_responses_protocol_too() -> None:
             previous_response_id=first["id"], input=outputs(first, "warm"), tools=[WEATHER]
         )
         assert answer_of(second) == "It is warm in Lima."
+
+
+def test_outputs_delivered_twice_are_counted_twice(client: Client, emu: Emulator) -> None:
+    first = client.ok(input="What is the weather in Paris?", tools=[WEATHER])
+    for _ in range(2):
+        client.ok(previous_response_id=first["id"], input=outputs(first), tools=[WEATHER])
+    conversation = emu.app.response_conversation(first["id"])  # type: ignore[attr-defined]
+    assert emu.conversation(conversation).accepted_outputs == {calls_of(first)[0]["call_id"]: 2}

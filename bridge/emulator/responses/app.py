@@ -252,9 +252,12 @@ class ResponsesApp:
         conv = self.state.conversation(conversation_id) if conversation_id else None
         if conv is None:
             conv = self.state.create_conversation(self.model)
+        # Only the outputs this request delivers count: those of the run's last round (a
+        # store=false request also resends the outputs of earlier rounds).
+        latest = {call.call_id for call in context.rounds[-1]} if context.rounds else set()
         for item in given:
-            if item["type"] == "function_call_output":
-                call_id = str(item["call_id"])
+            call_id = str(item.get("call_id"))
+            if item["type"] == "function_call_output" and call_id in latest:
                 conv.accepted_outputs[call_id] = conv.accepted_outputs.get(call_id, 0) + 1
         response_id = str(rendered.body["id"])
         if rendered.issued:

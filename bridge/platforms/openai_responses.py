@@ -1,0 +1,565 @@
+"""The OpenAI Responses API (OpenAI, Azure, Volcengine Ark, vLLM, any compatible server).
+
+Each round is one ``POST /responses``. A query is a user message item; when the model asks
+for tools, its ``function_call`` output items become a `ToolCallsRequested` (call ids are the
+items' ``call_id``), and `submit` answers every call with a ``function_call_output`` item
+echoing that ``call_id`` (never the item's ``id``), the tools sent again.
+
+How a round continues the conversation depends on ``store``:
+
+- ``store=True`` (the default): the server keeps each response, and the next request names
+  the last one in ``previous_response_id``; only the new items are sent.
+- ``store=False`` (zero data retention, or servers that lose items when chaining, like
+  vLLM): nothing is kept server-side, so every request resends the whole transcript: the
+  user messages, every output item as received (reasoning items with the
+  ``encrypted_content`` asked for with ``include``, function calls, messages) and the
+  outputs.
+
+Either way the conversation's state only moves when a response completes, so a failed
+`start` or `submit` can simply be called again; `export_state`/`import_state` carry it across
+a restart. Wire shapes live in `_responses_wire`; HTTP, retries and error translation in the
+shared kernel (`_transport`, via `_openai_http`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bridge.errors import (
+    ConfigurationError,
+    ConversationLostError,
+    InBandError,
+    ProtocolError,
+    StreamInterruptedError,
+    UsageError,
+)
+from bridge.platforms._openai_http import openai_transport
+from bridge.platforms._openai_wire import add_usage, decode_object, error_details, trim
+from bridge.platforms._responses_wire import (
+    ResponseTurn,
+    StreamAssembler,
+    check_extra_body,
+    choice_name,
+    function_calls,
+    tool_fields,
+    turn_from_body,
+)
+from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.base import PlatformLimits
+from bridge.platforms.openai_chat import _check_base_url, _check_model, _results_by_call
+from bridge.platforms.retry import RetryPolicy
+from bridge.types import (
+    Event,
+    RunFailed,
+    RunFinished,
+    ToolBatch,
+    ToolCallsRequested,
+    ToolChoice,
+    ToolResult,
+)
+
+__all__ = ["OpenAIResponsesPlatform"]
+
+logger = logging.getLogger(__name__)
+
+_ENDPOINT = "/responses"
+_MANAGED_KEYS = frozenset(
+    {"model", "input", "tools", "tool_choice", "stream", "store", "previous_response_id"}
+)
+_ENCRYPTED = "reasoning.encrypted_content"
+STATE_VERSION = 1
+"""The `export_state` format; `import_state` refuses others."""
+
+
+class OpenAIResponsesPlatform:
+    """A `Platform` speaking the Responses API.
+
+    Args:
+        base_url: The API root, e.g. ``https://api.openai.com/v1``; default `OPENAI_BASE_URL`.
+        model: The model name; default `OPENAI_MODEL`.
+        api_key: Sent as a bearer token; default `OPENAI_API_KEY`.
+        store: True chains rounds with ``previous_response_id`` (the server keeps them);
+            False keeps nothing server-side and resends every item of the conversation.
+        connect_timeout: Seconds to wait for the TCP connection.
+        idle_timeout: Seconds to wait for the next bytes of an answer.
+        max_retries: Retries for connect errors, 429 and 5xx, only before any answer byte was
+            read; ignored when `retry_policy` is given.
+        session: A `requests.Session` to reuse (left open by `close`).
+        extra_body: Extra fields merged into every request, e.g. ``{"temperature": 0}``.
+        system: Instructions sent with every request (``instructions`` is not carried over by
+            ``previous_response_id``).
+        retry_policy: Full control over retries and backoff.
+
+    Raises:
+        ConfigurationError: A required setting is missing or malformed.
+    """
+
+    name = "responses"
+    dialect = "openai"
+    limits = PlatformLimits()
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        store: bool = True,
+        connect_timeout: float = 10.0,
+        idle_timeout: float = 120.0,
+        max_retries: int = 3,
+        session: requests.Session | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        system: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
+        if self.base_url.endswith(_ENDPOINT):
+            raise ConfigurationError(
+                f"base URL {base_url!r} should stop before {_ENDPOINT}; expected e.g. "
+                f"{self.base_url[: -len(_ENDPOINT)]}"
+            )
+        self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if not isinstance(store, bool):
+            raise ConfigurationError(f"store must be True or False, got {store!r}")
+        self.store = store
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
+        if retry_policy is None:
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+                raise ConfigurationError(
+                    f"max_retries must be an integer >= 0, got {max_retries!r}"
+                )
+            retry_policy = RetryPolicy(max_retries=max_retries)
+        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
+        self.system = system
+        self._url = self.base_url + _ENDPOINT
+        self._http = openai_transport(
+            self.base_url,
+            api_key=self._api_key,
+            connect_timeout=float(connect_timeout),
+            idle_timeout=float(idle_timeout),
+            retry_policy=retry_policy,
+            session=session,
+        )
+        self._lock = threading.Lock()
+        self._conversations: dict[str, _Conversation] = {}
+
+    def __repr__(self) -> str:
+        key = "'[secure]'" if self._api_key else "None"
+        return (
+            f"OpenAIResponsesPlatform(base_url={self.base_url!r}, model={self.model!r}, "
+            f"store={self.store}, api_key={key})"
+        )
+
+    def __enter__(self) -> OpenAIResponsesPlatform:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- conversations --------------------------------------------------------------------------
+
+    def create_conversation(self, *, end_user_id: str | None = None) -> str:
+        """Start a conversation (nothing is sent: the first response opens the chain)."""
+        conversation_id = uuid.uuid4().hex
+        with self._lock:
+            self._conversations[conversation_id] = _Conversation()
+        return conversation_id
+
+    def knows(self, conversation_id: str) -> bool:
+        """Whether this process holds the conversation's state (see `import_state`)."""
+        with self._lock:
+            return conversation_id in self._conversations
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's state."""
+        with self._lock:
+            self._conversations.pop(conversation_id, None)
+
+    def previous_response_id(self, conversation_id: str) -> str | None:
+        """The id of the conversation's last completed response (None before the first)."""
+        return self._state(conversation_id).previous_response_id
+
+    def items(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A copy of the items a ``store=False`` conversation resends (empty with store)."""
+        return copy.deepcopy(self._state(conversation_id).items)
+
+    def upload_file(self, conversation_id: str, path: str | Path) -> str:
+        """Not supported: files would go through the Files API, which this adapter leaves out."""
+        raise UsageError(
+            f"cannot attach {str(path)!r}: the responses platform does not upload files; put "
+            "the text in the query or give the agent a tool that reads the file"
+        )
+
+    def resume(
+        self,
+        conversation_id: str,
+        interrupt_id: str,
+        answer: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Not supported: a response never pauses for human input."""
+        raise UsageError(
+            "resume is not supported on the responses platform: a response never pauses for "
+            "human input; send the answer as a new query with start() instead"
+        )
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def start(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        tools: Sequence[dict[str, Any]],
+        tool_choice: ToolChoice | str | None = None,
+        end_user_id: str | None = None,
+        file_ids: Sequence[str] | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Send the user's query as a new response; yield its events.
+
+        Raises:
+            UsageError: Unknown conversation, empty query, file ids, bad tools or tool_choice
+                (a forced input cannot be sent), or calls of the last round unanswered.
+        """
+        choice = choice_name(tool_choice)
+        state = self._state(conversation_id)
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        if file_ids:
+            raise UsageError(
+                "file_ids are not supported on the responses platform; put the text in the "
+                "query instead"
+            )
+        if state.pending is not None:
+            pending = ", ".join(c.call_id for c in state.pending.calls)
+            raise UsageError(
+                f"conversation {conversation_id} is waiting for the results of tool calls "
+                f"{pending}: submit() them before asking again (the Responses API refuses a "
+                "new input while a function call is unanswered)"
+            )
+        fields = tool_fields(tools, choice)
+        state.turn_tools, state.turn_usage = fields, None
+        given = [{"type": "message", "role": "user", "content": query}]
+        return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
+
+    def submit(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        results: Sequence[ToolResult],
+        *,
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Answer every call of the batch with a ``function_call_output``; yield the next events.
+
+        The outputs follow the order of the batch's calls and echo their ``call_id``; the
+        turn's tools are sent again, a forced ``tool_choice`` is not (the model may answer).
+
+        Raises:
+            UsageError: Unknown conversation, a batch that is not the pending one, or results
+                that do not answer each call of the batch exactly once.
+        """
+        state = self._state(conversation_id)
+        pending = state.pending
+        if pending is None:
+            raise UsageError(
+                f"conversation {conversation_id} has no tool calls waiting for results; "
+                "submit() answers the batch of a ToolCallsRequested event"
+            )
+        if batch.batch_id != pending.batch_id:
+            raise UsageError(
+                f"batch {batch.batch_id} is not the one waiting in conversation "
+                f"{conversation_id} (expected batch {pending.batch_id})"
+            )
+        by_id = _results_by_call(pending, results)
+        given = [
+            {
+                "type": "function_call_output",
+                "call_id": call.call_id,
+                "output": by_id[call.call_id].output,
+            }
+            for call in pending.calls
+        ]
+        fields = dict(state.turn_tools)
+        if fields.get("tool_choice") not in (None, "auto", "none"):
+            del fields["tool_choice"]  # forced again, it would force a call every round
+        return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
+
+    def close(self) -> None:
+        """Close the HTTP session if this platform created it."""
+        self._http.close()
+
+    def check(self) -> str:
+        """Prove the server answers and serves the model, with one ``GET /models``.
+
+        Raises:
+            PlatformError: the server is unreachable or refused the key.
+            ConfigurationError: the server lists its models and the configured one is absent.
+        """
+        url = self.base_url + "/models"
+        response = self._http.request("GET", url, stream=False, operation="model list")
+        try:
+            with self._http.errors(url):
+                body = response.json()
+        except ProtocolError:
+            return f"{self.base_url} answered (its /models reply is not JSON)"
+        models = body.get("data") if isinstance(body, dict) else None
+        served = [m.get("id") for m in models or [] if isinstance(m, dict)]
+        if served and self.model not in served:
+            raise ConfigurationError(
+                f"model {self.model!r} is not served by {self.base_url}; "
+                f"it serves: {', '.join(str(s) for s in served)} (set --model or OPENAI_MODEL)"
+            )
+        if not served:
+            return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
+        return f"{self.base_url} answered and serves model {self.model!r}"
+
+    # --- state across a restart ------------------------------------------------------------------
+
+    def export_state(self, conversation_id: str) -> dict[str, Any] | None:
+        """What a new process needs to continue the conversation (JSON, no secrets).
+
+        The last completed response's id, the transcript a ``store=False`` conversation
+        resends, the batch waiting for outputs and the current turn's tool fields.
+        """
+        state = self._state(conversation_id)
+        with self._lock:
+            return {
+                "version": STATE_VERSION,
+                "store": self.store,
+                "previous_response_id": state.previous_response_id,
+                "items": copy.deepcopy(state.items),
+                "pending": state.pending.model_dump(mode="json") if state.pending else None,
+                "turn_tools": copy.deepcopy(state.turn_tools),
+            }
+
+    def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
+        """Continue a conversation exported by `export_state` (in this or another process).
+
+        Raises:
+            UsageError: the state is not one `export_state` wrote, or was written with the
+                other ``store`` setting (a stored chain cannot be resent item by item, nor
+                the reverse).
+        """
+        if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
+            raise UsageError(
+                f"cannot import the state of conversation {conversation_id}: expected a dict "
+                f"written by export_state (version {STATE_VERSION}), got {state!r:.200}"
+            )
+        if state.get("store") is not self.store:
+            raise UsageError(
+                f"conversation {conversation_id} was kept with store={state.get('store')!r}, "
+                f"but this platform has store={self.store}; configure the same store setting"
+            )
+        pending = state.get("pending")
+        try:
+            restored = _Conversation(
+                previous_response_id=state.get("previous_response_id"),
+                items=[dict(item) for item in state.get("items") or []],
+                pending=ToolBatch.model_validate(pending) if pending else None,
+                turn_tools=dict(state.get("turn_tools") or {}),
+            )
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"cannot import the state of conversation {conversation_id}: {exc}"
+            ) from None
+        with self._lock:
+            self._conversations[conversation_id] = restored
+
+    # --- one response ------------------------------------------------------------------------
+
+    def _respond(
+        self,
+        state: _Conversation,
+        given: list[dict[str, Any]],
+        fields: dict[str, Any],
+        *,
+        end_user_id: str | None,
+        stream: bool,
+    ) -> Iterator[Event]:
+        body: dict[str, Any] = {**self.extra_body, "model": self.model}
+        if self.store:
+            body["input"] = given
+            if state.previous_response_id:
+                body["previous_response_id"] = state.previous_response_id
+        else:
+            body["input"] = [*copy.deepcopy(state.items), *given]
+            body["store"] = False
+            include = list(body.get("include") or [])
+            body["include"] = include if _ENCRYPTED in include else [*include, _ENCRYPTED]
+        if self.system:
+            body.setdefault("instructions", self.system)
+        body.update(fields)
+        body["stream"] = stream
+        if end_user_id:
+            body.setdefault("user", end_user_id)
+        # A generator from here on: nothing is sent until the caller starts iterating.
+        return self._run(state, body, stream=stream)
+
+    def _run(self, state: _Conversation, body: dict[str, Any], *, stream: bool) -> Iterator[Event]:
+        turn, request_id = yield from self._exchange(body, stream=stream)
+        yield from self._finish(state, body, turn, request_id)
+
+    def _exchange(
+        self, body: dict[str, Any], *, stream: bool
+    ) -> Generator[Event, None, tuple[ResponseTurn, str | None]]:
+        logger.debug(
+            "POST %s (model=%s, stream=%s, %d input items, previous=%s)",
+            self._url,
+            self.model,
+            stream,
+            len(body["input"]),
+            body.get("previous_response_id"),
+        )
+        response = self._http.request(
+            "POST", self._url, json=body, stream=stream, operation="response"
+        )
+        request_id = self._http.request_id(response)
+        try:
+            if stream and "json" not in response.headers.get("content-type", ""):
+                turn = yield from self._read_stream(response, request_id)
+            else:
+                turn = self._read_body(response, request_id)
+        finally:
+            response.close()
+        return turn, request_id
+
+    def _read_stream(
+        self, response: requests.Response, request_id: str | None
+    ) -> Generator[Event, None, ResponseTurn]:
+        assembler = StreamAssembler(self._url)
+        received: list[Event] = []
+        with self._http.errors(self._url, streaming=True, received=received, request_id=request_id):
+            for data in iter_sse_data(response.iter_content(chunk_size=None)):
+                event = decode_object(data, request_id, what="a stream event")
+                for neutral in assembler.feed(event):
+                    received.append(neutral)
+                    yield neutral
+                if assembler.finished:
+                    break
+        if not assembler.finished:
+            raise StreamInterruptedError(
+                f"the stream from {self._url} ended before the response did (no "
+                "response.completed, failed or incomplete event arrived)",
+                received=received,
+                request_id=request_id,
+            )
+        return assembler.turn
+
+    def _read_body(self, response: requests.Response, request_id: str | None) -> ResponseTurn:
+        with self._http.errors(self._url, request_id=request_id):
+            content = response.content
+        payload = decode_object(content, request_id, what="the response body")
+        if payload.get("object") != "response" and "output" not in payload:
+            error = error_details(payload)
+            if error is not None:
+                raise InBandError(
+                    f"{self._url} answered HTTP 200 with an error: {error[1]}",
+                    request_id=request_id,
+                    status_code=response.status_code,
+                    code=error[0],
+                    body=trim(content.decode("utf-8", "replace")),
+                )
+            raise ProtocolError(
+                f"{self._url} answered without a response object: expected "
+                '{"object": "response", "output": [...]}',
+                request_id=request_id,
+                body=trim(content.decode("utf-8", "replace")),
+            )
+        return turn_from_body(payload)
+
+    def _finish(
+        self,
+        state: _Conversation,
+        body: dict[str, Any],
+        turn: ResponseTurn,
+        request_id: str | None,
+    ) -> Iterator[Event]:
+        if turn.status in ("failed", "error"):
+            code, message = turn.error or ("failed", "the response failed without an error")
+            yield RunFailed(code=code, message=message, request_id=request_id, raw=turn.raw)
+            return
+        if turn.status == "incomplete":
+            reason = turn.incomplete_reason or "unknown"
+            yield RunFailed(
+                code="incomplete",
+                message=f"the response ended incomplete ({reason}); a function call or the "
+                "answer may be cut short (raise max_output_tokens if that is the reason)",
+                request_id=request_id,
+                raw=turn.raw,
+            )
+            return
+        if turn.status != "completed":
+            raise ProtocolError(
+                f"{self._url} answered a response with status {turn.status!r}; expected "
+                "completed, failed or incomplete (background responses are not supported)",
+                request_id=request_id,
+            )
+        calls = function_calls(turn.output, self._url)
+        response_id = turn.response_id or f"resp_{uuid.uuid4().hex}"
+        state.turn_usage = add_usage(state.turn_usage, turn.usage)
+        # The state moves before the last event is yielded: a consumer that stops reading at
+        # the pause must still find the conversation in its new state.
+        with self._lock:
+            state.previous_response_id = response_id
+            if not self.store:
+                state.items = [*body["input"], *copy.deepcopy(turn.output)]
+            if calls:
+                batch = ToolBatch(
+                    batch_id=response_id,
+                    calls=calls,
+                    resume={"request_id": request_id, "response_id": response_id},
+                )
+                state.pending = batch
+            else:
+                state.pending = None
+        if calls:
+            yield ToolCallsRequested(batch=batch)
+            return
+        yield RunFinished(
+            answer=turn.answer(),
+            usage=state.turn_usage,
+            message_id=response_id,
+            request_id=request_id,
+            raw=turn.raw,
+        )
+
+    def _state(self, conversation_id: str) -> _Conversation:
+        with self._lock:
+            state = self._conversations.get(conversation_id)
+        if state is None:
+            raise ConversationLostError(
+                f"unknown conversation id {conversation_id!r}: call create_conversation() "
+                "first, or import_state() the state exported before a restart"
+            )
+        return state
+
+
+@dataclass
+class _Conversation:
+    previous_response_id: str | None = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+    """store=False: every item sent and received so far, resent with each request."""
+    pending: ToolBatch | None = None
+    turn_tools: dict[str, Any] = field(default_factory=dict)
+    """The `tools`/`tool_choice` fields of the current turn, sent again with its outputs."""
+    turn_usage: dict[str, Any] | None = None

@@ -1,0 +1,76 @@
+"""The Responses adapter through `Bridge` against the Responses emulator: a two-turn tool
+conversation chained by previous_response_id (store) or resent item by item (store=false)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from bridge.conversation import Bridge
+from bridge.emulator import Emulator
+from bridge.platforms.openai_responses import OpenAIResponsesPlatform
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: City name.
+    """
+    return f"sunny in {city}"
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[Emulator]:
+    with Emulator(protocol="responses", faults="") as emulator:
+        yield emulator
+
+
+def platform_for(emu: Emulator, *, store: bool) -> OpenAIResponsesPlatform:
+    env = emu.env()
+    return OpenAIResponsesPlatform(
+        env["OPENAI_BASE_URL"], env["OPENAI_MODEL"], env["OPENAI_API_KEY"], store=store
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("store", [True, False])
+def test_a_two_turn_tool_conversation(emu: Emulator, store: bool, stream: bool) -> None:
+    emu.clear_requests()
+    with Bridge(platform_for(emu, store=store), tools=[get_weather], stream=stream) as bridge:
+        conv = bridge.conversation()
+        first = conv.ask("What is the weather in Paris and Tokyo?")
+        second = conv.ask("What is the weather in Oslo?")
+    assert first.answer == "Paris: sunny in Paris\nTokyo: sunny in Tokyo"
+    assert [run.output for run in first.tool_runs] == ["sunny in Paris", "sunny in Tokyo"]
+    assert (first.rounds, second.rounds) == (1, 1)
+    assert second.answer == "sunny in Oslo"
+    bodies = [r.json for r in emu.requests if r.path == "/v1/responses"]
+    assert len(bodies) == 4
+    assert all(body["tools"][0]["strict"] is True for body in bodies)
+    if store:
+        assert [("previous_response_id" in body) for body in bodies] == [False, True, True, True]
+        assert [len(body["input"]) for body in bodies] == [1, 2, 1, 1]
+    else:
+        assert not any("previous_response_id" in body for body in bodies)
+        kinds = [item.get("type") for item in bodies[-1]["input"]]
+        assert kinds.count("function_call_output") == 3 and kinds.count("reasoning") == 2
+    conversation = emu.conversation(emu.conversation_ids()[-1])
+    assert conversation.pending_call_ids == ()
+    assert set(conversation.accepted_outputs.values()) == {1}
+
+
+def test_a_restart_continues_from_the_exported_state(emu: Emulator) -> None:
+    with Bridge(platform_for(emu, store=True), tools=[get_weather]) as bridge:
+        conv = bridge.conversation()
+        conv.ask("What is the weather in Paris?")
+        state = json.loads(json.dumps(bridge.platform.export_state(conv.id)))  # type: ignore[attr-defined]
+        conversation_id = conv.id
+    after = platform_for(emu, store=True)
+    after.import_state(conversation_id, state)
+    with Bridge(after, tools=[get_weather]) as bridge:
+        result = bridge.conversation(conversation_id).ask("What is the weather in Lima?")
+    assert result.answer == "sunny in Lima"
+    assert emu.requests[-2].json["previous_response_id"] == state["previous_response_id"]
