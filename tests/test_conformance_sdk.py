@@ -34,6 +34,18 @@ SCENARIO: dict[str, Any] = {
         "instruction": "你是一个天气助手",
         "prologue": "你好",
         "example_queries": ["北京天气怎么样？"],
+        "components": [
+            {
+                "code": "WeatherQuery",
+                "name": "天气查询",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+                "answer": "{city}：晴",
+            }
+        ],
     },
     "rules": [
         {
@@ -269,9 +281,41 @@ def test_the_console_lists_and_describes_the_app(
         "你好",
     )
     assert described["exampleQueries"] == ["北京天气怎么样？"] and described["requestId"]
+    assert described["components"] == [
+        {"code": "WeatherQuery", "name": "天气查询", "description": ""}
+    ]
     paths = {(r.method, r.path) for r in requests if r.path in ("/v2/app", "/v2/apps")}
     assert paths == {("POST", "/v2/app"), ("GET", "/v2/apps")}
     assert results["errors"]["unknown_app_described"]["type"] == "NotFoundException"
+
+
+def test_tool_choice_runs_one_of_the_app_components(
+    conformance: tuple[dict[str, Any], Emulator, Any],
+) -> None:
+    results, emu, _ = conformance
+    got = results["component_choice"]
+    for events, city in ((got["events"], "北京"), (got["stream_events"], "上海")):
+        call = {"arguments": {"city": city}, "component_code": "WeatherQuery"}
+        assert events[0][:3] == ["ChatAgent", "function_call", "done"]
+        assert events[0][3]["text"] == {**call, "component_name": "天气查询"}
+        assert [e[:3] for e in events[1:4]] == [
+            ["WeatherQuery", "status", "preparing"],
+            ["WeatherQuery", "text", "done"],
+            ["WeatherQuery", "status", "success"],
+        ]
+        assert events[2][3] == {"text": f"{city}：晴"}
+        assert [e[:3] for e in events[4:5]] == [["ChatAgent", "status", "preparing"]]
+        assert [e[:3] for e in events[-2:]] == [
+            ["ChatAgent", "text", "done"],
+            ["ChatAgent", "status", "success"],
+        ]
+    # input {} and one required input: the query fills it.
+    assert got["answer"] == "北京：晴" and got["stream_answer"] == "上海：晴"
+    messages = emu.conversation(got["conversation_id"]).messages
+    assert [(m.query, m.answer, m.tool_calls) for m in messages] == [
+        ("北京", "北京：晴", ()),
+        ("天气", "上海：晴", ()),
+    ]
 
 
 def test_errors_reach_the_sdk_as_its_own_exceptions(

@@ -36,9 +36,23 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bridge.emulator import console, wire
+from bridge.emulator.components import (
+    ComponentCall,
+    ComponentError,
+    call_component,
+    component_events,
+)
 from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
-from bridge.emulator.planner import CompletedAsk, CompletedCall, ForcedTool, Planner, RunContext
+from bridge.emulator.planner import (
+    AnswerStep,
+    CompletedAsk,
+    CompletedCall,
+    ForcedTool,
+    Planner,
+    RunContext,
+    Step,
+)
 from bridge.emulator.render import merge_chunks, render_step
 from bridge.emulator.scenario import App, Scenario, load_scenario
 from bridge.emulator.state import (
@@ -152,6 +166,7 @@ class EmulatorApp:
             with self.state.lock:
                 conv = self._conversation(req.conversation_id)
                 _check_files(conv, req.file_ids or [])
+                component = None
                 if req.tool_outputs:
                     run = _pending_run(conv, req.tool_outputs)
                     round_index = run.context.steps_done + 1
@@ -162,7 +177,7 @@ class EmulatorApp:
                     match = run.context.match
                 else:
                     run = None
-                    context = self._new_context(conv, req)
+                    context, component = self._new_context(conv, req)
                     round_index, match = 0, context.match
                 rule_fault = match.rule.fault_spec if match else None
                 fault = self._fault(header_fault, rule_fault, "runs", round_index)
@@ -178,14 +193,20 @@ class EmulatorApp:
                         conv.accepted_outputs[output.tool_call_id] = accepted + 1
                 else:
                     _take_answer(run, req.query or "")
+                if component is not None:
+                    step: Step = AnswerStep(component.output)
+                    before = component_events(component, conv.next_event_id)
+                else:
+                    step, before = self.planner.next_step(run.context), None
                 rendered = render_step(
-                    self.planner.next_step(run.context),
+                    step,
                     conv=conv,
                     run=run.context,
                     message_id=run.message_id,
                     request_id=rid,
                     model=self.planner.settings.model,
                     chunk_chars=self.planner.settings.chunk_chars,
+                    before=before,
                 )
                 if rendered.pending:
                     run.pending = rendered.pending
@@ -354,7 +375,10 @@ class EmulatorApp:
             )
         return conv
 
-    def _new_context(self, conv: Conversation, req: wire.RunRequest) -> RunContext:
+    def _new_context(
+        self, conv: Conversation, req: wire.RunRequest
+    ) -> tuple[RunContext, ComponentCall | None]:
+        """The new run's context, and the component run when ``tool_choice`` names one."""
         if conv.active is not None and conv.active.pending:
             ids = ", ".join(p.call_id for p in conv.active.pending)
             raise _ReplyError(
@@ -368,9 +392,25 @@ class EmulatorApp:
             if t.function is not None
         )
         query = req.query or ""
-        forced = _forced_tool(req.tool_choice, tools)
-        match = None if forced else self.planner.match(query, (t.name for t in tools))
-        return RunContext(query=query, tools=tools, forced=forced, match=match)
+        component = self._component(req.tool_choice, tools, query)
+        forced = None if component else _forced_tool(req.tool_choice, tools, self.app)
+        match = None if forced or component else self.planner.match(query, (t.name for t in tools))
+        return RunContext(query=query, tools=tools, forced=forced, match=match), component
+
+    def _component(
+        self, choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...], query: str
+    ) -> ComponentCall | None:
+        """The app's component a ``tool_choice`` names (a tool of the run wins a name clash)."""
+        if choice is None or choice.type != "function" or choice.function is None:
+            return None
+        name = choice.function.name
+        component = self.app.component(name)
+        if component is None or any(t.name == name for t in tools):
+            return None
+        try:
+            return call_component(component, choice.function.input, query)
+        except ComponentError as exc:
+            raise _ReplyError(400, str(exc)) from None
 
     def _fault(
         self,
@@ -493,16 +533,22 @@ def _check_files(conv: Conversation, file_ids: list[str]) -> None:
         )
 
 
-def _forced_tool(choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...]) -> ForcedTool | None:
+def _forced_tool(
+    choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...], app: App
+) -> ForcedTool | None:
     if choice is None or choice.type != "function" or choice.function is None:
         return None
     name = choice.function.name
     if name not in {t.name for t in tools}:
         sent = ", ".join(t.name for t in tools) or "none"
+        own = (
+            ", ".join(c.code for c in app.components)
+            or "none (declare them in the scenario's app.components)"
+        )
         raise _ReplyError(
             400,
-            f"tool_choice names the tool {name!r}, which is not among the tools of this run "
-            f"(tools: {sent})",
+            f"tool_choice names {name!r}, which is neither a tool of this run (tools: {sent}) "
+            f"nor a component of the app (components: {own})",
         )
     return ForcedTool(name=name, input=dict(choice.function.input))
 

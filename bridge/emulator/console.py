@@ -54,7 +54,10 @@ def describe_app(request_id: str, app_id: str, app: App) -> dict[str, Any]:
         "prologue": app.prologue,
         "exampleQueries": list(app.example_queries),
         "followupQueries": {},
-        "components": [],
+        "components": [
+            {"code": c.code, "name": c.display_name, "description": c.description}
+            for c in app.components
+        ],
         "knowledgeBaseConfig": None,
         "modelConfig": None,
         "background": None,

@@ -71,8 +71,13 @@ def render_step(
     request_id: str,
     model: str,
     chunk_chars: int,
+    before: list[dict[str, Any]] | None = None,
 ) -> Rendered:
-    """The chunks for `step`, with fresh event ids from `conv`."""
+    """The chunks for `step`, with fresh event ids from `conv`.
+
+    `before` are events the platform sent ahead of the agent's own (a component it ran),
+    one chunk each.
+    """
 
     def make(answer: str, content: list[dict[str, Any]], done: bool = False) -> dict[str, Any]:
         return wire.chunk(
@@ -91,7 +96,8 @@ def render_step(
         content_type="status",
         outputs={},
     )
-    chunks = [make("", [preparing])]
+    chunks = [make("", [e]) for e in before or []]
+    chunks.append(make("", [preparing]))
     prompt = _prompt_tokens(run)
     if isinstance(step, CallStep):
         pending = [

@@ -31,6 +31,20 @@ The optional ``app`` section describes the app as the console endpoints report i
       instruction: 你是一个天气助手
       prologue: 你好，我可以帮你查天气
       example_queries: [北京今天天气怎么样？]
+      components:                # the app's own components, for tool_choice
+        - code: WeatherQuery     # the English name tool_choice gives
+          name: 天气查询
+          parameters:
+            type: object
+            properties: {city: {type: string}}
+            required: [city]
+          answer: "{city}今天晴，25°C"   # the component's result (default: a line naming it)
+
+A run whose ``tool_choice`` names a component (and no tool of the run) calls it on the server
+side, as the platform does: its ``input`` gives the arguments, and when it omits the only
+required one, the query fills it. The events are the platform's: ``function_call`` (component
+code, name, arguments), the component's own ``preparing``, ``text/done`` and ``success``, then
+the agent's answer, which is the component's result.
 
 A step can also ask the person a question instead of calling tools, the way an AppBuilder
 workflow's information-collection node (信息收集节点) does::
@@ -79,12 +93,13 @@ from bridge.emulator.templates import (
     TemplateSyntaxError,
     parse_template,
 )
-from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
+from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error, schema_problems
 from bridge.errors import UsageError
 
 __all__ = [
     "App",
     "Call",
+    "Component",
     "Rule",
     "Scenario",
     "ScenarioError",
@@ -222,6 +237,26 @@ class Rule(_Model):
         return self.name or self.match
 
 
+class Component(_Model):
+    """One of the app's own components (组件), callable through ``tool_choice`` only."""
+
+    code: str = Field(pattern=TOOL_NAME_PATTERN)
+    """The English name (唯一标识) that ``tool_choice.function.name`` gives."""
+    name: str | None = None
+    """The display name (default: `code`)."""
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The component's inputs, a JSON Schema object (``required`` ones must be given)."""
+    answer: str | None = None
+    """Template of the component's result, which becomes the reply (``{query}`` and the
+    inputs by name); None for a built-in line naming the component and its inputs."""
+
+    @property
+    def display_name(self) -> str:
+        """The name events and the console show."""
+        return self.name or self.code
+
+
 class App(_Model):
     """What the console endpoints (``DescribeApps``, ``DescribeApp``, ``GET /v2/apps``) say
     about the emulated app; none of it changes how runs are planned."""
@@ -236,6 +271,12 @@ class App(_Model):
     """The opening line (开场白)."""
     example_queries: list[str] = Field(default_factory=list)
     """The recommended questions (推荐问题)."""
+    components: list[Component] = Field(default_factory=list)
+    """Components a run can force with ``tool_choice`` (not sent as the run's tools)."""
+
+    def component(self, code: str) -> Component | None:
+        """The component whose `code` is `code`."""
+        return next((c for c in self.components if c.code == code), None)
 
 
 class Scenario(_Model):
@@ -300,6 +341,7 @@ def _build(data: dict[str, Any], label: str) -> Scenario:
     except ValidationError as exc:
         raise ScenarioError(f"{label}: {format_validation_error(exc)}") from None
     _check_settings(scenario, label)
+    _check_components(scenario, label)
     for index, rule in enumerate(scenario.rules):
         _check_rule(rule, f"{label}: rules[{index}]")
     return scenario
@@ -310,6 +352,24 @@ def _check_settings(scenario: Scenario, label: str) -> None:
         _check_template(
             scenario.settings.plain_answer, f"{label}: settings.plain_answer", {"query"}, set()
         )
+
+
+def _check_components(scenario: Scenario, label: str) -> None:
+    seen: set[str] = set()
+    for index, component in enumerate(scenario.app.components):
+        where = f"{label}: app.components[{index}]"
+        if component.code in seen:
+            raise ScenarioError(f"{where}.code: {component.code!r} is used by two components")
+        seen.add(component.code)
+        schema = component.parameters
+        problems = schema_problems(schema, f"{where}.parameters")
+        if schema.get("type") != "object":
+            problems.insert(0, f"{where}.parameters: the inputs must be a schema of type 'object'")
+        if problems:
+            raise ScenarioError("; ".join(problems))
+        if component.answer is not None:
+            names = {"query", *schema.get("properties", {})}
+            _check_template(component.answer, f"{where}.answer", names, set())
 
 
 def _check_rule(rule: Rule, where: str) -> None:

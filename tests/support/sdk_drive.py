@@ -240,6 +240,34 @@ def check_async_upload_url(app_id: str) -> dict[str, Any]:
     return asyncio.run(drive())
 
 
+def check_component_choice(client: Any) -> dict[str, Any]:
+    """tool_choice naming one of the app's own components (not a tool of the run)."""
+    from appbuilder.core.console.appbuilder_client import data_class
+
+    def choice(given: dict[str, Any]) -> Any:
+        function = data_class.ToolChoiceFunction(name="WeatherQuery", input=given)
+        return data_class.ToolChoice(type="function", function=function)
+
+    def seen(answers: list[Any]) -> list[list[Any]]:
+        return [
+            [e.event_type, e.content_type, e.status, e.detail] for a in answers for e in a.events
+        ]
+
+    conversation_id = client.create_conversation()
+    message = client.run(conversation_id, "北京", tool_choice=choice({}))
+    streamed = client.run(
+        conversation_id, "天气", tool_choice=choice({"city": "上海"}), stream=True
+    )
+    chunks = list(streamed.content)
+    return {
+        "conversation_id": conversation_id,
+        "events": seen([message.content]),
+        "answer": message.content.answer,
+        "stream_events": seen(chunks),
+        "stream_answer": "".join(c.answer for c in chunks),
+    }
+
+
 def check_console(app_id: str) -> dict[str, Any]:
     """The console calls: describe_apps, describe_app, get_app_list, get_all_apps."""
     described = appbuilder.describe_app(app_id)
@@ -320,6 +348,7 @@ def main() -> None:
         "files_and_feedback": lambda: check_files_and_feedback(client),
         "async_upload_url": lambda: check_async_upload_url(app_id),
         "console": lambda: check_console(app_id),
+        "component_choice": lambda: check_component_choice(client),
         "errors": lambda: check_errors(client, app_id),
     }
     results: dict[str, Any] = {"sdk_version": appbuilder.__version__}
