@@ -10,7 +10,7 @@ import requests
 
 from bridge.errors import ProtocolError
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.appbuilder._errors import CallContext, in_band_error, map_errors
+from bridge.platforms.appbuilder._errors import CallContext, in_band_error
 from bridge.platforms.appbuilder.models import RunChunk, RunResponse
 
 __all__ = ["RunStream"]
@@ -78,7 +78,7 @@ class RunStream(Iterator[RunChunk]):
             yield self.whole_answer
             return
         try:
-            with map_errors(ctx):
+            with ctx.errors():
                 for data in iter_sse_data(self._response.iter_content(chunk_size=None)):
                     payload = json.loads(data)
                     if not isinstance(payload, dict):

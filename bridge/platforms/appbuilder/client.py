@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 import uuid
@@ -22,7 +21,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
-from bridge.platforms._http import connect_failure, new_session, origin
+from bridge.platforms._transport import Files, Transport
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
     check_conversation_id,
@@ -33,13 +32,11 @@ from bridge.platforms.appbuilder._arguments import (
     wire_tool_outputs,
 )
 from bridge.platforms.appbuilder._errors import (
+    CONFIG_HINT,
     REQUEST_ID_HEADER,
     CallContext,
     in_band_error,
-    is_connect_error,
-    map_errors,
-    status_error,
-    translate_error,
+    read_status_error,
 )
 from bridge.platforms.appbuilder._stream import RunStream
 from bridge.platforms.appbuilder.models import (
@@ -53,7 +50,7 @@ from bridge.platforms.appbuilder.models import (
     ToolChoice,
     ToolOutput,
 )
-from bridge.platforms.retry import ExcKind, RetryPolicy
+from bridge.platforms.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -71,10 +68,9 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 120.0
 SDK_VERSION = "1.1.5"
 """The official SDK version we present ourselves as, so the service treats us the same."""
-_ERROR_BODY_LIMIT = 64 * 1024
 _FEEDBACK_TYPES = ("upvote", "downvote", "cancel")
 
-FilesFactory = Callable[[], dict[str, tuple[str | None, Any]]]
+FilesFactory = Callable[[], Files]
 
 
 class AppBuilderClient:
@@ -94,6 +90,7 @@ class AppBuilderClient:
             `retry_policy` is given). Never after a byte of a successful answer was read.
         retry_policy: Full control of retries and backoff.
         session: A `requests.Session` to use (not closed by `close()`); default: a new one.
+        sleep: Waits between attempts (tests inject one that does not).
 
     Raises:
         ConfigurationError: The app id or token is missing, or a timeout is not positive.
@@ -110,6 +107,7 @@ class AppBuilderClient:
         max_retries: int = 3,
         retry_policy: RetryPolicy | None = None,
         session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         app_id = app_id or os.environ.get("APPBUILDER_APP_ID", "")
         token = token or os.environ.get("APPBUILDER_TOKEN", "")
@@ -159,10 +157,19 @@ class AppBuilderClient:
             raise ConfigurationError(str(exc)) from None
         self._authorization = authorization
         self._platform = os.environ.get("APPBUILDER_SDK_PLATFORM", "unknown")
-        self._session = session or new_session(self.base_url)
-        self._owns_session = session is None
+        self._http = Transport(
+            label="AppBuilder",
+            connect_timeout=self.connect_timeout,
+            idle_timeout=self.idle_timeout,
+            retry_policy=self.retry_policy,
+            read_status_error=read_status_error,
+            request_id_header=REQUEST_ID_HEADER,
+            config_hint=CONFIG_HINT,
+            session=session,
+            sleep=sleep,
+            base_url=self.base_url,
+        )
         self._mcp_context: str | None = None
-        self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
         return (
@@ -174,8 +181,7 @@ class AppBuilderClient:
 
     def close(self) -> None:
         """Release pooled connections (a session passed in by the caller stays open)."""
-        if self._owns_session:
-            self._session.close()
+        self._http.close()
 
     def __enter__(self) -> AppBuilderClient:
         return self
@@ -201,7 +207,7 @@ class AppBuilderClient:
         payload = self._read_json(response, ctx)
         if _error_code(payload) and not payload.get("conversation_id"):
             raise in_band_error(ctx, payload)
-        with map_errors(ctx):
+        with ctx.errors():
             result = ConversationResponse.model_validate(payload)
         if not result.conversation_id:
             raise ProtocolError(
@@ -253,7 +259,7 @@ class AppBuilderClient:
         payload = self._read_json(response, ctx)
         if _error_code(payload) and not payload.get("id"):
             raise in_band_error(ctx, payload)
-        with map_errors(ctx):
+        with ctx.errors():
             result = FileUploadResponse.model_validate(payload)
         if not result.id:
             raise ProtocolError(
@@ -407,7 +413,7 @@ class AppBuilderClient:
         # (HTTP 200, often an error such as a failed workflow node): read it as the whole
         # answer, so its code and message are reported instead of an empty stream.
         payload = self._read_json(response, ctx)
-        with map_errors(ctx):
+        with ctx.errors():
             result = RunResponse.model_validate(payload)
         if result.is_error:
             raise in_band_error(ctx, payload)
@@ -450,7 +456,7 @@ class AppBuilderClient:
         payload = self._read_json(response, ctx, allow_empty=True)
         if _error_code(payload):
             raise in_band_error(ctx, payload)
-        with map_errors(ctx):
+        with ctx.errors():
             result = FeedbackResponse.model_validate(payload)
         return ctx.request_id(result.request_id) or ""
 
@@ -494,122 +500,32 @@ class AppBuilderClient:
         """
         url = self.api_root + path
         request_id = str(uuid.uuid4())
+        # Every header per call, in the SDK's order: the wire stays byte-for-byte the SDK's.
+        headers = self._headers(request_id, json_body=files is None, mcp_context=mcp_context)
+        response = self._http.request(
+            "POST",
+            url,
+            data=body,
+            files=files,
+            headers=headers,
+            stream=True,
+            operation=operation,
+        )
         ctx = CallContext(
             operation=operation,
             url=url,
-            connect_timeout=self.connect_timeout,
-            idle_timeout=self.idle_timeout,
+            transport=self._http,
             sent_request_id=request_id,
+            header_request_id=self._http.request_id(response),
         )
-        headers = self._headers(request_id, json_body=files is None, mcp_context=mcp_context)
-        policy = self.retry_policy
-        attempt = 0
-        while True:
-            log.debug(
-                "AppBuilder %s: POST %s request_id=%s attempt=%d",
-                operation,
-                url,
-                request_id,
-                attempt + 1,
-            )
-            try:
-                response = self._send(url, headers, body, files)
-            except requests.exceptions.RequestException as exc:
-                kind: ExcKind = "connect" if is_connect_error(exc) else "other"
-                if policy.should_retry(attempt, exc_kind=kind):
-                    wait = policy.delay(attempt)
-                    reason = f"cannot connect to {origin(url)} ({connect_failure(exc)})"
-                    log.debug(
-                        "AppBuilder %s: %s; retry %d/%d in %.2f s",
-                        operation,
-                        reason,
-                        attempt + 1,
-                        policy.max_retries,
-                        wait,
-                    )
-                    policy.announce(attempt, wait, reason=reason)
-                    self._sleep(wait)
-                    attempt += 1
-                    continue
-                log.debug("AppBuilder %s: %s, not retried", operation, type(exc).__name__)
-                raise translate_error(exc, ctx) from exc
-            status = response.status_code
-            ctx.header_request_id = response.headers.get(REQUEST_ID_HEADER) or None
-            if status < 400:
-                return response, ctx
-            retry_after = response.headers.get("Retry-After")
-            if policy.should_retry(attempt, status=status):
-                wait = policy.delay(attempt, retry_after)
-                if math.isfinite(wait):
-                    log.debug(
-                        "AppBuilder %s: HTTP %d (Retry-After %r); retry %d/%d in %.2f s",
-                        operation,
-                        status,
-                        retry_after,
-                        attempt + 1,
-                        policy.max_retries,
-                        wait,
-                    )
-                    response.close()
-                    policy.announce(attempt, wait, status=status)
-                    self._sleep(wait)
-                    attempt += 1
-                    continue
-                log.debug(
-                    "AppBuilder %s: HTTP %d, Retry-After %r over max_retry_after=%s: not retried",
-                    operation,
-                    status,
-                    retry_after,
-                    policy.max_retry_after,
-                )
-            else:
-                log.debug(
-                    "AppBuilder %s: HTTP %d, not retried (attempt %d)",
-                    operation,
-                    status,
-                    attempt + 1,
-                )
-            try:
-                with map_errors(ctx):
-                    text = _read_limited(response)
-            finally:
-                response.close()
-            raise status_error(
-                ctx,
-                status,
-                response.headers,
-                text,
-                retry_after=policy.parse_retry_after(retry_after),
-            )
-
-    def _send(
-        self,
-        url: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        files: FilesFactory | None,
-    ) -> requests.Response:
-        parts = files() if files is not None else None
-        try:
-            return self._session.post(
-                url,
-                data=body,
-                files=parts,
-                headers=headers,
-                timeout=(self.connect_timeout, self.idle_timeout),
-                stream=True,
-            )
-        finally:
-            for _, value in (parts or {}).values():
-                if hasattr(value, "close"):
-                    value.close()
+        return response, ctx
 
     def _read_json(
         self, response: requests.Response, ctx: CallContext, *, allow_empty: bool = False
     ) -> dict[str, Any]:
         ctx.streaming = True
         try:
-            with map_errors(ctx):
+            with ctx.errors():
                 raw = response.content
                 if allow_empty and not raw.strip():
                     return {}
@@ -633,12 +549,3 @@ def _is_json(response: requests.Response) -> bool:
 def _error_code(payload: Mapping[str, Any]) -> bool:
     code = payload.get("code")
     return code is not None and str(code).strip() not in ("", "0")
-
-
-def _read_limited(response: requests.Response) -> str:
-    data = bytearray()
-    for piece in response.iter_content(chunk_size=8192):
-        data += piece
-        if len(data) >= _ERROR_BODY_LIMIT:
-            break
-    return bytes(data[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace")

@@ -1,46 +1,71 @@
-"""Every exception the libraries under the client can raise is translated (httpx-style check).
+"""AppBuilder's side of error translation: names, hints, request ids, bodies, in-band errors.
 
-The transport failures themselves are exercised over real HTTP in test_appbuilder_faults.py;
-here each class is raised inside `map_errors` to prove that none is left unmapped.
+The kernel's table (every `requests`/urllib3 class) is tested in tests/platforms/
+test_transport_errors.py, the failures themselves over real HTTP in test_appbuilder_faults.py;
+here each class is raised inside `CallContext.errors` to show AppBuilder's words and ids.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 import pytest
 import requests
 import urllib3.exceptions
+from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import (
+    AuthenticationError,
     BridgeError,
     ConfigurationError,
     InBandError,
+    NotFoundError,
     PlatformConnectionError,
     PlatformError,
     PlatformTimeoutError,
     ProtocolError,
+    ServerError,
     StreamInterruptedError,
-)
-from bridge.platforms.appbuilder._errors import (
-    CallContext,
     StreamTimeoutError,
-    in_band_error,
-    is_connect_error,
-    map_errors,
-    status_error,
 )
+from bridge.platforms._transport import KEPT_BODY, ErrorAnswer, Transport
+from bridge.platforms.appbuilder._errors import (
+    CONFIG_HINT,
+    REQUEST_ID_HEADER,
+    CallContext,
+    in_band_error,
+    read_status_error,
+)
+from bridge.platforms.retry import RetryPolicy
+
+URL = "http://127.0.0.1:1/v2/app/conversation/runs"
 
 
-def _ctx(*, streaming: bool = False) -> CallContext:
-    ctx = CallContext(
-        operation="run",
-        url="http://127.0.0.1:1/v2/app/conversation/runs",
+@pytest.fixture(scope="module")
+def transport() -> Iterator[Transport]:
+    transport = Transport(
+        label="AppBuilder",
         connect_timeout=10.0,
         idle_timeout=120.0,
+        retry_policy=RetryPolicy(),
+        read_status_error=read_status_error,
+        request_id_header=REQUEST_ID_HEADER,
+        config_hint=CONFIG_HINT,
+    )
+    yield transport
+    transport.close()
+
+
+def _ctx(transport: Transport, *, streaming: bool = False) -> CallContext:
+    ctx = CallContext(
+        operation="run",
+        url=URL,
+        transport=transport,
         sent_request_id="sent-1",
         streaming=streaming,
     )
@@ -68,15 +93,15 @@ def _instance(cls: type[BaseException]) -> BaseException:
 @pytest.mark.parametrize("cls", _requests_exception_classes(), ids=lambda c: c.__name__)
 @pytest.mark.parametrize("streaming", [False, True], ids=["before-body", "mid-stream"])
 def test_every_requests_exception_is_translated(
-    cls: type[requests.exceptions.RequestException], streaming: bool
+    transport: Transport, cls: type[requests.exceptions.RequestException], streaming: bool
 ) -> None:
     original = _instance(cls)
-    with pytest.raises(BridgeError) as info, map_errors(_ctx(streaming=streaming)):
+    with pytest.raises(BridgeError) as info, _ctx(transport, streaming=streaming).errors():
         raise original
     error = info.value
     assert error.__cause__ is original
     assert isinstance(error, PlatformError | ConfigurationError)
-    assert "AppBuilder run" in error.message
+    assert error.message.startswith("AppBuilder run: ")
 
 
 @pytest.mark.parametrize(
@@ -87,39 +112,35 @@ def test_every_requests_exception_is_translated(
     ],
     ids=["json", "unicode"],
 )
-def test_decoding_errors_become_protocol_errors(original: BaseException) -> None:
-    with pytest.raises(ProtocolError) as info, map_errors(_ctx()):
+def test_decoding_errors_become_protocol_errors(
+    transport: Transport, original: BaseException
+) -> None:
+    with pytest.raises(ProtocolError) as info, _ctx(transport).errors():
         raise original
     assert info.value.__cause__ is original
     assert info.value.request_id == "sent-1"
 
 
-def test_validation_errors_become_protocol_errors() -> None:
+def test_validation_errors_become_protocol_errors(transport: Transport) -> None:
     class Model(pydantic.BaseModel):
         x: int
 
-    with pytest.raises(ProtocolError, match="cannot be decoded") as info, map_errors(_ctx()):
+    with pytest.raises(ProtocolError, match="cannot be decoded") as info, _ctx(transport).errors():
         Model.model_validate({"x": "not a number"})
     assert isinstance(info.value.__cause__, pydantic.ValidationError)
 
 
-def test_bridge_errors_and_unrelated_errors_pass_through() -> None:
+def test_bridge_errors_and_unrelated_errors_pass_through(transport: Transport) -> None:
     original = InBandError("x")
-    with pytest.raises(InBandError) as info, map_errors(_ctx()):
+    with pytest.raises(InBandError) as info, _ctx(transport).errors():
         raise original
     assert info.value is original
-    with pytest.raises(KeyError), map_errors(_ctx()):
+    with pytest.raises(KeyError), _ctx(transport).errors():
         raise KeyError("a bug of ours stays a bug")
 
 
-def _connection_error(reason: BaseException) -> requests.exceptions.ConnectionError:
-    return requests.exceptions.ConnectionError(
-        urllib3.exceptions.MaxRetryError(None, "/v2", reason)  # type: ignore[arg-type]
-    )
-
-
-REFUSED = urllib3.exceptions.NewConnectionError(None, "Connection refused")  # type: ignore[arg-type]
 READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/v2", "Read timed out.")  # type: ignore[arg-type]
+REFUSED = urllib3.exceptions.NewConnectionError(None, "Connection refused")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -129,7 +150,7 @@ READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/v2", "Read timed out.
         (requests.exceptions.ReadTimeout("t"), False, PlatformTimeoutError),
         (requests.exceptions.ReadTimeout("t"), True, StreamTimeoutError),
         (requests.exceptions.ConnectionError(READ_TIMEOUT), True, StreamTimeoutError),
-        (_connection_error(REFUSED), False, PlatformConnectionError),
+        (requests.exceptions.ConnectionError(REFUSED), False, PlatformConnectionError),
         (requests.exceptions.ChunkedEncodingError("ended"), True, StreamInterruptedError),
         (requests.exceptions.ChunkedEncodingError("ended"), False, PlatformConnectionError),
         (requests.exceptions.ConnectionError("reset"), True, StreamInterruptedError),
@@ -144,10 +165,12 @@ READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/v2", "Read timed out.
     ],
 )
 def test_translation_table(
-    exc: requests.exceptions.RequestException, streaming: bool, expected: type[BridgeError]
+    transport: Transport,
+    exc: requests.exceptions.RequestException,
+    streaming: bool,
+    expected: type[BridgeError],
 ) -> None:
-    ctx = _ctx(streaming=streaming)
-    with pytest.raises(expected) as info, map_errors(ctx):
+    with pytest.raises(expected) as info, _ctx(transport, streaming=streaming).errors():
         raise exc
     error = info.value
     assert type(error) is expected
@@ -157,41 +180,76 @@ def test_translation_table(
         assert "GATEWAY_URL_V2" in error.message
 
 
-@pytest.mark.parametrize(
-    ("exc", "expected"),
-    [
-        (requests.exceptions.ConnectTimeout("t"), True),
-        (_connection_error(REFUSED), True),
-        (_connection_error(urllib3.exceptions.ConnectTimeoutError("t")), True),
-        (requests.exceptions.ConnectionError(REFUSED), True),
-        (requests.exceptions.ConnectionError("reset by peer"), False),
-        (_connection_error(urllib3.exceptions.ProtocolError("aborted")), False),
-        (requests.exceptions.ReadTimeout("t"), False),
-        (requests.exceptions.SSLError("cert"), False),
-        (requests.exceptions.ChunkedEncodingError("x"), False),
-        (ValueError("x"), False),
-    ],
-)
-def test_only_connect_phase_errors_are_retryable(exc: BaseException, expected: bool) -> None:
-    assert is_connect_error(exc) is expected
+@dataclass
+class _Chunk:
+    request_id: str
+
+
+def test_a_stream_error_names_the_last_chunks_request_id_when_no_header_did(
+    transport: Transport,
+) -> None:
+    ctx = CallContext(operation="run", url=URL, transport=transport, sent_request_id="sent-1")
+    ctx.streaming = True
+    with pytest.raises(StreamInterruptedError) as info, ctx.errors():
+        ctx.received.append(_Chunk("body-7"))
+        raise requests.exceptions.ChunkedEncodingError("ended")
+    assert info.value.request_id == "body-7"
+    ctx.header_request_id = "hdr-7"
+    with pytest.raises(StreamInterruptedError) as info2, ctx.errors():
+        raise requests.exceptions.ChunkedEncodingError("ended")
+    assert info2.value.request_id == "hdr-7"
+
+
+def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> ErrorAnswer:
+    header_id = (headers or {}).get(REQUEST_ID_HEADER)
+    return ErrorAnswer(
+        where="AppBuilder run",
+        method="POST",
+        url=URL,
+        status=status,
+        reason="Reason",
+        headers=CaseInsensitiveDict(headers or {}),
+        text=body,
+        header_request_id=header_id,
+        sent_request_id="sent-1",
+        attempts=1,
+        retrying=False,
+        retry_after=None,
+    )
 
 
 def test_status_error_prefers_header_then_body_then_sent_id() -> None:
     body = json.dumps({"request_id": "body-id", "code": "X", "message": "m"})
-    with_header = status_error(_ctx(), 400, {"X-Appbuilder-Request-Id": "hdr"}, body)
+    with_header = read_status_error(_answer(400, body, {REQUEST_ID_HEADER: "hdr"}))
     assert with_header.request_id == "hdr"
-    assert status_error(_ctx(), 400, {}, body).request_id == "body-id"
-    assert status_error(_ctx(), 400, {}, "plain").request_id == "sent-1"
+    assert read_status_error(_answer(400, body)).request_id == "body-id"
+    assert read_status_error(_answer(400, "plain")).request_id == "sent-1"
+
+
+@pytest.mark.parametrize(
+    ("status", "cls", "hint"),
+    [
+        (401, AuthenticationError, "check the token (APPBUILDER_TOKEN or --token)"),
+        (404, NotFoundError, "check the app id (APPBUILDER_APP_ID or --app-id)"),
+        (500, ServerError, ""),
+    ],
+)
+def test_status_errors_say_what_to_check(status: int, cls: type[Any], hint: str) -> None:
+    body = json.dumps({"code": "C", "message": "没有权限"})
+    error = read_status_error(_answer(status, body))
+    assert type(error) is cls and error.code == "C"
+    assert error.message.startswith(f"AppBuilder run: {URL} answered HTTP {status}: 没有权限")
+    assert hint in error.message
 
 
 def test_status_error_trims_long_bodies() -> None:
-    error = status_error(_ctx(), 500, {}, "x" * 10_000)
-    assert error.body is not None and len(error.body) <= 501
-    assert len(error.message) < 400
+    error = read_status_error(_answer(500, "x" * 10_000))
+    assert error.body is not None and len(error.body) <= KEPT_BODY + 1
+    assert len(error.message) < 500
 
 
-def test_in_band_error_fields() -> None:
+def test_in_band_error_fields(transport: Transport) -> None:
     payload: dict[str, Any] = {"request_id": "b", "code": 7, "message": "failed", "content": None}
-    error = in_band_error(_ctx(), payload)
+    error = in_band_error(_ctx(transport), payload)
     assert (error.status_code, error.code, error.request_id) == (200, "7", "b")
     assert "failed" in str(error) and "HTTP 200" in str(error)

@@ -182,14 +182,17 @@ def test_max_retries_zero(fake: FakeAppBuilder, fake_url: str) -> None:
     assert len(fake.requests) == 1
 
 
-def test_retry_decisions_are_logged_at_debug(
+def test_retries_are_logged_at_info(
     client: AppBuilderClient, fake: FakeAppBuilder, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.push(json_reply({"code": "Busy", "message": "x"}, status=502), _conversation_ok())
-    with caplog.at_level(logging.DEBUG, logger="bridge.platforms.appbuilder"):
+    with caplog.at_level(logging.INFO, logger="bridge.platforms"):
         client.create_conversation()
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("bridge.platforms")]
-    assert any("HTTP 502" in m and "retry 1/3" in m for m in messages)
+    retries = [r for r in caplog.records if "retrying POST" in r.getMessage()]
+    assert len(retries) == 1 and retries[0].levelno == logging.INFO
+    message = retries[0].getMessage()
+    assert message.startswith("AppBuilder create_conversation: retrying POST http://")
+    assert "answered HTTP 502: x" in message and "(retry 1 of 3)" in message
 
 
 # --- connection-level failures --------------------------------------------------------------------
@@ -206,7 +209,7 @@ def test_connection_refused_is_retried_then_reported(caplog: pytest.LogCaptureFi
     client = AppBuilderClient("app-1", TOKEN, f"http://127.0.0.1:{port}", retry_policy=NO_WAIT)
     with (
         client,
-        caplog.at_level(logging.DEBUG, logger="bridge.platforms.appbuilder"),
+        caplog.at_level(logging.INFO, logger="bridge.platforms"),
         pytest.raises(PlatformConnectionError) as info,
     ):
         client.create_conversation()
@@ -215,7 +218,7 @@ def test_connection_refused_is_retried_then_reported(caplog: pytest.LogCaptureFi
     # The OS's words, not urllib3's "HTTPConnectionPool(host=...): Max retries exceeded".
     assert error.message == (
         f"AppBuilder create_conversation: cannot connect to http://127.0.0.1:{port} "
-        "(connection refused)"
+        "(connection refused); is the server running?"
     )
     assert isinstance(error.__cause__, Exception)
     assert error.request_id  # the id that was sent
@@ -254,7 +257,7 @@ def test_idle_stream_times_out(fake: FakeAppBuilder, fake_url: str) -> None:
     error = info.value
     assert isinstance(error, StreamTimeoutError) and isinstance(error, StreamInterruptedError)
     assert [c.answer for c in error.received] == ["a"]
-    assert "idle_timeout=1.0" in error.message
+    assert "was idle for more than 1 s (idle_timeout) after 1 event(s)" in error.message
     assert len(fake.requests) == 1
 
 
@@ -268,7 +271,7 @@ def test_no_answer_at_all_times_out_without_retry(fake: FakeAppBuilder, fake_url
     ):
         client.create_conversation()
     assert not isinstance(info.value, StreamInterruptedError)
-    assert "no response within idle_timeout=0.3" in info.value.message
+    assert "sent nothing for 0.3 s (idle_timeout)" in info.value.message
     assert len(fake.requests) == 1  # the server may have acted on it: never resent
 
 
@@ -286,7 +289,8 @@ def test_dropped_stream_keeps_what_arrived_and_is_not_retried(
     error = info.value
     assert not isinstance(error, PlatformTimeoutError)
     assert [c.answer for c in error.received] == seen == [str(i) for i in range(after)]
-    assert "dropped mid-stream" in error.message
+    assert "dropped mid-answer (" in error.message
+    assert error.message.endswith(f"after {after} event(s)")
     assert len(fake.requests) == 1
     assert fake.pending == 1
 
