@@ -74,3 +74,14 @@ def test_a_restart_continues_from_the_exported_state(emu: Emulator) -> None:
         result = bridge.conversation(conversation_id).ask("What is the weather in Lima?")
     assert result.answer == "sunny in Lima"
     assert emu.requests[-2].json["previous_response_id"] == state["previous_response_id"]
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_the_registry_builds_it_on_its_emulator(store: bool) -> None:
+    from bridge.platforms import open_platform
+
+    with open_platform("responses", emulator=True, store=store) as platform:
+        assert isinstance(platform, OpenAIResponsesPlatform) and platform.store is store
+        assert "serves model" in platform.check()
+        with Bridge(platform, tools=[get_weather]) as bridge:
+            assert bridge.ask("What is the weather in Paris?").answer == "sunny in Paris"
