@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import requests
 import requests.utils
 
-__all__ = ["connect_failure", "new_session", "origin"]
+__all__ = ["causes", "connect_failure", "new_session", "origin"]
 
 
 def new_session(base_url: str) -> requests.Session:
@@ -41,9 +42,9 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{host}{port}"
 
 
-def connect_failure(exc: BaseException) -> str:
-    """Why a connection failed, in a few words ("connection refused", "host not found"),
-    from the OS error that urllib3 and requests wrap in their own repr-laden messages."""
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and every exception behind it, nearest first: `__cause__`, `__context__`,
+    urllib3's `reason` and exception arguments (requests wraps urllib3 wraps the OS error)."""
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
     while todo:
@@ -51,6 +52,15 @@ def connect_failure(exc: BaseException) -> str:
         if id(error) in seen:
             continue
         seen.add(id(error))
+        yield error
+        nested = [error.__cause__, error.__context__, getattr(error, "reason", None), *error.args]
+        todo += [n for n in nested if isinstance(n, BaseException)]
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, in a few words ("connection refused", "host not found"),
+    from the OS error that urllib3 and requests wrap in their own repr-laden messages."""
+    for error in causes(exc):
         if isinstance(error, socket.gaierror):
             return "host name not found"
         if isinstance(error, ConnectionRefusedError):
@@ -63,8 +73,5 @@ def connect_failure(exc: BaseException) -> str:
             return "timed out"
         if isinstance(error, OSError) and error.errno is not None and error.strerror:
             return error.strerror.lower()
-        nested = [error.__cause__, error.__context__, getattr(error, "reason", None)]
-        nested += [arg for arg in error.args if isinstance(arg, BaseException)]
-        todo += [n for n in nested if isinstance(n, BaseException)]
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:199] + "…"

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ProtocolError
+from bridge.platforms._transport import trim
 from bridge.types import Event, Other, TextDelta, ToolCall
 
 __all__ = [
-    "BODY_LIMIT",
     "Completion",
     "PartialCall",
     "ToolCallAssembler",
@@ -25,17 +25,6 @@ __all__ = [
     "error_details",
     "trim",
 ]
-
-BODY_LIMIT = 64 * 1024
-"""Bytes of an error body read to find its message: enough for any JSON error, bounded."""
-KEPT_BODY = 1000
-"""Characters of a body kept on an exception's `body`."""
-
-
-def trim(text: str, limit: int = KEPT_BODY) -> str:
-    """`text` cut to `limit` characters, marked when cut."""
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass

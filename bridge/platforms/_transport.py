@@ -45,7 +45,7 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
-from bridge.platforms._http import connect_failure, new_session, origin
+from bridge.platforms._http import causes, connect_failure, new_session, origin
 from bridge.platforms.retry import ExcKind, RetryPolicy
 
 __all__ = [
@@ -471,22 +471,8 @@ def _read_error_body(response: requests.Response) -> str:
 # --- the translation table ----------------------------------------------------------------------
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """The exception and its causes: `__cause__`, `__context__`, urllib3's `reason`, `args`."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        link = todo.pop(0)
-        if id(link) in seen:
-            continue
-        seen.add(id(link))
-        yield link
-        nested = [getattr(link, "reason", None), link.__cause__, link.__context__, *link.args]
-        todo += [n for n in nested if isinstance(n, BaseException)]
-
-
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    return any(isinstance(link, kind) for link in _chain(exc))
+    return any(isinstance(link, kind) for link in causes(exc))
 
 
 def _exc_kind(exc: BaseException) -> ExcKind:
