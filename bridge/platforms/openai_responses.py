@@ -55,7 +55,7 @@ from bridge.platforms._responses_wire import (
     turn_from_body,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.base import PlatformLimits
+from bridge.platforms.base import PlatformLimits, PlatformState, state_field
 from bridge.platforms.openai_chat import _check_base_url, _check_model, _results_by_call
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
@@ -335,7 +335,7 @@ class OpenAIResponsesPlatform:
 
     # --- state across a restart ------------------------------------------------------------------
 
-    def export_state(self, conversation_id: str) -> dict[str, Any] | None:
+    def export_state(self, conversation_id: str) -> PlatformState | None:
         """What a new process needs to continue the conversation (JSON, no secrets).
 
         The last completed response's id, the transcript a ``store=False`` conversation
@@ -360,23 +360,28 @@ class OpenAIResponsesPlatform:
                 other ``store`` setting (a stored chain cannot be resent item by item, nor
                 the reverse).
         """
-        if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
+        version = state_field(state, "version", int, platform=self.name, default=None)
+        if version != STATE_VERSION:
             raise UsageError(
                 f"cannot import the state of conversation {conversation_id}: expected a dict "
-                f"written by export_state (version {STATE_VERSION}), got {state!r:.200}"
+                f"written by export_state (version {STATE_VERSION}), got {dict(state)!r:.200}"
             )
-        if state.get("store") is not self.store:
+        store = state_field(state, "store", bool, platform=self.name)
+        if store is not self.store:
             raise UsageError(
-                f"conversation {conversation_id} was kept with store={state.get('store')!r}, "
-                f"but this platform has store={self.store}; configure the same store setting"
+                f"conversation {conversation_id} was kept with store={store}, but this platform "
+                f"has store={self.store}; configure the same store setting"
             )
-        pending = state.get("pending")
+        previous = state_field(state, "previous_response_id", str, platform=self.name, default=None)
+        items = state_field(state, "items", list, platform=self.name, default=[])
+        pending = state_field(state, "pending", dict, platform=self.name, default=None)
+        tools = state_field(state, "turn_tools", dict, platform=self.name, default={})
         try:
             restored = _Conversation(
-                previous_response_id=state.get("previous_response_id"),
-                items=[dict(item) for item in state.get("items") or []],
+                previous_response_id=previous,
+                items=[dict(item) for item in items],
                 pending=ToolBatch.model_validate(pending) if pending else None,
-                turn_tools=dict(state.get("turn_tools") or {}),
+                turn_tools=dict(tools),
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(

@@ -527,6 +527,11 @@ def test_import_refuses_a_foreign_state_or_the_other_store_setting(server: Respo
             platform.import_state("c", {"messages": []})
         with pytest.raises(UsageError, match="configure the same store setting"):
             platform.import_state("c", {"version": 1, "store": False})
+        with pytest.raises(UsageError, match="'items' of type str; expected list"):
+            platform.import_state("c", {"version": 1, "store": True, "items": "x"})
+        with pytest.raises(UsageError, match="cannot import the state of conversation c"):
+            platform.import_state("c", {"version": 1, "store": True, "pending": {"calls": 1}})
+        assert not platform.knows("c")
 
 
 # --- settings ---------------------------------------------------------------------------------
