@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Sequence
@@ -20,8 +21,11 @@ from bridge.journal import (
     MessageStatus,
     PendingBatch,
     PlatformConversationRecord,
+    PlatformStateRecord,
+    StateSnapshot,
     now,
     redacted_arguments,
+    redacted_state,
 )
 from bridge.types import ToolBatch, ToolCall, ToolRun
 
@@ -48,6 +52,8 @@ class _Conv:
         self.message_ids: list[int] = []
         self.calls: dict[str, CallRecord] = {}
         self.batches: list[_Batch] = []
+        self.states: dict[str, PlatformStateRecord] = {}
+        """The latest platform state, by platform conversation id."""
         self.platform: list[PlatformConversationRecord] = [
             PlatformConversationRecord(
                 platform_conversation_id=conversation_id, created_at=self.record.created_at
@@ -183,9 +189,18 @@ class MemoryJournal(Journal):
         with self._lock:
             return [m for m in self._messages.values() if m.status == "running"]
 
-    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
+    def receive(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        *,
+        message_id: int | None,
+        state: StateSnapshot | None = None,
+    ) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
+            if state is not None:
+                self._save_state(conv, state)
             last = conv.batches[-1] if conv.batches else None
             if last is None or last.submitted or last.batch.batch_id != batch.batch_id:
                 conv.batches.append(_Batch(batch, message_id))
@@ -293,6 +308,30 @@ class MemoryJournal(Journal):
         with self._lock:
             conv = self._convs.get(conversation_id)
             return list(conv.platform) if conv else []
+
+    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
+        with self._lock:
+            self._save_state(self._conv(conversation_id), snapshot)
+
+    def _save_state(self, conv: _Conv, snapshot: StateSnapshot) -> None:
+        # A JSON round trip, as SQLite does: nothing the adapter keeps is shared with it.
+        text = json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
+        conv.states[snapshot.platform_conversation_id] = PlatformStateRecord(
+            conversation_id=conv.record.conversation_id,
+            platform_conversation_id=snapshot.platform_conversation_id,
+            platform=snapshot.platform,
+            state=json.loads(text),
+            writer=snapshot.writer,
+            updated_at=now(),
+        )
+
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        with self._lock:
+            conv = self._convs.get(conversation_id)
+            record = conv.states.get(platform_conversation_id) if conv else None
+            return record.model_copy(deep=True) if record is not None else None
 
     def request_approval(
         self,

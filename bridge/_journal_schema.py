@@ -11,7 +11,10 @@ from bridge.journal import (
     CallRecord,
     ConversationRecord,
     MessageRecord,
+    PlatformStateRecord,
+    StateSnapshot,
     redacted_arguments,
+    redacted_state,
 )
 from bridge.types import ToolCall
 
@@ -24,6 +27,8 @@ __all__ = [
     "call_record",
     "conversation_record",
     "message_record",
+    "platform_state_record",
+    "state_json",
 ]
 
 MIGRATIONS: list[str] = [
@@ -125,6 +130,20 @@ MIGRATIONS: list[str] = [
     CREATE INDEX approvals_by_status ON approvals (status, requested_at);
     CREATE INDEX approvals_by_conversation ON approvals (conversation_id, requested_at);
     """,
+    # 4 -> 5: what a platform adapter needs to continue a conversation in another process
+    # (Chat Completions' messages, a Responses id...), the latest only, one per platform
+    # conversation.
+    """
+    CREATE TABLE platform_states (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        platform_conversation_id TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        state TEXT NOT NULL,
+        writer TEXT NOT NULL DEFAULT '',
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, platform_conversation_id)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -140,6 +159,10 @@ CONVERSATION_SELECT = """
 
 def arguments_json(call: ToolCall) -> str:
     return json.dumps(redacted_arguments(call.arguments), ensure_ascii=False, default=str)
+
+
+def state_json(snapshot: StateSnapshot) -> str:
+    return json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
 
 
 def _time(value: str | None) -> datetime | None:
@@ -209,4 +232,15 @@ def approval_record(row: sqlite3.Row) -> ApprovalRecord:
         decided_by=row["decided_by"],
         decided_at=_time(row["decided_at"]),
         note=row["note"],
+    )
+
+
+def platform_state_record(row: sqlite3.Row) -> PlatformStateRecord:
+    return PlatformStateRecord(
+        conversation_id=row["conversation_id"],
+        platform_conversation_id=row["platform_conversation_id"],
+        platform=row["platform"],
+        state=json.loads(row["state"]),
+        writer=row["writer"],
+        updated_at=datetime.fromisoformat(row["updated_at"]),
     )

@@ -34,6 +34,8 @@ from bridge._journal_schema import (
     call_record,
     conversation_record,
     message_record,
+    platform_state_record,
+    state_json,
 )
 from bridge._sqlite_writer import GroupCommitWriter
 from bridge.errors import UsageError, redact
@@ -48,6 +50,8 @@ from bridge.journal import (
     MessageStatus,
     PendingBatch,
     PlatformConversationRecord,
+    PlatformStateRecord,
+    StateSnapshot,
     now,
     redacted_arguments,
 )
@@ -67,7 +71,8 @@ class SQLiteJournal(Journal):
         path: the database file (created with its folder if missing) or ``":memory:"``.
         on_write: called with the step name ("conversation", "message", "received",
             "started", "finished", "submitting", "submitted", "message_end",
-            "platform_conversation", "approval", "approval_decided") after each write is
+            "platform_conversation", "platform_state", "approval", "approval_decided") after
+            each write is
             durable;
             for metrics and fault injection. An exception it raises propagates.
 
@@ -233,7 +238,14 @@ class SQLiteJournal(Journal):
 
     # --- tool calls -------------------------------------------------------------------------------
 
-    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
+    def receive(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        *,
+        message_id: int | None,
+        state: StateSnapshot | None = None,
+    ) -> None:
         stamp = now().isoformat()
 
         def op(db: sqlite3.Connection) -> None:
@@ -274,6 +286,8 @@ class SQLiteJournal(Journal):
                     for c in batch.calls
                 ],
             )
+            if state is not None:
+                _upsert_state(db, conversation_id, state, stamp)
 
         self._write("received", op)
 
@@ -416,6 +430,31 @@ class SQLiteJournal(Journal):
             ),
         ]
 
+    # --- platform state ---------------------------------------------------------------------------
+
+    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
+        stamp = now().isoformat()
+
+        def op(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING",
+                (conversation_id, stamp, stamp),
+            )
+            _upsert_state(db, conversation_id, snapshot, stamp)
+
+        self._write("platform_state", op)
+
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        rows = self._read(
+            "SELECT * FROM platform_states WHERE conversation_id = ? "
+            "AND platform_conversation_id = ?",
+            (conversation_id, platform_conversation_id),
+        )
+        return platform_state_record(rows[0]) if rows else None
+
     # --- approvals --------------------------------------------------------------------------------
 
     def request_approval(
@@ -525,3 +564,23 @@ class SQLiteJournal(Journal):
         )
         total = self._read(f"SELECT count(*) FROM approvals{clause}", params)[0][0]
         return [approval_record(row) for row in rows], int(total)
+
+
+def _upsert_state(
+    db: sqlite3.Connection, conversation_id: str, snapshot: StateSnapshot, stamp: str
+) -> None:
+    db.execute(
+        "INSERT INTO platform_states (conversation_id, platform_conversation_id, platform, "
+        "state, writer, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (conversation_id, platform_conversation_id) DO UPDATE SET "
+        "platform = excluded.platform, state = excluded.state, writer = excluded.writer, "
+        "updated_at = excluded.updated_at",
+        (
+            conversation_id,
+            snapshot.platform_conversation_id,
+            snapshot.platform,
+            state_json(snapshot),
+            snapshot.writer,
+            stamp,
+        ),
+    )

@@ -13,6 +13,12 @@ a restarted process never runs a call twice and delivers every finished output e
 (`Conversation.stream_recovered`). A platform conversation that a crash left waiting for calls
 the bridge never saw is replaced on the next message (`Conversation._on_platform`). This module
 only keeps the rounds going, remembers what ran, and reports.
+
+Platform state (contract b in `bridge.platforms.base`): an adapter that keeps a conversation's
+state in this process (Chat Completions' messages) exports it after each platform round, and
+the journal keeps the latest: with the batch it has pending (one transaction with "received"),
+and when a run ends or pauses for a person. Before a conversation is used, a journaled state
+that this bridge did not write (a restart, another process on the same journal) is imported.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,10 +45,20 @@ from bridge.errors import (
     RunInterruptedError,
     UsageError,
 )
-from bridge.journal import INTERRUPTED_MESSAGE, Journal, Ledger, MessageRecord, MessageTrail
+from bridge.journal import (
+    INTERRUPTED_MESSAGE,
+    Journal,
+    Ledger,
+    MessageRecord,
+    MessageTrail,
+    StateSnapshot,
+)
 from bridge.platforms.base import (
     Platform,
     ToolChoiceLike,
+    export_state_of,
+    exports_state,
+    import_state_into,
     knows_conversation,
     parse_tool_choice,
     platform_tools_for,
@@ -198,6 +215,9 @@ class Bridge:
 
             journal = MemoryJournal()
         self.journal: Journal = journal
+        self.state_writer = uuid.uuid4().hex
+        """Signs the platform states this bridge journals: a state signed by another (a
+        process before a restart, a second daemon) is imported before the conversation goes on."""
 
     def checked_tool_choice(self, value: object) -> ToolChoice | ToolChoiceMode | None:
         """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
@@ -326,6 +346,7 @@ class Conversation:
             )
 
         try:
+            self._restore_state()
             first = self._on_platform(start)
         except BaseException as exc:
             MessageTrail(bridge.journal, message_id).close(exc, rounds=0)
@@ -354,6 +375,7 @@ class Conversation:
         use_stream = self.bridge.stream if stream is None else stream
         message_id = self._begin(answer, sent_by)
         try:
+            self._restore_state()
             first = self.bridge.platform.resume(
                 self.platform_conversation_id,
                 interrupt_id,
@@ -387,6 +409,11 @@ class Conversation:
         answer they led to was lost with the crash, the run fails with `RunInterruptedError`.
         """
         self._message = message_id
+        try:
+            self._restore_state()
+        except BaseException as exc:
+            MessageTrail(self.bridge.journal, message_id).close(exc, rounds=0)
+            raise
         if not knows_conversation(self.bridge.platform, self.platform_conversation_id):
             # Its state died with the process (a history kept in memory): outputs could never
             # be delivered, so running the calls would only repeat their effects on "ask again".
@@ -541,6 +568,66 @@ class Conversation:
         )
         return send(new)
 
+    def _restore_state(self) -> None:
+        """Give the platform its journaled state of the platform conversation, unless this
+        bridge wrote it and the platform still holds it."""
+        platform = self.bridge.platform
+        if self._id is None or not exports_state(platform):
+            return
+        platform_id = self.platform_conversation_id
+        record = self.bridge.journal.platform_state(self._id, platform_id)
+        if record is None:
+            return
+        if record.writer == self.bridge.state_writer and knows_conversation(platform, platform_id):
+            return
+        if record.platform != platform.name:
+            logger.warning(
+                "conversation %s: the journaled state of %s is for the %s platform, not %s; "
+                "it is not used",
+                self._id,
+                platform_id,
+                record.platform,
+                platform.name,
+            )
+            return
+        try:
+            import_state_into(platform, platform_id, record.state)
+        except UsageError as exc:
+            # As if the state were lost: the conversation goes on in a new platform
+            # conversation (`_on_platform`), the journal keeps the history.
+            logger.warning(
+                "conversation %s: the %s platform refused the journaled state of %s: %s",
+                self._id,
+                platform.name,
+                platform_id,
+                exc,
+            )
+            return
+        logger.info(
+            "conversation %s: platform state of %s restored from the journal (written %s)",
+            self._id,
+            platform_id,
+            record.updated_at.isoformat(),
+        )
+
+    def _snapshot(self) -> StateSnapshot | None:
+        """The platform's state of the platform conversation now, to journal (None: none)."""
+        platform_id = self.platform_conversation_id
+        state = export_state_of(self.bridge.platform, platform_id)
+        if state is None:
+            return None
+        return StateSnapshot(
+            platform_conversation_id=platform_id,
+            platform=self.bridge.platform.name,
+            state=state,
+            writer=self.bridge.state_writer,
+        )
+
+    def _save_state(self) -> None:
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            self.bridge.journal.save_platform_state(self.id, snapshot)
+
     def _earlier_messages(self) -> list[MessageRecord]:
         """The journal's messages of this conversation before the one being sent."""
         return [m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message]
@@ -562,15 +649,19 @@ class Conversation:
             self._notify(event)
             if isinstance(event, ToolCallsRequested):
                 batch = event.batch if batch is None else _merge(batch, event.batch)
-            elif isinstance(event, HumanInputRequested):
-                self.pending_input = event
+            elif isinstance(event, HumanInputRequested | RunFinished | RunFailed):
+                # Before the event goes out: a consumer may stop reading at it. (A pause for
+                # tools is journaled with its batch, in `_run_batch`.)
+                self._save_state()
+                if isinstance(event, HumanInputRequested):
+                    self.pending_input = event
             yield event
         return batch
 
     def _run_batch(self, batch: ToolBatch) -> Generator[Event, None, list[ToolRun]]:
         """Run the calls of a batch that never ran; yield their start/finish events."""
         ledger = self.ledger
-        ledger.receive(batch, self._message)
+        ledger.receive(batch, self._message, self._snapshot())
         fresh, interrupted = ledger.plan(batch, self.bridge.toolbox)
         allowed, rejected, waiting = self._approve(fresh)
         for run in (*interrupted, *rejected):

@@ -25,6 +25,12 @@ end with an answer or a question is recorded as not `platform_settled`, and the 
 may then continue in a new platform conversation (`Journal.replace_platform_conversation`);
 the journal keeps that history.
 
+A platform that keeps a conversation's state in the process (Chat Completions' history) has it
+journaled too, the latest per platform conversation (`StateSnapshot`, `save_platform_state`):
+with the batch that it has pending (in the same transaction as "received") and when a run ends
+or pauses for a person, so that recovery and another process on the same journal continue
+with it (`bridge.conversation`).
+
 `Journal` is the interface (another store can replace SQLite later); `MemoryJournal` (in
 `bridge._journal_memory`) is the library default, `SQLiteJournal` (in `bridge._journal_sqlite`)
 the durable one; both are importable from here. `Ledger` is one
@@ -84,9 +90,12 @@ __all__ = [
     "MessageTrail",
     "PendingBatch",
     "PlatformConversationRecord",
+    "PlatformStateRecord",
     "SQLiteJournal",
+    "StateSnapshot",
     "now",
     "redacted_arguments",
+    "redacted_state",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,6 +154,26 @@ class PlatformConversationRecord(_Record):
     created_at: datetime
     reason: str = ""
     """Empty for the first one; for a replacement, what the old one refused."""
+
+
+class StateSnapshot(_Record):
+    """What a platform adapter needs to continue one platform conversation in another process
+    (`bridge.platforms.base.export_state_of`), as written to the journal."""
+
+    platform_conversation_id: str
+    platform: str
+    """The adapter's name: a state is only given back to the same kind of platform."""
+    state: dict[str, Any]
+    """JSON values; strings are written with registered secrets masked (`redacted_state`)."""
+    writer: str = ""
+    """Who wrote it (a `Bridge`'s token): a reader that wrote the latest state holds it already."""
+
+
+class PlatformStateRecord(StateSnapshot):
+    """The latest state journaled for one platform conversation."""
+
+    conversation_id: str
+    updated_at: datetime
 
 
 class MessageRecord(_Record):
@@ -305,8 +334,20 @@ class Journal(ABC):
     # --- tool calls -------------------------------------------------------------------------------
 
     @abstractmethod
-    def receive(self, conversation_id: str, batch: ToolBatch, *, message_id: int | None) -> None:
-        """Record a batch and its calls as "received" (calls seen before keep their state)."""
+    def receive(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        *,
+        message_id: int | None,
+        state: StateSnapshot | None = None,
+    ) -> None:
+        """Record a batch and its calls as "received" (calls seen before keep their state).
+
+        `state`: the platform's state with this batch pending, written in the same
+        transaction (see `save_platform_state`), so that a process which finds the batch in
+        the journal also finds what the platform needs to take its outputs.
+        """
 
     @abstractmethod
     def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
@@ -352,6 +393,18 @@ class Journal(ABC):
     @abstractmethod
     def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
         """Every platform conversation it ran in, oldest (its own id) first."""
+
+    # --- platform state ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
+        """Replace the journaled state of one platform conversation (strings redacted)."""
+
+    @abstractmethod
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        """The latest state journaled for a platform conversation, or None."""
 
     # --- approvals --------------------------------------------------------------------------------
 
@@ -425,6 +478,21 @@ def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
     return value if isinstance(value, dict) else masked
 
 
+def redacted_state(state: Any) -> Any:
+    """A JSON value with registered secrets masked in every string (keys included).
+
+    String by string rather than on the serialised text: a mask must never eat a quote and
+    leave JSON that cannot be read back.
+    """
+    if isinstance(state, str):
+        return redact(state)
+    if isinstance(state, dict):
+        return {redact(str(key)): redacted_state(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return [redacted_state(value) for value in state]
+    return state
+
+
 # --- what the loop uses ---------------------------------------------------------------------------
 
 
@@ -454,9 +522,12 @@ class Ledger:
             raise KeyError(call_id)
         return run
 
-    def receive(self, batch: ToolBatch, message_id: int | None) -> None:
-        """Write the batch down ("received") before anything else happens to it."""
-        self.journal.receive(self.conversation_id, batch, message_id=message_id)
+    def receive(
+        self, batch: ToolBatch, message_id: int | None, state: StateSnapshot | None = None
+    ) -> None:
+        """Write the batch down ("received") before anything else happens to it, with the
+        platform's state that has it pending (`state`, if the platform keeps any)."""
+        self.journal.receive(self.conversation_id, batch, message_id=message_id, state=state)
 
     def plan(self, batch: ToolBatch, toolbox: Toolbox) -> tuple[list[ToolCall], list[ToolRun]]:
         """Split a received batch into calls to run now and records for interrupted calls.

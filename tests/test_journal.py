@@ -24,7 +24,14 @@ from bridge import (
 from bridge._journal_schema import MIGRATIONS, SCHEMA_VERSION
 from bridge.emulator import Emulator
 from bridge.errors import register_secret
-from bridge.journal import INTERRUPTED_OUTPUT, Journal, Ledger, MemoryJournal, SQLiteJournal
+from bridge.journal import (
+    INTERRUPTED_OUTPUT,
+    Journal,
+    Ledger,
+    MemoryJournal,
+    SQLiteJournal,
+    StateSnapshot,
+)
 from bridge.platforms.appbuilder import AppBuilderPlatform
 
 RUNS: Counter[str] = Counter()
@@ -278,7 +285,7 @@ def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_outputs_are_submitting_before_the_post_and_submitted_once_accepted(
@@ -443,4 +450,83 @@ def test_a_version_3_journal_is_migrated_to_4(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+
+
+def _snapshot(messages: list[Any], *, writer: str = "w1", pid: str = "conv") -> StateSnapshot:
+    return StateSnapshot(
+        platform_conversation_id=pid,
+        platform="openai",
+        state={"version": 1, "messages": messages, "pending": None},
+        writer=writer,
+    )
+
+
+def test_the_latest_platform_state_is_kept_per_platform_conversation(journal: Journal) -> None:
+    journal.add_conversation("conv")
+    assert journal.platform_state("conv", "conv") is None
+    journal.save_platform_state("conv", _snapshot([{"role": "user", "content": "one"}]))
+    journal.save_platform_state(
+        "conv", _snapshot([{"role": "user", "content": "two"}, {"content": None}], writer="w2")
+    )
+    journal.save_platform_state("conv", _snapshot(["other"], pid="conv-2"))
+    record = journal.platform_state("conv", "conv")
+    assert record is not None
+    assert record.state["messages"] == [{"role": "user", "content": "two"}, {"content": None}]
+    assert (record.platform, record.writer, record.conversation_id) == ("openai", "w2", "conv")
+    other = journal.platform_state("conv", "conv-2")
+    assert other is not None and other.state["messages"] == ["other"]
+    assert journal.platform_state("unknown", "conv") is None
+
+
+def test_a_read_platform_state_is_the_readers_own_copy(journal: Journal) -> None:
+    journal.save_platform_state("conv", _snapshot([{"role": "user", "content": "one"}]))
+    first = journal.platform_state("conv", "conv")
+    assert first is not None
+    first.state["messages"].append("changed by the reader")
+    again = journal.platform_state("conv", "conv")
+    assert again is not None and again.state["messages"] == [{"role": "user", "content": "one"}]
+
+
+def test_a_batch_and_the_state_that_has_it_pending_are_written_together(
+    journal: Journal,
+) -> None:
+    message = journal.begin_message("conv", "pay A1")
+    journal.receive("conv", BATCH, message_id=message, state=_snapshot(["pending b1"]))
+    record = journal.platform_state("conv", "conv")
+    assert record is not None and record.state["messages"] == ["pending b1"]
+    assert journal.pending_batch(message) == BATCH
+
+
+def test_registered_secrets_never_reach_a_platform_state(journal: Journal) -> None:
+    register_secret("state-secret-0123456789")
+    # A mask must not break the JSON around it, whatever the secret sits next to.
+    text = 'Bearer state-secret-0123456789" quoted'
+    journal.save_platform_state(
+        "conv", _snapshot([{"role": "user", "content": text, "state-secret-0123456789": 1}])
+    )
+    record = journal.platform_state("conv", "conv")
+    assert record is not None
+    assert "state-secret" not in repr(record.state)
+    assert record.state["messages"][0]["content"].endswith('" quoted')
+
+
+def test_a_version_4_journal_is_migrated_to_5(tmp_path: Path) -> None:
+    """Old conversations have no platform state; it can be written right after the upgrade."""
+    db = tmp_path / "v4.db"
+    with sqlite3.connect(db) as raw:
+        raw.executescript("".join(MIGRATIONS[:4]) + "PRAGMA user_version=4;")
+        raw.execute(
+            "INSERT INTO conversations (id, created_at, updated_at) VALUES "
+            "('conv', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')"
+        )
+    journal = SQLiteJournal(db)
+    try:
+        assert journal.platform_state("conv", "conv") is None
+        journal.save_platform_state("conv", _snapshot(["after the upgrade"]))
+        record = journal.platform_state("conv", "conv")
+        assert record is not None and record.state["messages"] == ["after the upgrade"]
+    finally:
+        journal.close()
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5

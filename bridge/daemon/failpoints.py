@@ -33,6 +33,7 @@ STEPS = (
     "submitted",
     "message_end",
     "platform_conversation",
+    "platform_state",
 )
 
 

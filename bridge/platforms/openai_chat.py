@@ -8,6 +8,10 @@ Ollama says "stop"), the assistant message with its `tool_calls` joins the histo
 and asks for the next completion. The history only changes when a completion succeeds, so a
 failed `start` or `submit` can simply be called again.
 
+A history survives a restart through the journal (contract b in `bridge.platforms.base`):
+`export_state` gives the messages (and, while tool calls wait for results, the pending batch
+with the turn's tool fields), `import_state` takes them back in another process.
+
 Wire shapes (fragment assembly, error payloads) live in `_openai_wire`, HTTP with retries and
 error translation in `_openai_http`; this module owns histories and events.
 """
@@ -23,9 +27,10 @@ import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import requests
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bridge.errors import (
     ConfigurationError,
@@ -46,7 +51,7 @@ from bridge.platforms._openai_wire import (
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits, parse_tool_choice
 from bridge.platforms.retry import RetryPolicy
-from bridge.platforms.text_tools import TextToolProtocol
+from bridge.platforms.text_tools import TextToolProtocol, _TextTurn
 from bridge.types import (
     Event,
     RunFailed,
@@ -186,6 +191,59 @@ class OpenAIChatPlatform:
         """Drop a conversation's history (histories live in memory until forgotten)."""
         with self._lock:
             self._conversations.pop(conversation_id, None)
+
+    def export_state(self, conversation_id: str) -> dict[str, Any] | None:
+        """The history and pending tool calls, as JSON, to continue in another process.
+
+        Its size is the history's: every message of the conversation (the server needs them
+        all), plus, while tool calls wait for results, the batch and the turn's tool fields.
+        None for a conversation this process does not hold.
+        """
+        with self._lock:
+            state = self._conversations.get(conversation_id)
+            if state is None:
+                return None
+            if state.pending is None:
+                saved = _SavedConversation(messages=state.messages)
+            else:
+                # Only a pending batch needs the turn: `submit` sends its tools again.
+                text = state.text_turn if isinstance(state.text_turn, _TextTurn) else None
+                saved = _SavedConversation(
+                    messages=state.messages,
+                    pending=state.pending,
+                    turn_tools=state.turn_tools,
+                    turn_usage=state.turn_usage,
+                    text_turn=_SavedTextTurn.of(text) if text is not None else None,
+                )
+            return saved.model_dump(mode="json")
+
+    def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
+        """Hold a conversation exported by `export_state` (replacing what this process held).
+
+        Raises:
+            UsageError: `state` is not what `export_state` returns, saying what is wrong.
+        """
+        try:
+            saved = _SavedConversation.model_validate(state)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc'])) or 'state'}: {error['msg']}"
+                for error in exc.errors()[:5]
+            )
+            raise UsageError(
+                f"cannot continue conversation {conversation_id!r} on the openai platform: its "
+                f"saved state is not what export_state writes ({problems}); expected "
+                "{'version': 1, 'messages': [...], 'pending': ...}"
+            ) from None
+        conversation = _Conversation(
+            messages=copy.deepcopy(saved.messages),
+            pending=saved.pending,
+            turn_tools=copy.deepcopy(saved.turn_tools),
+            turn_usage=copy.deepcopy(saved.turn_usage),
+            text_turn=saved.text_turn.turn() if saved.text_turn is not None else None,
+        )
+        with self._lock:
+            self._conversations[conversation_id] = conversation
 
     def upload_file(self, conversation_id: str, path: str | Path) -> str:
         """Not supported: Chat Completions has no file store."""
@@ -591,6 +649,44 @@ class _Conversation:
     """Token usage summed over every completion of the current turn."""
     text_turn: Any = None
     """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
+
+
+class _SavedTextTurn(BaseModel):
+    """`_TextTurn` as JSON (the text tool protocol's turn, needed to answer its calls)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    names: list[str]
+    prompt: str | None = None
+    force: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, turn: _TextTurn) -> _SavedTextTurn:
+        return cls(
+            names=sorted(turn.names), prompt=turn.prompt, force=turn.force, notes=list(turn.notes)
+        )
+
+    def turn(self) -> _TextTurn:
+        return _TextTurn(
+            names=frozenset(self.names),
+            prompt=self.prompt,
+            force=self.force,
+            notes=tuple(self.notes),
+        )
+
+
+class _SavedConversation(BaseModel):
+    """What `export_state` writes: one conversation's history and pending round."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    messages: list[dict[str, Any]]
+    pending: ToolBatch | None = None
+    turn_tools: dict[str, Any] = Field(default_factory=dict)
+    turn_usage: dict[str, Any] | None = None
+    text_turn: _SavedTextTurn | None = None
 
 
 # --- pure helpers ------------------------------------------------------------------------------

@@ -108,3 +108,19 @@ def test_state_field_says_which_type_was_expected() -> None:
     # A bool is not an int here, although Python says it is.
     with pytest.raises(UsageError, match="'count' of type bool; expected int"):
         state_field({"count": True}, "count", int, platform="openai")
+
+
+def test_appbuilder_needs_only_the_conversation_id() -> None:
+    from bridge.platforms.appbuilder import AppBuilderPlatform
+
+    platform = AppBuilderPlatform(
+        app_id="app-0123", token="tok-0123456789", base_url="http://127.0.0.1:9"
+    )
+    try:
+        assert exports_state(platform)
+        assert export_state_of(platform, "c1") is None
+        platform.import_state("c1", {})
+        with pytest.raises(UsageError, match=r"saved state \['chat_id'\]: AppBuilder keeps"):
+            platform.import_state("c1", {"chat_id": "x"})
+    finally:
+        platform.close()

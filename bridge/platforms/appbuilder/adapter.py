@@ -103,6 +103,24 @@ class AppBuilderPlatform:
         """Open a conversation (AppBuilder binds the end user per run, not here)."""
         return self.client.create_conversation()
 
+    def export_state(self, conversation_id: str) -> dict[str, Any] | None:
+        """None: AppBuilder keeps the conversation server-side, so its id is all another
+        process needs (what a pending batch needs travels in its `resume`, journaled with it)."""
+        return None
+
+    def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
+        """Nothing to take over (see `export_state`); anything but an empty state is refused.
+
+        Raises:
+            UsageError: `state` has fields (written for another platform).
+        """
+        if state:
+            raise UsageError(
+                f"cannot continue conversation {conversation_id!r} on the appbuilder platform "
+                f"with saved state {sorted(map(str, state))}: AppBuilder keeps conversations "
+                "server-side and needs only their id (expected an empty state)"
+            )
+
     def upload_file(self, conversation_id: str, path: str | Path) -> str:
         """Upload a local file into the conversation; returns its file id."""
         return self.client.upload_file(conversation_id, path=path)
