@@ -93,6 +93,19 @@ SCENARIO: dict[str, Any] = {
         },
         {"name": "malformed", "match": "^malformed", "answer": "never", "faults": "malformed=1"},
         {
+            "name": "capabilities",
+            "match": "^你能做什么",
+            "answer": "我能查天气",
+            "follow_up": ["北京天气怎么样？", "{query}还有什么？"],
+        },
+        {
+            "name": "dialog",
+            "match": "^查天气",
+            "steps": [{"ask": "哪个城市？", "as": "city"}],
+            "answer": "{answers.city}：晴",
+            "multiple_dialog_event": {"dialog": "weather", "city": "{answers.city}"},
+        },
+        {
             "name": "inband",
             "match": "^in-band",
             "answer": "never",
@@ -316,6 +329,15 @@ def test_tool_choice_runs_one_of_the_app_components(
         ("北京", "北京：晴", ()),
         ("天气", "上海：晴", ()),
     ]
+
+
+def test_follow_up_queries_and_dialog_events_reach_the_sdk(
+    conformance: tuple[dict[str, Any], Any, Any],
+) -> None:
+    got = conformance[0]["follow_up_and_dialog"]
+    assert got["streamed"] == ["北京天气怎么样？", "你能做什么还有什么？"]
+    assert got["handler"] == got["streamed"]
+    assert got["dialog_events"] == [["chatflow", {"dialog": "weather", "city": "北京的"}]]
 
 
 def test_errors_reach_the_sdk_as_its_own_exceptions(

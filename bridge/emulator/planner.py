@@ -91,6 +91,10 @@ class AnswerStep:
     """Finish the run with this answer."""
 
     text: str
+    follow_up: tuple[str, ...] = ()
+    """Suggested next questions (a scenario's ``follow_up``); empty for none."""
+    dialog_event: dict[str, Any] | None = None
+    """The outputs of a chatflow ``multiple_dialog_event`` to send with the answer, if any."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,10 @@ class Planner:
 
     def next_step(self, run: RunContext) -> Step:
         """What the agent does now, given the rounds completed so far."""
+        step = self._decide(run)
+        return self._with_extras(step, run) if isinstance(step, AnswerStep) else step
+
+    def _decide(self, run: RunContext) -> Step:
         if run.forced is not None:
             return self._forced(run, run.forced)
         if run.match is not None:
@@ -201,6 +209,28 @@ class Planner:
         if self.scenario is not None and self.settings.fallback == "plain":
             return self._plain(run.query)
         return self._default(run)
+
+    def _with_extras(self, step: AnswerStep, run: RunContext) -> Step:
+        """The answer with the scenario's follow-up questions and dialog event, if it has any."""
+        rule = run.match.rule if run.match is not None else None
+        templates = rule.follow_up if rule is not None and rule.follow_up is not None else None
+        if templates is None and self.scenario is not None:
+            templates = self.scenario.app.follow_up_queries
+        event = rule.multiple_dialog_event if rule is not None else None
+        if not templates and event is None:
+            return step
+        values = run.match.values if run.match is not None else {"query": run.query}
+        outputs, answers = run.outputs(), run.answer_values()
+        where = f"scenario rule {run.match.index} ({rule.label})" if run.match and rule else "app"
+        try:
+            follow_up = tuple(render(t, values, outputs, answers) for t in templates or ())
+        except TemplateError as exc:
+            return FailStep("ScenarioTemplateError", f"{where}: follow_up: {exc}")
+        try:
+            dialog = None if event is None else _render_arguments(event, values, outputs, answers)
+        except TemplateError as exc:
+            return FailStep("ScenarioTemplateError", f"{where}: multiple_dialog_event: {exc}")
+        return AnswerStep(step.text, follow_up, dialog)
 
     # --- default planner ----------------------------------------------------------------
 

@@ -4,9 +4,12 @@ A tool round is ``status/preparing`` then one ``interrupt`` event (``event_type`
 ``content_type`` contexts, ``tool_calls`` with object arguments, the thought and ``used_tool``
 in ``outputs.text``), and the stream ends there. An answer is ``status/preparing``,
 ``text/running`` deltas, ``text/done`` with the usage totals, ``status/success`` and a last chunk
-with empty ``content``. A failed step is ``status/preparing``, an ``error`` event with a
-non-zero ``event_code``, and the empty last chunk. Each chunk carries one event, so the official
-SDK's handler (which looks at the last event of each chunk) sees every status.
+with empty ``content``; a scenario's follow-up questions come as a ``FollowUpQuery`` event
+(``content_type`` json) after ``text/done``, and its ``multiple_dialog_event`` (event_type
+chatflow) right after ``status/preparing``. A failed step is ``status/preparing``, an
+``error`` event with a non-zero ``event_code``, and the empty last chunk. Each chunk carries one
+event, so the official SDK's handler (which looks at the last event of each chunk) sees every
+status.
 
 A question (``ask`` step) is what an AppBuilder workflow's information-collection node sends:
 ``status/preparing``, the question as a ``publish_message`` event (``event_type`` chatflow,
@@ -124,6 +127,15 @@ def render_step(
         chunks += [make("", [error]), make("", [], done=True)]
         return Rendered(chunks, [], "", "error")
     assert isinstance(step, AnswerStep)
+    if step.dialog_event is not None:
+        dialog = wire.event(
+            event_id=conv.next_event_id(),
+            event_type=CHATFLOW,
+            status="done",
+            content_type="multiple_dialog_event",
+            outputs=dict(step.dialog_event),
+        )
+        chunks.append(make("", [dialog]))
     text = step.text
     completion = 0
     for start in range(0, len(text), chunk_chars):
@@ -146,6 +158,16 @@ def render_step(
         outputs={"text": ""},
         usage=wire.usage(prompt, estimate_tokens(text), model),
     )
+    chunks.append(make("", [done]))
+    if step.follow_up:
+        follow_up = wire.event(
+            event_id=conv.next_event_id(),
+            event_type="FollowUpQuery",
+            status="done",
+            content_type="json",
+            outputs={"json": {"follow_up_querys": list(step.follow_up)}},
+        )
+        chunks.append(make("", [follow_up]))
     success = wire.event(
         event_id=conv.next_event_id(),
         event_type=AGENT,
@@ -153,7 +175,7 @@ def render_step(
         content_type="status",
         outputs={},
     )
-    chunks += [make("", [done]), make("", [success]), make("", [], done=True)]
+    chunks += [make("", [success]), make("", [], done=True)]
     return Rendered(chunks, [], text, "success")
 
 

@@ -46,6 +46,17 @@ required one, the query fills it. The events are the platform's: ``function_call
 code, name, arguments), the component's own ``preparing``, ``text/done`` and ``success``, then
 the agent's answer, which is the component's result.
 
+A rule can suggest next questions with its answer (a ``FollowUpQuery`` event, ``content_type``
+``json``, ``outputs`` ``{"json": {"follow_up_querys": [...]}}``) and send a chatflow
+``multiple_dialog_event`` (its ``outputs`` as given) with it; ``app.follow_up_queries`` are the
+follow-ups of every other answer::
+
+      - name: capabilities
+        match: "你能做什么"
+        answer: 我能查天气
+        follow_up: ["北京天气怎么样？", "{query}？"]   # templates, like the answer
+        multiple_dialog_event: {dialog: weather}      # values may be templates
+
 A step can also ask the person a question instead of calling tools, the way an AppBuilder
 workflow's information-collection node (信息收集节点) does::
 
@@ -211,6 +222,13 @@ class Rule(_Model):
     steps: list[Step] = Field(default_factory=list)
     answer: str | None = None
     """Template of the final answer; None answers with the tool outputs."""
+    follow_up: list[str] | None = None
+    """Templates of suggested next questions sent with the answer (a ``FollowUpQuery``
+    event); None for the app's ``follow_up_queries``, ``[]`` for none."""
+    multiple_dialog_event: dict[str, Any] | None = None
+    """Outputs (values may be templates) of a chatflow ``multiple_dialog_event`` sent with
+    the answer, as a workflow does when a reply takes the conversation back to another
+    dialog; None for no such event."""
     faults: str | None = None
 
     _pattern: re.Pattern[str] = PrivateAttr()
@@ -273,6 +291,9 @@ class App(_Model):
     """The recommended questions (推荐问题)."""
     components: list[Component] = Field(default_factory=list)
     """Components a run can force with ``tool_choice`` (not sent as the run's tools)."""
+    follow_up_queries: list[str] = Field(default_factory=list)
+    """Templates (``{query}``) of suggested next questions sent with every answer of a rule
+    without its own ``follow_up`` and of the default planner (追问)."""
 
     def component(self, code: str) -> Component | None:
         """The component whose `code` is `code`."""
@@ -355,6 +376,8 @@ def _check_settings(scenario: Scenario, label: str) -> None:
 
 
 def _check_components(scenario: Scenario, label: str) -> None:
+    for i, template in enumerate(scenario.app.follow_up_queries):
+        _check_template(template, f"{label}: app.follow_up_queries[{i}]", {"query"}, set())
     seen: set[str] = set()
     for index, component in enumerate(scenario.app.components):
         where = f"{label}: app.components[{index}]"
@@ -417,6 +440,12 @@ def _check_rule(rule: Rule, where: str) -> None:
         outputs |= seen
     if rule.answer is not None:
         _check_template(rule.answer, f"{where}.answer", names, outputs, answers)
+    for i, template in enumerate(rule.follow_up or []):
+        _check_template(template, f"{where}.follow_up[{i}]", names, outputs, answers)
+    if rule.multiple_dialog_event is not None:
+        _check_arguments(
+            rule.multiple_dialog_event, f"{where}.multiple_dialog_event", names, outputs, answers
+        )
 
 
 def _check_arguments(

@@ -268,6 +268,55 @@ def check_component_choice(client: Any) -> dict[str, Any]:
     }
 
 
+class FollowUpHandler(AppBuilderEventHandler):
+    """The SDK's own follow-up test handler (tests/test_appbuilder_client_follow_up_query.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.follow_up_queries: list[str] = []
+
+    def handle_content_type(self, run_context: Any, run_response: Any) -> None:
+        for event in run_response.events:
+            if event.content_type == "json" and event.event_type == "FollowUpQuery":
+                self.follow_up_queries.extend(event.detail.get("json").get("follow_up_querys"))
+
+
+def check_follow_up_and_dialog_events(client: Any) -> dict[str, Any]:
+    """FollowUpQuery (stream, and the handler non-stream) and a chatflow multiple_dialog_event,
+    read the way the SDK's own chatflow and follow-up tests read them."""
+    from appbuilder.core.console.appbuilder_client import data_class
+
+    conversation_id = client.create_conversation()
+    streamed = []
+    for answer in client.run(conversation_id, "你能做什么", stream=True).content:
+        for event in answer.events:
+            if event.content_type == "json" and event.event_type == "FollowUpQuery":
+                streamed.extend(event.detail.get("json").get("follow_up_querys"))
+    handler = FollowUpHandler()
+    with client.run_with_handler(
+        conversation_id=conversation_id, query="你能做什么", stream=False, event_handler=handler
+    ) as run:
+        run.until_done()
+
+    conversation_id = client.create_conversation()
+    interrupt_id = None
+    for answer in client.run(conversation_id, "查天气", stream=True).content:
+        for event in answer.events:
+            if event.content_type == "chatflow_interrupt":
+                interrupt_id = event.detail.get("interrupt_event_id")
+    action = data_class.Action.create_resume_action(interrupt_id)
+    dialog_events = []
+    for answer in client.run(conversation_id, "北京的", stream=True, action=action).content:
+        for event in answer.events:
+            if event.content_type == "multiple_dialog_event":
+                dialog_events.append([event.event_type, event.detail])
+    return {
+        "streamed": streamed,
+        "handler": handler.follow_up_queries,
+        "dialog_events": dialog_events,
+    }
+
+
 def check_console(app_id: str) -> dict[str, Any]:
     """The console calls: describe_apps, describe_app, get_app_list, get_all_apps."""
     described = appbuilder.describe_app(app_id)
@@ -349,6 +398,7 @@ def main() -> None:
         "async_upload_url": lambda: check_async_upload_url(app_id),
         "console": lambda: check_console(app_id),
         "component_choice": lambda: check_component_choice(client),
+        "follow_up_and_dialog": lambda: check_follow_up_and_dialog_events(client),
         "errors": lambda: check_errors(client, app_id),
     }
     results: dict[str, Any] = {"sdk_version": appbuilder.__version__}
