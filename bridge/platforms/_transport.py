@@ -268,7 +268,6 @@ class Transport:
             body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
             merged.setdefault("Content-Type", "application/json")
         call = self._call(url, operation, request_id=merged.get(self.request_id_header))
-        policy = self.retry_policy
         attempt = 0
         while True:
             logger.debug("%s%s %s (attempt %d)", _lead(call), method, url, attempt + 1)
@@ -277,38 +276,28 @@ class Transport:
             except _FOREIGN as exc:
                 error = _translate(exc, call)
                 kind = _exc_kind(exc)
-                reason = error.message
-                if kind == "connect":
-                    reason = f"cannot connect to {origin(url)} ({connect_failure(exc)})"
-                if not self._wait(method, url, attempt, kind, reason, call.where):
+                delay = self._delay(call, method, attempt, exc_kind=kind)
+                if delay is None:
                     raise error from exc
+                reason = error.message
+                if kind == "connect":  # without the label: the CLI shows it as is
+                    reason = f"cannot connect to {origin(url)} ({connect_failure(exc)})"
+                self._before_retry(call, method, attempt, delay, reason)
                 attempt += 1
                 continue
-            if response.status_code < 400:
+            status = response.status_code
+            if status < 400:
                 if not stream:
                     self._read_whole(response, url, operation)
                 return response
             retry_after = response.headers.get("Retry-After")
-            retrying = policy.should_retry(attempt, status=response.status_code)
-            delay = policy.delay(attempt, retry_after) if retrying else math.inf
-            if retrying and not math.isfinite(delay):
-                logger.info(
-                    "%snot retrying %s %s: Retry-After %s is over %g s",
-                    _lead(call),
-                    method,
-                    url,
-                    retry_after,
-                    policy.max_retry_after,
-                )
-            retrying = math.isfinite(delay)
+            delay = self._delay(call, method, attempt, status=status, retry_after=retry_after)
             status_error = self._status_error(
-                method, url, response, call, attempt, retrying, retry_after
+                method, response, call, attempt, delay is not None, retry_after
             )
-            if not retrying:
+            if delay is None:
                 raise status_error
-            self._log_retry(method, url, attempt, delay, status_error.message, call.where)
-            policy.announce(attempt, delay, status=response.status_code)
-            self._sleep(delay)
+            self._before_retry(call, method, attempt, delay, status_error.message, status=status)
             attempt += 1
 
     @contextlib.contextmanager
@@ -394,42 +383,61 @@ class Transport:
         finally:
             response.close()
 
-    def _wait(
+    def _delay(
         self,
+        call: FailedCall,
         method: str,
-        url: str,
         attempt: int,
-        kind: ExcKind,
-        reason: str,
-        where: str,
-    ) -> bool:
+        *,
+        status: int | None = None,
+        exc_kind: ExcKind | None = None,
+        retry_after: str | None = None,
+    ) -> float | None:
+        """Seconds to wait before the next attempt; None when there must be none."""
         policy = self.retry_policy
-        if not policy.should_retry(attempt, exc_kind=kind):
-            return False
-        delay = policy.delay(attempt)
-        self._log_retry(method, url, attempt, delay, reason, where)
-        policy.announce(attempt, delay, reason=reason)
-        self._sleep(delay)
-        return True
+        if not policy.should_retry(attempt, status=status, exc_kind=exc_kind):
+            return None
+        delay = policy.delay(attempt, retry_after)
+        if not math.isfinite(delay):
+            logger.info(
+                "%snot retrying %s %s: Retry-After %s is over %g s",
+                _lead(call),
+                method,
+                call.url,
+                retry_after,
+                policy.max_retry_after,
+            )
+            return None
+        return delay
 
-    def _log_retry(
-        self, method: str, url: str, attempt: int, delay: float, reason: str, where: str
+    def _before_retry(
+        self,
+        call: FailedCall,
+        method: str,
+        attempt: int,
+        delay: float,
+        reason: str,
+        *,
+        status: int | None = None,
     ) -> None:
+        """Say why and when the next attempt comes (log, `on_retry`), then wait for it."""
+        policy = self.retry_policy
         logger.info(
             "%sretrying %s %s in %.2f s after: %s (retry %d of %d)",
-            f"{where}: " if where else "",
+            _lead(call),
             method,
-            url,
+            call.url,
             delay,
             reason,
             attempt + 1,
-            self.retry_policy.max_retries,
+            policy.max_retries,
         )
+        policy.announce(attempt, delay, status=status, reason=reason)
+        self._sleep(delay)
 
     def _status_error(
         self,
         method: str,
-        url: str,
         response: requests.Response,
         call: FailedCall,
         attempt: int,
@@ -439,7 +447,7 @@ class Transport:
         answer = ErrorAnswer(
             where=call.where,
             method=method,
-            url=url,
+            url=call.url,
             status=response.status_code,
             reason=response.reason or "",
             headers=response.headers,

@@ -1,9 +1,9 @@
-"""When to retry a request to AppBuilder and how long to wait: pure decisions, no I/O.
+"""When to retry a request to a platform and how long to wait: pure decisions, no I/O.
 
-The client loop asks `should_retry` after each failed attempt and sleeps for `delay`; nothing
-here sleeps, reads a socket or logs. A request is only ever retried before any byte of a
-streamed answer has been read: once the server has started answering, a retry could run the
-agent (and its side effects) twice.
+The HTTP kernel's loop (`bridge.platforms._transport`) asks `should_retry` after each failed
+attempt and sleeps for `delay`; nothing here sleeps, reads a socket or logs. A request is only
+ever retried before any byte of a streamed answer has been read: once the server has started
+answering, a retry could run the agent (and its side effects) twice.
 """
 
 from __future__ import annotations

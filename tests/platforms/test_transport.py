@@ -222,12 +222,18 @@ def test_retry_after_is_honoured_and_exhaustion_says_so(server: Server) -> None:
     )
 
 
-def test_a_retry_after_too_long_is_not_waited_for(server: Server) -> None:
+def test_a_retry_after_too_long_is_not_waited_for(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
     server.script(Reply(status=503, body=b"down", headers={"Retry-After": "3600"}), Reply())
     recorder = Recorder()
-    with pytest.raises(ServerError, match="answered HTTP 503: down"):
+    with (
+        caplog.at_level(logging.INFO, logger="bridge.platforms._transport"),
+        pytest.raises(ServerError, match="answered HTTP 503: down"),
+    ):
         make(recorder).request("GET", server.base_url + "/x", stream=True)
     assert recorder.sleeps == []
+    assert any("Retry-After 3600 is over 120 s" in r.getMessage() for r in caplog.records)
     assert len(server.requests) == 1
 
 
