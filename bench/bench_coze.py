@@ -1,0 +1,288 @@
+"""The Coze loop's cost: toolbridge against cozepy's own loop (ratios from one run; never
+pass/fail).
+
+A two-turn tool conversation on one Coze emulator (a question -> ``requires_action`` -> the
+local plugin runs -> ``submit_tool_outputs`` with a new stream -> the answer), three ways, each
+in its own subprocess timing itself:
+
+- `Bridge.ask` on ``--platform coze`` (`CozePlatform`: registry of tools, dispatcher, ledger,
+  journal in memory);
+- a minimal hand-written loop with `requests` making the same three requests (no validation,
+  no retries: the floor);
+- the official cozepy 0.20.0 loop of coze-py's ``examples/chat_local_plugin.py``
+  (``chat.stream`` + ``submit_tool_outputs(stream=True)``), from ``.venv-cozepy/`` (see
+  tests/support/sdk_venv.py). It makes two requests: without a conversation id, the chat opens
+  a conversation implicitly, while toolbridge opens (and journals) it first.
+
+The three take turns for several rounds so machine noise hits all alike.
+
+Run: `.venv/bin/python bench/bench_coze.py` (or `make bench`). Options: `--conversations N`,
+`--rounds N`, `--skip-sdk`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # for tests.support.sdk_venv when run as a script
+
+__all__ = ["main"]
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+SCENARIO = {
+    "settings": {"chunk_chars": 8},
+    "coze": {"plugins": [TOOL]},
+    "rules": [
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
+            "answer": "The weather in {city} is {outputs.get_weather}. Enjoy your day there!",
+        }
+    ],
+}
+QUERY = "What is the weather in Paris?"
+EXPECTED = "The weather in Paris is sunny, 21 C. Enjoy your day there!"
+WARMUP = 3
+
+# coze-py's examples/chat_local_plugin.py loop, run with .venv-cozepy/bin/python.
+SDK_WORKER = r"""
+import json, os, sys, time
+from cozepy import ChatEventType, Coze, Message, TokenAuth, ToolOutput
+
+spec = json.loads(sys.argv[1])
+coze = Coze(auth=TokenAuth(token=os.environ["COZE_API_TOKEN"]),
+            base_url=os.environ["COZE_API_BASE"])
+
+def get_weather(city):
+    return "sunny, 21 C"
+
+def handle_stream(stream, answer):
+    for event in stream:
+        if event.event == ChatEventType.CONVERSATION_MESSAGE_DELTA:
+            answer.append(event.message.content)
+        if event.event == ChatEventType.CONVERSATION_CHAT_REQUIRES_ACTION:
+            outputs = []
+            for call in event.chat.required_action.submit_tool_outputs.tool_calls:
+                output = get_weather(**json.loads(call.function.arguments))
+                outputs.append(ToolOutput(tool_call_id=call.id, output=output))
+            handle_stream(coze.chat.submit_tool_outputs(
+                conversation_id=event.chat.conversation_id, chat_id=event.chat.id,
+                tool_outputs=outputs, stream=True), answer)
+
+def conversation():
+    answer = []
+    handle_stream(coze.chat.stream(
+        bot_id=os.environ["COZE_BOT_ID"], user_id="bench",
+        additional_messages=[Message.build_user_question_text(spec["query"])]), answer)
+    return "".join(answer)
+
+for _ in range(spec["warmup"]):
+    conversation()
+wall = []
+for _ in range(spec["n"]):
+    start = time.perf_counter()
+    answer = conversation()
+    wall.append(time.perf_counter() - start)
+    if answer != spec["expected"]:
+        raise SystemExit("unexpected answer: %r" % answer)
+print(json.dumps(wall))
+"""
+
+
+def bridge_worker(spec: dict[str, Any]) -> list[float]:
+    """`Bridge.ask` on the Coze platform (runs in a subprocess)."""
+    from bridge import Bridge
+    from bridge.platforms import create_platform
+
+    def get_weather(city: str) -> str:
+        """Current weather of a city.
+
+        Args:
+            city: City name
+        """
+        return "sunny, 21 C"
+
+    env = spec["env"]
+    platform = create_platform(
+        "coze",
+        token=env["COZE_API_TOKEN"],
+        bot_id=env["COZE_BOT_ID"],
+        base_url=env["COZE_API_BASE"],
+    )
+    with Bridge(platform, [get_weather]) as bridge:
+        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
+
+
+def requests_worker(spec: dict[str, Any]) -> list[float]:
+    """The floor: a hand-written loop with requests and json, nothing else."""
+    import requests
+
+    env = spec["env"]
+    session = requests.Session()
+    session.headers["Authorization"] = "Bearer " + env["COZE_API_TOKEN"]
+    base = env["COZE_API_BASE"]
+
+    def read(reply: requests.Response) -> tuple[str, dict[str, Any] | None]:
+        answer, waiting, name = [], None, ""
+        for line in reply.iter_lines(decode_unicode=True):
+            if line.startswith("event:"):
+                name = line[6:]
+            elif line.startswith("data:") and name == "conversation.message.delta":
+                message = json.loads(line[5:])
+                if message["type"] == "answer":
+                    answer.append(message["content"])
+            elif line.startswith("data:") and name == "conversation.chat.requires_action":
+                waiting = json.loads(line[5:])
+        return "".join(answer), waiting
+
+    def conversation() -> str:
+        # The same three requests as toolbridge: it opens the conversation first.
+        created = session.post(
+            base + "/v1/conversation/create", json={"bot_id": env["COZE_BOT_ID"]}
+        )
+        conversation_id = created.json()["data"]["id"]
+        body = {
+            "bot_id": env["COZE_BOT_ID"],
+            "user_id": "bench",
+            "stream": True,
+            "auto_save_history": True,
+            "additional_messages": [
+                {
+                    "role": "user",
+                    "type": "question",
+                    "content": spec["query"],
+                    "content_type": "text",
+                }
+            ],
+        }
+        with session.post(
+            base + "/v3/chat", params={"conversation_id": conversation_id}, json=body, stream=True
+        ) as reply:
+            _, chat = read(reply)
+        assert chat is not None
+        calls = chat["required_action"]["submit_tool_outputs"]["tool_calls"]
+        outputs = [{"tool_call_id": c["id"], "output": "sunny, 21 C"} for c in calls]
+        params = {"conversation_id": chat["conversation_id"], "chat_id": chat["id"]}
+        with session.post(
+            base + "/v3/chat/submit_tool_outputs",
+            params=params,
+            json={"tool_outputs": outputs, "stream": True},
+            stream=True,
+        ) as reply:
+            answer, _ = read(reply)
+        return answer
+
+    return _timed(spec, conversation)
+
+
+def _timed(spec: dict[str, Any], conversation: Any) -> list[float]:
+    for _ in range(spec["warmup"]):
+        conversation()
+    wall: list[float] = []
+    for _ in range(spec["n"]):
+        start = time.perf_counter()
+        answer = conversation()
+        wall.append(time.perf_counter() - start)
+        if answer != spec["expected"]:
+            raise SystemExit(f"unexpected answer: {answer!r}")
+    return wall
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> list[float]:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    values: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return values
+
+
+def _sdk_python(skip: bool) -> tuple[Path | None, str]:
+    if skip:
+        return None, "--skip-sdk given"
+    try:
+        from tests.support.sdk_venv import COZE, SdkVenvError, ensure_sdk_venv
+
+        return ensure_sdk_venv(COZE), ""
+    except (ImportError, SdkVenvError) as exc:
+        return None, f"cozepy venv unavailable: {str(exc).splitlines()[0]}"
+
+
+def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
+    """Time the three loops, alternating, and print medians and ratios."""
+    from bridge.emulator import Emulator
+
+    print(
+        f"Coze two-turn tool conversation (stream), {rounds} alternating rounds of {n} runs "
+        f"per variant after {WARMUP} warm-up runs; median ms per conversation"
+    )
+    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
+    with Emulator(protocol="coze", scenario=SCENARIO, faults="") as emulator:
+        spec = {
+            "env": emulator.env(),
+            "query": QUERY,
+            "expected": EXPECTED,
+            "n": n,
+            "warmup": WARMUP,
+        }
+        arg = json.dumps(spec)
+        sdk_env = {**os.environ, **emulator.env(), "NO_PROXY": "127.0.0.1,localhost"}
+        for _ in range(rounds):
+            for kind in ("bridge", "requests"):
+                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
+                times[kind] += _run(cmd)
+            if sdk is not None:
+                times["sdk"] += _run([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
+    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
+    print(f"  hand-written requests loop   : {med['requests']:7.2f} ms")
+    print(f"  toolbridge Bridge.ask (coze) : {med['bridge']:7.2f} ms")
+    if "sdk" in med:
+        print(f"  cozepy chat_local_plugin loop: {med['sdk']:7.2f} ms")
+    else:
+        print(f"  cozepy chat_local_plugin loop: skipped ({why_not})")
+    print(
+        f"  Bridge.ask / hand-written    = {med['bridge'] / med['requests']:.3f}"
+        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%)"
+    )
+    if "sdk" in med:
+        print(f"  cozepy / Bridge.ask          = {med['sdk'] / med['bridge']:.3f}  (> 1: faster)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-sdk", action="store_true")
+    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker = bridge_worker if args.worker == "bridge" else requests_worker
+        print(json.dumps(worker(json.loads(args.spec))))
+        return
+    sdk, why_not = _sdk_python(args.skip_sdk)
+    loop_benchmark(args.conversations, args.rounds, sdk, why_not)
+
+
+if __name__ == "__main__":
+    main()
