@@ -67,8 +67,8 @@ def test_missing_required_settings_name_flag_and_variable() -> None:
     with pytest.raises(ConfigurationError) as info:
         entry.require({}, env={})
     message = str(info.value)
-    assert "missing the app id (--app-id or APPBUILDER_APP_ID" in message
-    assert "the token (--token or APPBUILDER_TOKEN" in message
+    assert "missing the token (--token or APPBUILDER_TOKEN" in message
+    assert "the app id (--app-id or APPBUILDER_APP_ID" in message
     assert "--emulator" in message
     entry.require({"app_id": "a"}, env={"APPBUILDER_TOKEN": "t"})
     with pytest.raises(ConfigurationError) as info:
@@ -83,7 +83,7 @@ def test_missing_required_settings_name_flag_and_variable() -> None:
         (Setting("u", "--u", None, None, "u", kind="url"), "ftp://x", "is not an http"),
         (Setting("u", "--u", None, None, "u", kind="url", secret=True), "x", "the value is not"),
         (Setting("b", "--b", None, None, "b", kind="bool"), "maybe", "expected true or false"),
-        (Setting("c", "--c", None, None, "c", kind="choice", choices=("x",)), "y", "not one of"),
+        (Setting("c", "--c", None, None, "c", kind="choice", choices=("x",)), "y", "should be 'x'"),
         (Setting("t", "--t", None, None, "t"), " padded", "without surrounding whitespace"),
     ],
 )

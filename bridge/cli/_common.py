@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
-import os
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -24,6 +25,7 @@ from bridge.errors import (
 if TYPE_CHECKING:
     from bridge.emulator import Emulator
     from bridge.platforms.base import Platform
+    from bridge.platforms.registry import Setting
     from bridge.platforms.retry import RetryNotice
     from bridge.tools.toolbox import Toolbox
 
@@ -33,22 +35,15 @@ __all__ = [
     "EXIT_NETWORK",
     "EXIT_OK",
     "EXIT_USAGE",
+    "FROM_FLAGS",
     "AllowHostOpt",
-    "ApiKeyOpt",
-    "AppIdOpt",
-    "BaseUrlOpt",
     "Connection",
     "EmulatorOpt",
-    "ModelOpt",
-    "PlatformOpt",
-    "TokenOpt",
-    "ToolProtocolOpt",
     "ToolsOpt",
     "build_toolbox",
-    "check_appbuilder_settings",
-    "check_openai_settings",
     "exit_code_for",
     "fail",
+    "with_platform_flags",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,52 +72,12 @@ AllowHostOpt = Annotated[
         "those their manifest names. Repeat for more; env TOOLBRIDGE_ALLOW_HOSTS adds more.",
     ),
 ]
-PlatformOpt = Annotated[
-    str, typer.Option("--platform", help="Agent platform: appbuilder or openai.")
-]
-AppIdOpt = Annotated[
-    str | None, typer.Option("--app-id", help="AppBuilder app id (env APPBUILDER_APP_ID).")
-]
-TokenOpt = Annotated[
-    str | None,
-    typer.Option("--token", help="AppBuilder token (env APPBUILDER_TOKEN).", show_default=False),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        help="AppBuilder gateway (env GATEWAY_URL_V2), or the server's /v1 URL with "
-        "--platform openai (env OPENAI_BASE_URL).",
-    ),
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", help="Model name, with --platform openai (env OPENAI_MODEL)."),
-]
 EmulatorOpt = Annotated[
     bool,
     typer.Option(
         "--emulator",
-        help="Talk to the embedded AppBuilder emulator (offline, no credentials) instead of "
-        "an app; without it, a missing token or app id is an error.",
-    ),
-]
-ToolProtocolOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tool-protocol",
-        metavar="native|text",
-        help="With --platform openai: 'native' sends tools as the server's tool calls "
-        "(default); 'text' describes them in the prompt and reads calls from the reply, for "
-        "models without native tool calls.",
-    ),
-]
-ApiKeyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key",
-        help="API key, with --platform openai (env OPENAI_API_KEY).",
-        show_default=False,
+        help="Talk to the platform's embedded emulator (offline, no credentials) instead of "
+        "the real service; without it, a missing setting is an error.",
     ),
 ]
 
@@ -161,51 +116,53 @@ def build_toolbox(specs: Sequence[str], *, allow_hosts: Sequence[str] = ()) -> T
 
 @dataclass(frozen=True)
 class Connection:
-    """The platform flags every agent-facing command takes."""
+    """The platform flags of an agent-facing command: which platform, its settings, --emulator.
+
+    `settings` holds the adapter options by name (None or absent: from the environment).
+    """
 
     platform: str = "appbuilder"
-    app_id: str | None = None
-    base_url: str | None = None
-    token: str | None = None
-    model: str | None = None
-    api_key: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
     emulator: bool = False
     on_retry: Callable[[RetryNotice], None] | None = None
-    tool_protocol: str | None = None
 
     def open(self) -> Platform:
         """Build the platform adapter from these flags and the environment.
 
-        With `emulator`, the embedded AppBuilder emulator is started and stops when the
-        command ends.
+        With `emulator`, the platform's embedded emulator is started and stops when the
+        adapter is closed (as every command does when it ends).
 
         Raises:
+            UsageError: Unknown platform, or a flag another platform takes.
             ConfigurationError: Settings are missing (all of them named, in flag and variable
-                names) or contradict each other.
+                names), contradict each other, or the platform has no emulator.
         """
-        from bridge.platforms import create_platform
+        from bridge.platforms.registry import get_entry
         from bridge.platforms.retry import RetryPolicy
 
-        options: dict[str, Any] = {
-            "app_id": self.app_id,
-            "base_url": self.base_url,
-            "token": self.token,
-            "model": self.model,
-            "api_key": self.api_key,
-            "tool_protocol": self.tool_protocol,
-        }
+        entry = get_entry(self.platform)
+        options = {key: value for key, value in self.settings.items() if value is not None}
+        entry.refuse_foreign(options)
         if self.on_retry is not None:
             options["retry_policy"] = RetryPolicy(on_retry=self.on_retry)
         if not self.emulator:
-            if self.platform == "appbuilder":
-                check_appbuilder_settings(self.app_id, self.token)
-            elif self.platform == "openai":
-                check_openai_settings(self.base_url, self.model)
-            return create_platform(self.platform, **options)
-        server = self._emulator()
+            entry.require(options)
+            return entry.create(**options)
+        server = self._emulator(entry.require_emulator())
         try:
-            options.update(app_id=server.app_id, token=server.token, base_url=server.base_url)
-            platform = create_platform(self.platform, **options)
+            client_env = server.env()
+            given = [
+                entry.setting(option)
+                for option in entry.emulated_options(client_env)
+                if option in options
+            ]
+            if given:
+                flags = ", ".join(setting.flag for setting in given if setting is not None)
+                raise ConfigurationError(
+                    f"--emulator starts its own {entry.title} service, so {flags} cannot be "
+                    "used with it; pass one or the other"
+                )
+            platform = entry.create(**{**options, **entry.emulator_options(client_env)})
         except BaseException:
             server.stop()
             raise
@@ -221,59 +178,126 @@ class Connection:
         platform.close = close_both  # type: ignore[method-assign]
         return platform
 
-    def _emulator(self) -> Emulator:
-        if self.platform != "appbuilder":
-            raise ConfigurationError(
-                "--emulator speaks AppBuilder's API: use it with --platform appbuilder"
-            )
-        given = [
-            flag
-            for flag, value in (
-                ("--app-id", self.app_id),
-                ("--token", self.token),
-                ("--base-url", self.base_url),
-            )
-            if value
-        ]
-        if given:
-            raise ConfigurationError(
-                f"--emulator starts its own app, so {', '.join(given)} cannot be used with it; "
-                "pass one or the other"
-            )
+    def _emulator(self, protocol: str) -> Emulator:
         from bridge.emulator import Emulator
 
-        server = Emulator().start()
-        logger.info("using the embedded AppBuilder emulator at %s", server.base_url)
+        server = Emulator(protocol=protocol).start()
+        logger.info("using the embedded %s emulator at %s", protocol, server.base_url)
         return server
 
 
-def check_appbuilder_settings(app_id: str | None, token: str | None) -> None:
-    """Name every missing AppBuilder setting at once, as the command line spells them."""
-    missing = []
-    if not (token or os.environ.get("APPBUILDER_TOKEN")):
-        missing.append("the token (--token or APPBUILDER_TOKEN; an API key bce-v3/ALTAK-…/…)")
-    if not (app_id or os.environ.get("APPBUILDER_APP_ID")):
-        missing.append(
-            "the app id (--app-id or APPBUILDER_APP_ID; the id of a published app, shown in "
-            "the AppBuilder console)"
-        )
-    if missing:
-        raise ConfigurationError(
-            f"AppBuilder is not configured: missing {' and '.join(missing)}. "
-            "To try things offline, pass --emulator for the embedded emulator."
-        )
+FROM_FLAGS = Connection()
+"""The default of a command's `connection` parameter; `with_platform_flags` always passes one."""
 
 
-def check_openai_settings(base_url: str | None, model: str | None) -> None:
-    """Name every missing OpenAI-compatible setting at once, as the command line spells them."""
-    missing = []
-    if not (base_url or os.environ.get("OPENAI_BASE_URL")):
-        missing.append(
-            "the server's URL (--base-url or OPENAI_BASE_URL, e.g. http://127.0.0.1:8000/v1)"
+def with_platform_flags(
+    *, default: str | None = "appbuilder", rename: Mapping[str, str] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command ``--platform``, ``--emulator`` and every platform's setting flags, all
+    taken from the platform registry, handed to it as one ``connection: Connection`` argument.
+
+    Args:
+        default: The ``--platform`` default (None: the command finds one elsewhere).
+        rename: Options whose flag differs in this command (``{"api_key": "platform_api_key"}``
+            where ``--api-key`` already means something else); the option name is unchanged
+            in `Connection.settings`.
+    """
+    from bridge.platforms.registry import PLATFORMS, flag_settings
+
+    renamed = dict(rename or {})
+    names = " | ".join(PLATFORMS)
+    extra = [
+        inspect.Parameter(
+            "platform",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[
+                str if default is not None else str | None,
+                typer.Option("--platform", help=f"Agent platform: {names}."),
+            ],
         )
-    if not (model or os.environ.get("OPENAI_MODEL")):
-        missing.append("the model (--model or OPENAI_MODEL)")
-    if missing:
-        raise ConfigurationError(
-            f"the OpenAI-compatible server is not configured: missing {' and '.join(missing)}"
+    ]
+    params: dict[str, str] = {}
+    for flag, settings in flag_settings().items():
+        option = settings[0].option
+        name = renamed.get(option, option)
+        if name != option:
+            flag = "--" + name.replace("_", "-")
+        params[name] = option
+        takers = "; ".join(
+            f"{_platforms_of(setting)}: {setting.help}"
+            + (f" (env {setting.env})" if setting.env else "")
+            for setting in _distinct(settings)
         )
+        if settings[0].kind == "bool":
+            decl = f"{flag}/--no-{flag.removeprefix('--')}"
+            kind: Any = bool | None
+        else:
+            decl, kind = flag, str | None
+        metavar = "|".join(settings[0].choices) if settings[0].choices else None
+        extra.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    kind,
+                    typer.Option(
+                        decl,
+                        help=f"With --platform {takers}.",
+                        show_default=False,
+                        metavar=metavar,
+                    ),
+                ],
+            )
+        )
+    extra.append(
+        inspect.Parameter(
+            "emulator", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=EmulatorOpt
+        )
+    )
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = inspect.signature(command, eval_str=True)
+        kept = [p for p in own.parameters.values() if p.name != "connection"]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            platform = kwargs.pop("platform")
+            emulator = bool(kwargs.pop("emulator"))
+            settings = {option: kwargs.pop(name) for name, option in params.items()}
+            connection = Connection(platform or "", settings, emulator)
+            return command(connection=connection, **kwargs)
+
+        signature = own.replace(
+            parameters=[
+                *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in kept),
+                *extra,
+            ]
+        )
+        wrapper.__signature__ = signature  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return wrapper
+
+    return decorate
+
+
+def _distinct(settings: list[Setting]) -> list[Setting]:
+    """One setting per distinct help text (platforms sharing a meaning are named together)."""
+    seen: dict[tuple[str, str | None], Setting] = {}
+    for setting in settings:
+        seen.setdefault((setting.help, setting.env), setting)
+    return list(seen.values())
+
+
+def _platforms_of(setting: Setting) -> str:
+    from bridge.platforms.registry import PLATFORMS
+
+    return " or ".join(
+        entry.name
+        for entry in PLATFORMS.values()
+        if any(
+            (s.flag, s.help, s.env) == (setting.flag, setting.help, setting.env)
+            for s in entry.settings
+        )
+    )

@@ -1,12 +1,17 @@
-"""`toolbridge doctor`: check the configuration and say what is wrong and how to fix it."""
+"""`toolbridge doctor`: check the configuration and say what is wrong and how to fix it.
+
+What to check comes from the platform registry: each setting of the chosen platform (present,
+well-formed, secrets never shown), then the adapter's own `check()`, then the tools: loaded and
+valid for the platform's dialect, and, where the platform can list the tools its agent has
+configured server-side (`remote_tool_names()`), compared with the loaded ones.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -14,23 +19,19 @@ import typer
 from bridge.cli._app import app
 from bridge.cli._common import (
     EXIT_OK,
-    ApiKeyOpt,
-    AppIdOpt,
-    BaseUrlOpt,
+    EXIT_USAGE,
+    FROM_FLAGS,
     Connection,
-    EmulatorOpt,
-    ModelOpt,
-    PlatformOpt,
-    TokenOpt,
     ToolsOpt,
     exit_code_for,
+    with_platform_flags,
 )
 from bridge.errors import BridgeError
 
-__all__ = ["Check", "doctor"]
+if TYPE_CHECKING:
+    from bridge.platforms.registry import PlatformEntry, Setting
 
-_TOKEN_SHAPE = re.compile(r"^(Bearer )?bce-v3/ALTAK-[A-Za-z0-9]+/[0-9a-f]+$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+__all__ = ["Check", "doctor"]
 
 
 @dataclass
@@ -43,66 +44,11 @@ class Check:
     exit_code: int = EXIT_OK
 
 
-def _token_checks(token: str | None) -> list[Check]:
-    if not token:
-        return [
-            Check(
-                "token",
-                "fail",
-                "no token: set APPBUILDER_TOKEN or pass --token (AppBuilder console → "
-                "API Key; it looks like bce-v3/ALTAK-…/…), or pass --emulator to check the "
-                "embedded emulator instead",
-                2,
-            )
-        ]
-    if any(ch.isspace() for ch in token.removeprefix("Bearer ")) or not token.isprintable():
-        return [
-            Check(
-                "token",
-                "fail",
-                "the token contains spaces, newlines or control characters; copy it again "
-                "without surrounding whitespace",
-                2,
-            )
-        ]
-    if not _TOKEN_SHAPE.match(token):
-        return [
-            Check(
-                "token",
-                "warn",
-                "set, but it does not look like an AppBuilder key (bce-v3/ALTAK-…/…); fine for "
-                "the emulator",
-            )
-        ]
-    return [Check("token", "ok", "set and well-formed")]
-
-
-def _app_id_checks(app_id: str | None) -> list[Check]:
-    if not app_id:
-        return [
-            Check(
-                "app id",
-                "fail",
-                "no app id: set APPBUILDER_APP_ID or pass --app-id (the id of a published app, "
-                "shown in the AppBuilder console)",
-                2,
-            )
-        ]
-    if not _UUID.match(app_id):
-        return [Check("app id", "warn", f"{app_id!r} is not a UUID as console app ids are")]
-    return [Check("app id", "ok", app_id)]
-
-
 @app.command()
+@with_platform_flags()
 def doctor(
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
-    platform: PlatformOpt = "appbuilder",
-    app_id: AppIdOpt = None,
-    base_url: BaseUrlOpt = None,
-    token: TokenOpt = None,
-    model: ModelOpt = None,
-    api_key: ApiKeyOpt = None,
-    emulator: EmulatorOpt = False,
+    connection: Connection = FROM_FLAGS,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -111,47 +57,39 @@ def doctor(
         ),
     ] = False,
 ) -> None:
-    """Check configuration (token, app id, gateway, tools) and explain how to fix problems.
+    """Check the platform's settings, reach it, check the tools, and explain how to fix problems.
 
     Exit codes: 0 every check passed (warnings allowed); otherwise the code of the first failure
     (2 configuration, 3 credentials refused, 4 unreachable, 1 anything else).
     """
-    from bridge.loading import load_tools
-    from bridge.platforms import PLATFORMS
+    from bridge.platforms.registry import PLATFORMS
 
     checks: list[Check] = []
-    if platform not in PLATFORMS:
-        checks.append(
-            Check("platform", "fail", f"unknown {platform!r}; use {' or '.join(PLATFORMS)}", 2)
-        )
-    elif emulator:
-        checks.append(Check("platform", "ok", "the embedded AppBuilder emulator (--emulator)"))
-    elif platform == "appbuilder":
-        checks += _token_checks(token or os.environ.get("APPBUILDER_TOKEN"))
-        checks += _app_id_checks(app_id or os.environ.get("APPBUILDER_APP_ID"))
-        gateway = base_url or os.environ.get("GATEWAY_URL_V2") or "https://qianfan.baidubce.com"
-        checks.append(Check("gateway", "ok", _shown_url(gateway)))
+    entry = PLATFORMS.get(connection.platform)
+    remote: list[str] | None = None
+    if entry is None:
+        known = " or ".join(PLATFORMS)
+        checks.append(Check("platform", "fail", f"unknown {connection.platform!r}; use {known}", 2))
     else:
-        checks += _openai_settings_checks(base_url, model)
-
-    if not any(c.status == "fail" for c in checks):
-        connection = Connection(platform, app_id, base_url, token, model, api_key, emulator)
-        checks.append(_reachable(connection))
+        checks += _platform_checks(entry, connection)
+    if entry is not None and not any(c.status == "fail" for c in checks):
+        reachable, remote = _reachable(connection, entry)
+        checks += reachable
     else:
         checks.append(Check("reachable", "warn", "not tried until the settings above are fixed"))
 
+    local: list[str] | None = None
     if tools:
-        try:
-            with load_tools(list(tools)) as toolbox:
-                dialect = "openai" if platform == "openai" else "appbuilder"
-                toolbox.manifests(dialect)
-                names = ", ".join(toolbox.names()) or "(none)"
-                checks.append(Check("tools", "ok", f"{len(toolbox)} valid: {names}"))
-        except BridgeError as exc:
-            checks.append(Check("tools", "fail", str(exc), 2))
+        local, check = _tools_check(tools, entry)
+        checks.append(check)
     else:
         checks.append(Check("tools", "warn", "none given; pass --tools SPEC to check manifests"))
+    if remote is not None:
+        checks.append(_remote_tools_check(remote, local))
+    _report(checks, as_json)
 
+
+def _report(checks: list[Check], as_json: bool) -> None:
     failures = [c for c in checks if c.status == "fail"]
     code = failures[0].exit_code if failures else EXIT_OK
     if as_json:
@@ -175,12 +113,56 @@ def doctor(
     marks = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}
     for check in checks:
         # Not redacted here: details are our own words (the token hint shows the shape
-        # bce-v3/ALTAK-…/…) or error messages already redacted when they were raised.
+        # bce-v3/ALTAK-…/…), never a secret's value, or error messages already redacted when
+        # they were raised.
         console.print(f"{marks[check.status]} {check.name}: {escape(check.detail)}", markup=True)
     if failures:
         raise typer.Exit(code)
     console.print("[green]all good[/green]")
     raise typer.Exit(EXIT_OK)
+
+
+def _platform_checks(entry: PlatformEntry, connection: Connection) -> list[Check]:
+    """The platform's settings one by one, or the emulator that replaces them."""
+    try:
+        entry.refuse_foreign(connection.settings)
+    except BridgeError as exc:
+        return [Check("flags", "fail", str(exc), exit_code_for(exc))]
+    if connection.emulator:
+        try:
+            entry.require_emulator()
+        except BridgeError as exc:
+            return [Check("platform", "fail", str(exc), exit_code_for(exc))]
+        return [Check("platform", "ok", f"the embedded {entry.title} emulator (--emulator)")]
+    offline = ", or pass --emulator to check the embedded emulator instead"
+    return [
+        _setting_check(
+            setting, setting.given(connection.settings), offline * bool(entry.emulator_protocol)
+        )
+        for setting in entry.settings
+    ]
+
+
+def _setting_check(setting: Setting, value: Any, offline: str) -> Check:
+    name = setting.label
+    if value is None:
+        if setting.required:
+            where = f"pass {setting.flag}" + (f" or set {setting.env}" if setting.env else "")
+            return Check(name, "fail", f"not set: {where} ({setting.help}){offline}", EXIT_USAGE)
+        if setting.default is not None:
+            return Check(name, "ok", f"{setting.default} (the default)")
+        return Check(name, "ok", f"not set (optional: {setting.help})")
+    problem = setting.problem(value)
+    if problem is not None:
+        return Check(name, "fail", problem, EXIT_USAGE)
+    text = str(value)
+    shown = "set" if setting.secret else _shown_url(text) if setting.kind == "url" else text
+    if setting.shape is not None and not re.search(setting.shape, text):
+        if setting.secret:
+            return Check(name, "warn", f"set, but it {setting.shape_hint}")
+        quoted = shown if setting.kind == "url" else repr(shown)
+        return Check(name, "warn", f"{quoted} {setting.shape_hint}")
+    return Check(name, "ok", "set and well-formed" if setting.secret else shown)
 
 
 def _shown_url(url: str) -> str:
@@ -192,97 +174,98 @@ def _shown_url(url: str) -> str:
     return url
 
 
-def _openai_settings_checks(base_url: str | None, model: str | None) -> list[Check]:
-    checks: list[Check] = []
-    url = base_url or os.environ.get("OPENAI_BASE_URL")
-    if not url:
-        checks.append(
-            Check(
-                "base url",
-                "fail",
-                "not set: pass --base-url or set OPENAI_BASE_URL (the server's API root, e.g. "
-                "http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama)",
-                2,
-            )
-        )
-    elif not url.rstrip("/").endswith("/v1"):
-        checks.append(
-            Check(
-                "base url",
-                "warn",
-                f"{_shown_url(url)} does not end in /v1, as OpenAI-compatible API roots "
-                "usually do (chat completions are POSTed to BASE_URL/chat/completions)",
-            )
-        )
-    else:
-        checks.append(Check("base url", "ok", _shown_url(url)))
-    chosen = model or os.environ.get("OPENAI_MODEL")
-    checks.append(
-        Check("model", "ok", chosen)
-        if chosen
-        else Check(
-            "model",
-            "fail",
-            "not set: pass --model or set OPENAI_MODEL (a name the server serves; its "
-            "GET /v1/models lists them)",
-            2,
-        )
-    )
-    return checks
-
-
-def _reachable(connection: Connection) -> Check:
+def _reachable(
+    connection: Connection, entry: PlatformEntry
+) -> tuple[list[Check], list[str] | None]:
+    """The adapter's `check()`, then the tools its agent has configured (None: it cannot say)."""
     from bridge.errors import NotFoundError
-    from bridge.platforms.openai_chat import OpenAIChatPlatform
 
     adapter = None
     try:
         adapter = connection.open()
         try:
-            return Check("reachable", "ok", adapter.check())
+            reached = Check("reachable", "ok", adapter.check())
         except NotFoundError as exc:
-            if not isinstance(adapter, OpenAIChatPlatform):
-                raise
-            # Not every compatible server lists its models; what matters is that chat
+            # Not every OpenAI-compatible server lists its models; what matters is that chat
             # completions answer.
+            fallback = getattr(adapter, "check_chat", None)
+            if fallback is None:
+                raise
             try:
-                answered = adapter.check_chat()
+                answered = fallback()
             except BridgeError:
                 raise exc from None
-            return Check(
-                "reachable",
-                "warn",
-                f"{adapter.base_url}/models is not served (404), but {answered}",
+            where = getattr(adapter, "base_url", "the server")
+            reached = Check(
+                "reachable", "warn", f"{where}/models is not served (404), but {answered}"
             )
+        lister = getattr(adapter, "remote_tool_names", None)
+        if lister is None:
+            return [reached], None
+        try:
+            remote = lister()
+        except BridgeError as exc:
+            failed = Check("remote tools", "fail", _fix_hint(exc, entry), exit_code_for(exc))
+            return [reached, failed], None
+        return [reached], None if remote is None else [str(name) for name in remote]
     except BridgeError as exc:
-        return Check("reachable", "fail", _fix_hint(exc, connection.platform), exit_code_for(exc))
+        return [Check("reachable", "fail", _fix_hint(exc, entry), exit_code_for(exc))], None
     finally:
         if adapter is not None:
             adapter.close()
 
 
-def _fix_hint(exc: BridgeError, platform: str) -> str:
+def _tools_check(specs: list[str], entry: PlatformEntry | None) -> tuple[list[str] | None, Check]:
+    from bridge.loading import load_tools
+
+    dialect = str(entry.load().dialect) if entry is not None else "appbuilder"
+    try:
+        with load_tools(list(specs)) as toolbox:
+            toolbox.manifests(dialect)
+            names = list(toolbox.names())
+    except BridgeError as exc:
+        return None, Check("tools", "fail", str(exc), EXIT_USAGE)
+    return names, Check("tools", "ok", f"{len(names)} valid: {', '.join(names) or '(none)'}")
+
+
+def _remote_tools_check(remote: list[str], local: list[str] | None) -> Check:
+    """The agent's server-side tools against the loaded ones: a call to a tool that is not
+    loaded fails, a loaded tool the agent does not know is never called."""
+    listed = ", ".join(remote) or "(none)"
+    if local is None:
+        return Check(
+            "remote tools",
+            "warn",
+            f"the agent has {len(remote)} configured: {listed}; pass --tools SPEC to compare "
+            "them with yours",
+        )
+    missing = [name for name in remote if name not in local]
+    extra = [name for name in local if name not in remote]
+    unused = (
+        f"; loaded here but not configured on the agent (never called): {', '.join(extra)}"
+        if extra
+        else ""
+    )
+    if missing:
+        return Check(
+            "remote tools",
+            "fail",
+            f"the agent can call {', '.join(missing)}, not loaded here (those calls would get "
+            f"an error): load them with --tools{unused}",
+            EXIT_USAGE,
+        )
+    if extra:
+        return Check("remote tools", "warn", f"every tool the agent has is loaded{unused}")
+    return Check("remote tools", "ok", f"the agent's {len(remote)} tools are all loaded: {listed}")
+
+
+def _fix_hint(exc: BridgeError, entry: PlatformEntry) -> str:
     from bridge.errors import AuthenticationError, NotFoundError, PlatformConnectionError
 
-    text = str(exc)
-    if platform == "openai":
-        if isinstance(exc, AuthenticationError):
-            return f"{text} — the API key was refused: check OPENAI_API_KEY/--api-key"
-        if isinstance(exc, NotFoundError):
-            return (
-                f"{text} — check --base-url/OPENAI_BASE_URL: it is the API root ending in /v1 "
-                "(e.g. http://127.0.0.1:8000/v1), and the model name"
-            )
-        if isinstance(exc, PlatformConnectionError):
-            return (
-                f"{text} — start the server (vLLM, Ollama, llama.cpp...) or fix "
-                "--base-url/OPENAI_BASE_URL"
-            )
-        return text
-    if isinstance(exc, AuthenticationError):
-        return f"{text} — the token was refused: check APPBUILDER_TOKEN/--token"
-    if isinstance(exc, NotFoundError):
-        return f"{text} — check the app id (is the app published?) and the gateway URL"
-    if isinstance(exc, PlatformConnectionError):
-        return f"{text} — check the gateway/base URL, proxies and the network"
-    return text
+    kinds = (
+        (AuthenticationError, "auth"),
+        (NotFoundError, "not_found"),
+        (PlatformConnectionError, "connect"),
+    )
+    hint = next((entry.hints.get(key) for cls, key in kinds if isinstance(exc, cls)), None)
+    return f"{exc} — {hint}" if hint else str(exc)

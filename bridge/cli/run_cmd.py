@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -12,20 +13,14 @@ from rich.markup import escape
 from bridge.cli._app import app
 from bridge.cli._common import (
     EXIT_OK,
+    FROM_FLAGS,
     AllowHostOpt,
-    ApiKeyOpt,
-    AppIdOpt,
-    BaseUrlOpt,
     Connection,
-    EmulatorOpt,
-    ModelOpt,
-    PlatformOpt,
-    TokenOpt,
-    ToolProtocolOpt,
     ToolsOpt,
     build_toolbox,
     exit_code_for,
     fail,
+    with_platform_flags,
 )
 from bridge.errors import (
     AuthenticationError,
@@ -75,7 +70,7 @@ MaxRoundsOpt = Annotated[
 def _make_bridge(
     *,
     tools: list[str],
-    connection: Connection,
+    connection: Connection = FROM_FLAGS,
     end_user_id: str | None,
     tool_choice: str | None,
     stream: bool,
@@ -174,16 +169,11 @@ def _approver(renderer: Renderer | None, yes: bool) -> Callable[[ToolCall], bool
 
 
 @app.command()
+@with_platform_flags()
 def run(
     query: Annotated[str, typer.Argument(help="The question for the agent.")],
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
-    platform: PlatformOpt = "appbuilder",
-    app_id: AppIdOpt = None,
-    base_url: BaseUrlOpt = None,
-    token: TokenOpt = None,
-    model: ModelOpt = None,
-    api_key: ApiKeyOpt = None,
-    tool_protocol: ToolProtocolOpt = None,
+    connection: Connection = FROM_FLAGS,
     conversation_id: ConversationOpt = None,
     end_user_id: EndUserOpt = None,
     tool_choice: ToolChoiceOpt = None,
@@ -201,7 +191,6 @@ def run(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
-    emulator: EmulatorOpt = False,
 ) -> None:
     """Ask the agent one question, running the tools it calls, and print the answer.
 
@@ -236,17 +225,7 @@ def run(
     try:
         bridge = _make_bridge(
             tools=tools,
-            connection=Connection(
-                platform,
-                app_id,
-                base_url,
-                token,
-                model,
-                api_key,
-                emulator=emulator,
-                on_retry=_retry_line(renderer),
-                tool_protocol=tool_protocol,
-            ),
+            connection=replace(connection, on_retry=_retry_line(renderer)),
             end_user_id=end_user_id,
             tool_choice=tool_choice,
             tool_input=tool_input,
@@ -307,22 +286,16 @@ def run(
 
 
 @app.command()
+@with_platform_flags()
 def chat(
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
-    platform: PlatformOpt = "appbuilder",
-    app_id: AppIdOpt = None,
-    base_url: BaseUrlOpt = None,
-    token: TokenOpt = None,
-    model: ModelOpt = None,
-    api_key: ApiKeyOpt = None,
-    tool_protocol: ToolProtocolOpt = None,
+    connection: Connection = FROM_FLAGS,
     conversation_id: ConversationOpt = None,
     end_user_id: EndUserOpt = None,
     stream: StreamOpt = True,
     max_rounds: MaxRoundsOpt = 10,
     yes: YesOpt = False,
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
-    emulator: EmulatorOpt = False,
 ) -> None:
     """Talk with the agent in one conversation; type /exit (or Ctrl-D) to leave."""
     from bridge.cli._render import Renderer
@@ -331,17 +304,7 @@ def chat(
     try:
         bridge = _make_bridge(
             tools=tools,
-            connection=Connection(
-                platform,
-                app_id,
-                base_url,
-                token,
-                model,
-                api_key,
-                emulator=emulator,
-                on_retry=_retry_line(renderer),
-                tool_protocol=tool_protocol,
-            ),
+            connection=replace(connection, on_retry=_retry_line(renderer)),
             end_user_id=end_user_id,
             tool_choice=None,
             stream=stream,

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bridge.cli._app import app, state
 from bridge.cli._common import (
+    FROM_FLAGS,
     AllowHostOpt,
-    AppIdOpt,
-    BaseUrlOpt,
-    EmulatorOpt,
-    ModelOpt,
-    TokenOpt,
-    ToolProtocolOpt,
+    Connection,
     ToolsOpt,
     fail,
+    with_platform_flags,
 )
 from bridge.errors import BridgeError, ConfigurationError
+from bridge.platforms.registry import DAEMON_RENAMES
 
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
@@ -37,6 +35,7 @@ logger = logging.getLogger("bridge.daemon")
 
 
 @app.command()
+@with_platform_flags(default=None, rename=DAEMON_RENAMES)
 def serve(
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
     allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
@@ -49,9 +48,6 @@ def serve(
             "Repeat for more (env TOOLBRIDGE_SERVER_NAMES).",
         ),
     ] = [],  # noqa: B006 - typer needs a literal default
-    platform: Annotated[
-        str | None, typer.Option("--platform", help="appbuilder (default) or openai.")
-    ] = None,
     host: Annotated[
         str | None,
         typer.Option("--host", help="Address to bind (default 127.0.0.1); others need --api-key."),
@@ -131,21 +127,7 @@ def serve(
         float | None,
         typer.Option("--idle-timeout", help="Idle seconds before a conversation's tools let go."),
     ] = None,
-    app_id: AppIdOpt = None,
-    base_url: BaseUrlOpt = None,
-    token: TokenOpt = None,
-    model: ModelOpt = None,
-    platform_api_key: Annotated[
-        str | None,
-        typer.Option(
-            "--platform-api-key",
-            help="API key of the OpenAI-compatible server (--platform openai) "
-            "(env OPENAI_API_KEY).",
-            show_default=False,
-        ),
-    ] = None,
-    tool_protocol: ToolProtocolOpt = None,
-    emulator: EmulatorOpt = False,
+    connection: Connection = FROM_FLAGS,
 ) -> None:
     """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
 
@@ -167,7 +149,7 @@ def serve(
         "tools": tools,
         "allow_hosts": allow_host,
         "server_names": server_name,
-        "platform": platform,
+        "platform": connection.platform or None,
         "host": host,
         "port": port,
         "db": db,
@@ -183,19 +165,16 @@ def serve(
         "max_rounds": max_rounds,
         "tool_timeout": tool_timeout,
         "idle_timeout": idle_timeout,
-        "app_id": app_id,
-        "base_url": base_url,
-        "token": token,
-        "model": model,
-        "platform_api_key": platform_api_key,
-        "tool_protocol": tool_protocol,
     }
+    flags.update(
+        {DAEMON_RENAMES.get(option, option): value for option, value in connection.settings.items()}
+    )
     server = None
     try:
-        if emulator:
-            server = _start_emulator(flags)
         settings = load_settings(flags, config=config)
-        if server is None:
+        if connection.emulator:
+            server, settings = _start_emulator(settings)
+        else:
             _check_platform_settings(settings)
         configure_logging(json_lines=settings.log_json, verbose=bool(state.get("verbose")))
         _announce(settings, server)
@@ -208,47 +187,50 @@ def serve(
     raise typer.Exit(code)
 
 
-def _start_emulator(flags: dict[str, Any]) -> Emulator:
-    """--emulator: an embedded AppBuilder emulator, serving for as long as the daemon does."""
-    given = [
-        f"--{name.replace('_', '-')}" for name in ("app_id", "token", "base_url") if flags[name]
-    ]
-    if flags["platform"] not in (None, "appbuilder"):
-        raise ConfigurationError(
-            "--emulator speaks AppBuilder's API: use it with --platform appbuilder"
-        )
-    if given:
-        raise ConfigurationError(
-            f"--emulator starts its own app, so {', '.join(given)} cannot be used with it; "
-            "pass one or the other"
-        )
+def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]:
+    """--emulator: the platform's embedded emulator, serving for as long as the daemon does."""
+    from bridge.platforms.registry import get_entry
+
+    entry = get_entry(settings.platform)
+    protocol = entry.require_emulator()
     from bridge.emulator import Emulator
 
-    server = Emulator().start()
-    flags.update(app_id=server.app_id, token=server.token, base_url=server.base_url)
-    return server
+    server = Emulator(protocol=protocol).start()
+    try:
+        client_env = server.env()
+        given = [entry.setting(option) for option in entry.emulated_options(client_env)]
+        flags = [s.flag for s in given if s is not None and s.option in settings.platform_settings]
+        if flags:
+            raise ConfigurationError(
+                f"--emulator starts its own {entry.title} service, so {', '.join(flags)} cannot "
+                "be used with it; pass one or the other"
+            )
+    except BaseException:
+        server.stop()
+        raise
+    return server, settings.with_platform_options(entry.emulator_options(client_env))
 
 
 def _check_platform_settings(settings: DaemonSettings) -> None:
     """Every missing platform setting at once, in flag and variable names (the adapters'
     own errors speak Python: `app_id=`)."""
-    from bridge.cli._common import check_appbuilder_settings, check_openai_settings
+    from bridge.platforms.registry import get_entry
 
-    if settings.platform == "appbuilder":
-        token = settings.token.get_secret_value() if settings.token else None
-        check_appbuilder_settings(settings.app_id, token)
-    else:
-        check_openai_settings(settings.base_url, settings.model)
+    get_entry(settings.platform).require(settings.platform_options())
 
 
 def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
     """What an operator must know before the first request: where the journal is, and what
     is missing."""
+    from bridge.platforms.registry import get_entry
+
     journal = "in memory (nothing survives a restart)" if settings.db == ":memory:" else settings.db
     logger.info("journal: %s", journal)
     if server is not None:
         logger.info(
-            "platform: the embedded AppBuilder emulator at %s (--emulator)", server.base_url
+            "platform: the embedded %s emulator at %s (--emulator)",
+            get_entry(settings.platform).title,
+            server.base_url,
         )
     if not settings.tools:
         logger.warning(

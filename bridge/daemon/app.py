@@ -54,9 +54,8 @@ def create_app(
     Raises:
         UsageError: bad configuration (missing token, unloadable tools, unusable db).
     """
-    for secret in (settings.api_key, settings.token, settings.platform_api_key):
-        if secret is not None:
-            register_secret(secret.get_secret_value())
+    for secret in settings.secrets():
+        register_secret(secret)
     if settings.approval_webhook is not None:
         register_secret(settings.approval_webhook)  # chat webhooks carry a token in the URL
     api_keys = ApiKeys.from_settings(settings)  # a broken key file stops here, before the db

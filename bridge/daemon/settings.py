@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -31,6 +31,10 @@ from pydantic import (
 
 from bridge.daemon.hosts import HostGate
 from bridge.errors import UsageError
+from bridge.platforms.registry import DAEMON_RENAMES
+
+if TYPE_CHECKING:
+    from bridge.platforms.registry import Setting
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,12 +42,14 @@ else:  # pragma: no cover - Python 3.10 (mypy checks as 3.10 but runs where toml
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 __all__ = [
+    "DAEMON_RENAMES",
     "ENV_PREFIX",
     "MIN_API_KEY_CHARS",
     "DaemonSettings",
     "SettingsError",
     "default_db",
     "load_settings",
+    "platform_fields",
 ]
 
 ENV_PREFIX = "TOOLBRIDGE_"
@@ -66,7 +72,8 @@ class DaemonSettings(BaseModel):
     server_names: list[str] = Field(default_factory=list)
     """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
     and loopback; requests for any other Host get 421 (see `bridge.daemon.hosts`)."""
-    platform: Literal["appbuilder", "openai"] = "appbuilder"
+    platform: str = "appbuilder"
+    """A name from the platform registry (`bridge.platforms.registry.PLATFORMS`)."""
     host: str = "127.0.0.1"
     port: int = Field(default=8411, ge=0, le=65535)
     db: str = Field(default_factory=lambda: default_db())
@@ -95,15 +102,11 @@ class DaemonSettings(BaseModel):
     tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
     idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
     """Seconds after its last message before a conversation's tool resources are released."""
-    app_id: str | None = None
-    base_url: str | None = None
-    token: SecretStr | None = None
-    """AppBuilder token (else APPBUILDER_TOKEN)."""
-    model: str | None = None
-    platform_api_key: SecretStr | None = None
-    """API key of an OpenAI-compatible server (else OPENAI_API_KEY)."""
-    tool_protocol: Literal["native", "text"] | None = None
-    """How an OpenAI-compatible server gets tools: its own tool calls, or as text."""
+    platform_settings: dict[str, Any] = Field(default_factory=dict)
+    """The platform's settings by adapter option (`bridge.platforms.registry`), secrets as
+    `SecretStr`. Given under their own names: ``--app-id``, ``TOOLBRIDGE_APP_ID``, ``app_id`` in
+    the file (the platform's ``api_key`` is ``platform_api_key``, as ``api_key`` is the
+    daemon's own key); unset ones fall back to the platform's variables (``APPBUILDER_TOKEN``)."""
 
     @field_validator("api_key")
     @classmethod
@@ -166,30 +169,78 @@ class DaemonSettings(BaseModel):
                 "API key: pass --api-key (or set TOOLBRIDGE_API_KEY) or --api-key-file, or "
                 "bind 127.0.0.1"
             )
-        if self.platform == "appbuilder" and (self.model or self.platform_api_key):
-            raise ValueError("model and platform_api_key are for platform openai only")
-        if self.platform == "appbuilder" and self.tool_protocol:
-            raise ValueError(
-                "tool_protocol is for platform openai only (AppBuilder agents call tools natively)"
-            )
-        if self.platform == "openai" and (self.app_id or self.token):
-            raise ValueError(
-                "app_id and token are for platform appbuilder only (use platform_api_key)"
-            )
+        foreign = _foreign(self.platform, self.platform_settings)
+        if foreign:
+            raise ValueError("; ".join(foreign.values()))
         return self
 
+    @field_validator("platform")
+    @classmethod
+    def _known_platform(cls, value: str) -> str:
+        from bridge.platforms.registry import PLATFORMS
+
+        if value not in PLATFORMS:
+            raise ValueError(f"unknown platform {value!r}; expected one of: {', '.join(PLATFORMS)}")
+        return value
+
     def platform_options(self) -> dict[str, Any]:
-        """Keyword arguments for `bridge.platforms.create_platform` (None: from the env)."""
-        token = self.token.get_secret_value() if self.token else None
-        api_key = self.platform_api_key.get_secret_value() if self.platform_api_key else None
-        if self.platform == "appbuilder":
-            return {"app_id": self.app_id, "base_url": self.base_url, "token": token}
+        """Keyword arguments for `bridge.platforms.create_platform` (absent: from the env)."""
         return {
-            "base_url": self.base_url,
-            "model": self.model,
-            "api_key": api_key,
-            "tool_protocol": self.tool_protocol,
+            option: value.get_secret_value() if isinstance(value, SecretStr) else value
+            for option, value in self.platform_settings.items()
         }
+
+    def with_platform_options(self, options: Mapping[str, Any]) -> DaemonSettings:
+        """These settings with `options` (adapter options, e.g. an emulator's) added."""
+        merged = {**self.platform_settings, **_wrapped(self.platform, options)}
+        return self.model_copy(update={"platform_settings": merged})
+
+    def secrets(self) -> list[str]:
+        """Every secret value in these settings (for log redaction)."""
+        values = [self.api_key, *self.platform_settings.values()]
+        return [value.get_secret_value() for value in values if isinstance(value, SecretStr)]
+
+
+def platform_fields() -> dict[str, Setting]:
+    """Every platform setting by its daemon name (``app_id``, ``platform_api_key``...)."""
+    from bridge.platforms.registry import flag_settings
+
+    return {
+        DAEMON_RENAMES.get(same[0].option, same[0].option): same[0]
+        for same in flag_settings().values()
+    }
+
+
+def _daemon_name(option: str) -> str:
+    return DAEMON_RENAMES.get(option, option)
+
+
+def _foreign(platform: str, options: Mapping[str, Any]) -> dict[str, str]:
+    """For each option `platform` does not take, by option: which platforms take it."""
+    from bridge.platforms.registry import PLATFORMS, platforms_taking
+
+    entry = PLATFORMS.get(platform)
+    if entry is None:
+        return {}
+    return {
+        option: f"{_daemon_name(option)} is for platform "
+        f"{' or '.join(platforms_taking(option)) or 'none'} only"
+        for option in options
+        if option not in entry.options
+    }
+
+
+def _wrapped(platform: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with the platform's secrets as `SecretStr`."""
+    from bridge.platforms.registry import PLATFORMS
+
+    entry = PLATFORMS.get(platform)
+    result: dict[str, Any] = {}
+    for option, value in options.items():
+        setting = entry.setting(option) if entry is not None else None
+        secret = setting.secret if setting is not None else False
+        result[option] = SecretStr(value) if secret and isinstance(value, str) else value
+    return result
 
 
 def default_db(env: Mapping[str, str] | None = None) -> str:
@@ -213,9 +264,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-_FIELDS = tuple(DaemonSettings.model_fields)
 _LISTS = {"tools", "allow_hosts", "server_names"}
-_SECRETS = {"api_key", "token", "platform_api_key", "approval_webhook"}
+_SECRETS = {"api_key", "approval_webhook"}
+
+
+def _fields() -> tuple[str, ...]:
+    """Every setting's name: the daemon's own, then the platforms' (read when called, so a
+    platform registered later is known)."""
+    own = tuple(name for name in DaemonSettings.model_fields if name != "platform_settings")
+    return own + tuple(name for name in platform_fields() if name not in own)
 
 
 def load_settings(
@@ -235,13 +292,16 @@ def load_settings(
         SettingsError: naming the source and the setting of each problem.
     """
     env = os.environ if env is None else env
+    fields = _fields()
+    platform_names = platform_fields()
+    secrets = _SECRETS | {name for name, setting in platform_names.items() if setting.secret}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     path = config or env.get(ENV_PREFIX + "CONFIG") or None
     if path is not None:
-        for key, value in _read_toml(Path(path)).items():
+        for key, value in _read_toml(Path(path), fields).items():
             values[key], origin[key] = value, f"{key} in {path}"
-    for name in _FIELDS:
+    for name in fields:
         raw = env.get(ENV_PREFIX + name.upper())
         if name == "api_key" and raw is not None and not raw.strip():
             # Unlike other settings, a key set to "" must not silently mean "no key".
@@ -249,22 +309,49 @@ def load_settings(
             continue
         if raw is not None and raw != "":
             value = [p.strip() for p in raw.split(",") if p.strip()] if name in _LISTS else raw
-            shown = "" if name in _SECRETS else f"={raw!r}"
+            shown = "" if name in secrets else f"={raw!r}"
             values[name], origin[name] = value, f"{ENV_PREFIX}{name.upper()}{shown}"
     for name, value in flags.items():
-        if name not in _FIELDS:
+        if name not in fields:
             raise SettingsError(f"unknown setting {name!r}")
         if value is None or (name in _LISTS and not value):
             continue
         values[name], origin[name] = value, f"--{name.replace('_', '-')}"
     values.setdefault("db", default_db(env))
+    values["platform_settings"] = _platform_values(values, origin, platform_names)
     try:
         return DaemonSettings.model_validate(values)
     except ValidationError as exc:
         raise SettingsError(_describe(exc, origin)) from None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _platform_values(
+    values: dict[str, Any], origin: Mapping[str, str], names: Mapping[str, Setting]
+) -> dict[str, Any]:
+    """Take the platform's settings out of `values`: checked (each problem named with where
+    the value came from), parsed, secrets wrapped, keyed by adapter option."""
+    found: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, setting in names.items():
+        if name not in values:
+            continue
+        raw = values.pop(name)
+        problem = setting.problem(raw)
+        if problem is None and setting.kind != "bool" and not isinstance(raw, str):
+            problem = f"expected text, got {type(raw).__name__}"
+        if problem is not None:
+            problems.append(f"{name}: {problem} (from {origin[name]})")
+            continue
+        found[setting.option] = setting.parse(raw)
+    platform = values.get("platform", "appbuilder")
+    for option, message in _foreign(str(platform), found).items():
+        problems.append(f"{message} (from {origin[_daemon_name(option)]})")
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return _wrapped(str(platform), found)
+
+
+def _read_toml(path: Path, fields: tuple[str, ...]) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -277,9 +364,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in table.items():
         name = key.replace("-", "_")
-        if name not in _FIELDS:
+        if name not in fields:
             raise SettingsError(
-                f"{path}: unknown setting {key!r}; expected one of: {', '.join(_FIELDS)}"
+                f"{path}: unknown setting {key!r}; expected one of: {', '.join(fields)}"
             )
         result[name] = value
     return result

@@ -9,11 +9,13 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import ConfigurationError
-from bridge.platforms.base import Platform, PlatformLimits, limits_of
 from bridge.platforms.registry import PLATFORMS, get_entry
+
+if TYPE_CHECKING:
+    from bridge.platforms.base import Platform, PlatformLimits, limits_of
 
 __all__ = [
     "PLATFORMS",
@@ -25,6 +27,18 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_LAZY = {"Platform", "PlatformLimits", "limits_of"}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the CLI registers its commands from the registry without paying
+    # for pydantic, which `base` needs.
+    if name in _LAZY:
+        from bridge.platforms import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def create_platform(name: str, **options: Any) -> Platform:

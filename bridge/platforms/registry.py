@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMON_OPTIONS",
+    "DAEMON_RENAMES",
     "PLATFORMS",
     "PlatformEntry",
     "Setting",
@@ -40,6 +41,10 @@ COMMON_OPTIONS = frozenset(
     {"connect_timeout", "idle_timeout", "max_retries", "retry_policy", "session"}
 )
 """Python-only options every adapter takes (no flag, no variable: not platform settings)."""
+
+DAEMON_RENAMES: Mapping[str, str] = {"api_key": "platform_api_key"}
+"""Options whose name differs in `toolbridge serve` and its settings: there ``--api-key`` is the
+daemon's own key, so a platform's ``api_key`` is ``--platform-api-key``."""
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -102,7 +107,10 @@ class Setting(NamedTuple):
                 return None
             return f"{value!r} is not a yes/no value; expected true or false"
         text = str(value)
-        if text != text.strip() or not text.isprintable():
+        # A secret goes into an HTTP header whole: inner whitespace is a copy-paste accident
+        # (but "Bearer KEY" is how some keys are written).
+        inner = self.secret and any(ch.isspace() for ch in text.removeprefix("Bearer "))
+        if inner or text != text.strip() or not text.isprintable():
             return (
                 "contains spaces, newlines or control characters at its ends or inside; copy "
                 "it again without surrounding whitespace"
@@ -110,7 +118,8 @@ class Setting(NamedTuple):
         if self.kind == "url" and not re.match(r"^https?://[^/\s]+", text):
             return f"{_shown(self, text)} is not an http:// or https:// URL"
         if self.kind == "choice" and text not in self.choices:
-            return f"{text!r} is not one of: {', '.join(self.choices)}"
+            expected = " or ".join(repr(choice) for choice in self.choices)
+            return f"{text!r} is not accepted; should be {expected}"
         return None
 
     def parse(self, value: Any) -> Any:
@@ -140,6 +149,9 @@ class PlatformEntry:
     emulator_defaults: Mapping[str, Any] = field(default_factory=dict)
     """Options used with the emulator besides those its client environment gives (a model
     name the emulator ignores, say)."""
+    hints: Mapping[str, str] = field(default_factory=dict)
+    """What to do when `check()` fails, by kind: ``auth`` (credentials refused), ``not_found``
+    (404: a wrong id or URL), ``connect`` (unreachable); `toolbridge doctor` appends them."""
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -183,7 +195,22 @@ class PlatformEntry:
                 platforms that take it).
         """
         options = {key: value for key, value in options.items() if value is not None}
-        foreign = [key for key in options if key not in self.options and platforms_taking(key)]
+        self.refuse_foreign(options)
+        for key, value in list(options.items()):
+            setting = self.setting(key)
+            if setting is not None:
+                options[key] = setting.parse(value)
+        platform: Platform = self.load()(**options)
+        return platform
+
+    def refuse_foreign(self, options: Mapping[str, Any]) -> None:
+        """Raise a `UsageError` for each given option that only other platforms take, naming
+        its flag and those platforms."""
+        foreign = [
+            key
+            for key, value in options.items()
+            if value is not None and key not in self.options and platforms_taking(key)
+        ]
         if foreign:
             raise UsageError(
                 "; ".join(
@@ -191,12 +218,6 @@ class PlatformEntry:
                     for key in foreign
                 )
             )
-        for key, value in list(options.items()):
-            setting = self.setting(key)
-            if setting is not None:
-                options[key] = setting.parse(value)
-        platform: Platform = self.load()(**options)
-        return platform
 
     def emulator_options(self, client_env: Mapping[str, str]) -> dict[str, Any]:
         """The options that point this platform at an emulator whose client environment is
@@ -288,6 +309,19 @@ PLATFORMS: dict[str, PlatformEntry] = {
         factory="bridge.platforms.appbuilder:AppBuilderPlatform",
         settings=(
             Setting(
+                "token",
+                "--token",
+                "APPBUILDER_TOKEN",
+                None,
+                "an API key from the AppBuilder console; it looks like bce-v3/ALTAK-…/…",
+                secret=True,
+                required=True,
+                shape=r"^(Bearer )?bce-v3/ALTAK-[A-Za-z0-9]+/[0-9a-f]+$",
+                shape_hint=(
+                    "does not look like an AppBuilder key (bce-v3/ALTAK-…/…); fine for the emulator"
+                ),
+            ),
+            Setting(
                 "app_id",
                 "--app-id",
                 "APPBUILDER_APP_ID",
@@ -296,19 +330,6 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 required=True,
                 shape=_UUID,
                 shape_hint="is not a UUID as console app ids are",
-            ),
-            Setting(
-                "token",
-                "--token",
-                "APPBUILDER_TOKEN",
-                None,
-                "an API key bce-v3/ALTAK-…/…",
-                secret=True,
-                required=True,
-                shape=r"^(Bearer )?bce-v3/ALTAK-[A-Za-z0-9]+/[0-9a-f]+$",
-                shape_hint=(
-                    "does not look like an AppBuilder key (bce-v3/ALTAK-…/…); fine for the emulator"
-                ),
             ),
             Setting(
                 "base_url",
@@ -320,6 +341,11 @@ PLATFORMS: dict[str, PlatformEntry] = {
             ),
         ),
         emulator_protocol="appbuilder",
+        hints={
+            "auth": "the token was refused: check APPBUILDER_TOKEN/--token",
+            "not_found": "check the app id (is the app published?) and the gateway URL",
+            "connect": "check the gateway/base URL, proxies and the network",
+        },
     ),
     "openai": PlatformEntry(
         name="openai",
@@ -367,6 +393,16 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 choices=("native", "text"),
             ),
         ),
+        hints={
+            "auth": "the API key was refused: check OPENAI_API_KEY/--api-key",
+            "not_found": (
+                "check --base-url/OPENAI_BASE_URL: it is the API root ending in /v1 (e.g. "
+                "http://127.0.0.1:8000/v1), and the model name"
+            ),
+            "connect": (
+                "start the server (vLLM, Ollama, llama.cpp...) or fix --base-url/OPENAI_BASE_URL"
+            ),
+        },
     ),
     "coze": PlatformEntry(
         name="coze",
@@ -418,6 +454,11 @@ PLATFORMS: dict[str, PlatformEntry] = {
             ),
         ),
         emulator_protocol="coze",
+        hints={
+            "auth": "the token was refused: check COZE_API_TOKEN/--token and its permissions",
+            "not_found": "check the bot id (is the bot published as an API?) and the base URL",
+            "connect": "check the base URL (api.coze.cn or api.coze.com), proxies and the network",
+        },
     ),
     "responses": PlatformEntry(
         name="responses",

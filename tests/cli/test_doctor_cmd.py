@@ -70,8 +70,8 @@ def test_all_good(emulator: Emulator, tools_file: str) -> None:
 def test_missing_token_and_app_id(tools_file: str) -> None:
     result = invoke(["--tools", tools_file], {})
     assert result.exit_code == 2
-    assert "✗ token: no token: set APPBUILDER_TOKEN" in result.stdout
-    assert "✗ app id: no app id: set APPBUILDER_APP_ID" in result.stdout
+    assert "✗ token: not set: pass --token or set APPBUILDER_TOKEN" in result.stdout
+    assert "✗ app id: not set: pass --app-id or set APPBUILDER_APP_ID" in result.stdout
     assert "not tried until the settings above are fixed" in result.stdout
 
 
@@ -204,7 +204,7 @@ def test_json_report(emulator: Emulator, tools_file: str) -> None:
     assert [c["name"] for c in body["checks"]] == [
         "token",
         "app id",
-        "gateway",
+        "base url",
         "reachable",
         "tools",
     ]

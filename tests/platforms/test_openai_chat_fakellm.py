@@ -315,4 +315,4 @@ def test_cli_run_with_platform_openai(fakellm: FakeLLM, tmp_path: Path) -> None:
     assert wrong.exit_code == 2
     # --json reports even a usage error as JSON.
     error = json.loads(wrong.stdout)["error"]
-    assert "--token is for --platform appbuilder only" in error["message"]
+    assert "--token is for --platform appbuilder" in error["message"]
