@@ -1,0 +1,255 @@
+"""The Responses loop's cost: toolbridge against the openai package's own loop (ratios from one
+run; never pass/fail).
+
+A two-turn tool conversation on one Responses emulator (a question -> a ``function_call``
+item -> the tool runs -> its ``function_call_output`` -> the answer), streamed, three ways,
+each in its own subprocess timing itself:
+
+- `Bridge.ask` on ``--platform responses`` (`OpenAIResponsesPlatform`, ``store=True``:
+  outputs chained by ``previous_response_id``; registry of tools, dispatcher, ledger, journal
+  in memory);
+- a minimal hand-written loop with `requests` (no validation, no retries, no sequence checks:
+  the floor);
+- the official openai 3.54.0 ``ResponsesToolRunner.run(..., stream=True)`` from
+  ``.venv-openai/`` (see tests/support/sdk_venv.py), which resends the whole history instead
+  of chaining.
+
+The three take turns for several rounds so machine noise hits all alike.
+
+Run: `.venv/bin/python bench/bench_responses.py`. Options: `--conversations N`, `--rounds N`,
+`--skip-sdk`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # for tests.support.sdk_venv when run as a script
+
+__all__ = ["main"]
+
+SCENARIO = {
+    "settings": {"chunk_chars": 8},
+    "rules": [
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
+            "answer": "The weather in {city} is {outputs.get_weather}. Enjoy your day there!",
+        }
+    ],
+}
+QUERY = "What is the weather in Paris?"
+EXPECTED = "The weather in Paris is sunny, 21 C. Enjoy your day there!"
+WARMUP = 3
+TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather of a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "City name"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+# The openai package's ResponsesToolRunner, run with .venv-openai/bin/python.
+SDK_WORKER = r"""
+import json, os, sys, time
+import pydantic
+from openai import OpenAI
+from openai.lib._tools import pydantic_responses_function_tool
+from openai.lib.responses_tool_runner import RegisteredFunction, ResponsesToolRunner
+
+class GetWeather(pydantic.BaseModel):
+    city: str
+
+spec = json.loads(sys.argv[1])
+client = OpenAI(max_retries=0)
+tool = pydantic_responses_function_tool(
+    GetWeather, name="get_weather", description="Current weather of a city"
+)
+runner = ResponsesToolRunner(
+    functions=[RegisteredFunction.from_tool(tool, execute=lambda args: "sunny, 21 C")]
+)
+
+def conversation():
+    final = runner.run(
+        client, {"model": os.environ["OPENAI_MODEL"], "input": spec["query"]}, stream=True
+    )
+    return final.output_text
+
+for _ in range(spec["warmup"]):
+    conversation()
+wall = []
+for _ in range(spec["n"]):
+    start = time.perf_counter()
+    answer = conversation()
+    wall.append(time.perf_counter() - start)
+    if answer != spec["expected"]:
+        raise SystemExit("unexpected answer: %r" % answer)
+print(json.dumps(wall))
+"""
+
+
+def bridge_worker(spec: dict[str, Any]) -> list[float]:
+    """`Bridge.ask` with a decorated tool on the Responses adapter (runs in a subprocess)."""
+    from bridge import Bridge, manifest
+    from bridge.platforms.openai_responses import OpenAIResponsesPlatform
+
+    @manifest(description="Current weather of a city")
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City name
+        """
+        return "sunny, 21 C"
+
+    platform = OpenAIResponsesPlatform(spec["base_url"], spec["model"], spec["api_key"])
+    with Bridge(platform, [get_weather]) as bridge:
+        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
+
+
+def requests_worker(spec: dict[str, Any]) -> list[float]:
+    """The floor: a hand-written streamed loop with requests and json, nothing else."""
+    import requests
+
+    session = requests.Session()
+    url = spec["base_url"] + "/responses"
+    headers = {"Authorization": "Bearer " + spec["api_key"]}
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        with session.post(url, json=body, headers=headers, stream=True) as reply:
+            for line in reply.iter_lines():
+                if line.startswith(b"data:"):
+                    event = json.loads(line[5:])
+                    if event["type"] == "response.completed":
+                        completed: dict[str, Any] = event["response"]
+        return completed
+
+    def conversation() -> str:
+        common = {"model": spec["model"], "tools": [spec["tool"]], "stream": True}
+        first = respond({**common, "input": spec["query"]})
+        outputs = [
+            {"type": "function_call_output", "call_id": item["call_id"], "output": "sunny, 21 C"}
+            for item in first["output"]
+            if item["type"] == "function_call"
+        ]
+        final = respond({**common, "input": outputs, "previous_response_id": first["id"]})
+        return "".join(
+            part["text"]
+            for item in final["output"]
+            if item["type"] == "message"
+            for part in item["content"]
+        )
+
+    return _timed(spec, conversation)
+
+
+def _timed(spec: dict[str, Any], conversation: Any) -> list[float]:
+    for _ in range(spec["warmup"]):
+        conversation()
+    wall: list[float] = []
+    for _ in range(spec["n"]):
+        start = time.perf_counter()
+        answer = conversation()
+        wall.append(time.perf_counter() - start)
+        if answer != spec["expected"]:
+            raise SystemExit(f"unexpected answer: {answer!r}")
+    return wall
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> list[float]:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    values: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return values
+
+
+def _sdk_python(skip: bool) -> tuple[Path | None, str]:
+    if skip:
+        return None, "--skip-sdk given"
+    try:
+        from tests.support.sdk_venv import OPENAI, SdkVenvError, ensure_sdk_venv
+
+        return ensure_sdk_venv(OPENAI), ""
+    except (ImportError, SdkVenvError) as exc:
+        return None, f"SDK venv unavailable: {str(exc).splitlines()[0]}"
+
+
+def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
+    """Time the three loops on one emulator and print medians and ratios."""
+    from bridge.emulator import Emulator
+
+    print(
+        f"two-turn tool conversation on the Responses emulator (stream), {rounds} alternating "
+        f"rounds of {n} runs per variant after {WARMUP} warm-up runs; median ms per conversation"
+    )
+    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
+    with Emulator(protocol="responses", scenario=SCENARIO, faults="") as emulator:
+        env = emulator.env()
+        spec = {
+            "base_url": env["OPENAI_BASE_URL"],
+            "api_key": env["OPENAI_API_KEY"],
+            "model": env["OPENAI_MODEL"],
+            "query": QUERY,
+            "tool": TOOL,
+            "expected": EXPECTED,
+            "n": n,
+            "warmup": WARMUP,
+        }
+        arg = json.dumps(spec)
+        sdk_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        sdk_env.update(env)
+        for _ in range(rounds):
+            for kind in ("bridge", "requests"):
+                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
+                times[kind] += _run(cmd)
+            if sdk is not None:
+                times["sdk"] += _run([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
+    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
+    print(f"  hand-written requests loop     : {med['requests']:7.2f} ms")
+    print(f"  toolbridge Bridge.ask          : {med['bridge']:7.2f} ms")
+    if "sdk" in med:
+        print(f"  openai ResponsesToolRunner     : {med['sdk']:7.2f} ms")
+    else:
+        print(f"  openai ResponsesToolRunner     : skipped ({why_not})")
+    print(
+        f"  Bridge.ask / hand-written      = {med['bridge'] / med['requests']:.3f}"
+        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%)"
+    )
+    if "sdk" in med:
+        print(f"  ResponsesToolRunner / Bridge.ask = {med['sdk'] / med['bridge']:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-sdk", action="store_true")
+    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker = bridge_worker if args.worker == "bridge" else requests_worker
+        print(json.dumps(worker(json.loads(args.spec))))
+        return
+    sdk, why_not = _sdk_python(args.skip_sdk)
+    loop_benchmark(args.conversations, args.rounds, sdk, why_not)
+
+
+if __name__ == "__main__":
+    main()
