@@ -204,7 +204,7 @@ class CozePlatform:
         """Ask the bot `query` in the conversation; yield the chat's events.
 
         `tools` only tells which names are loaded locally (the bot's plugins are configured in
-        Coze). Nothing is sent until the events are read.
+        Coze). The request is sent at once; the events are read as they are iterated.
 
         Raises:
             UsageError: an empty query, file ids, or a tool choice other than ``auto`` (Coze
@@ -341,6 +341,9 @@ class CozePlatform:
         *,
         chat_id: str | None = None,
     ) -> Iterator[Event]:
+        """POST now, so that a refusal (a busy conversation, outputs no longer expected, a bad
+        token) is raised at the call, before the caller records the request as accepted; the
+        returned iterator reads the answer."""
         url = self.base_url + path
         response = self._http.request(
             "POST",
@@ -357,8 +360,18 @@ class CozePlatform:
             # Also where a refused stream request lands: Coze answers it with a JSON error.
             chat = Chat.model_validate(self._envelope(response, url, operation, logid))
             self._chats[conversation_id] = chat.id
-            yield from self._polled(chat, logid)
-            return
+            return self._polled(chat, logid)
+        return self._read(response, url, operation, conversation_id, chat_id, logid)
+
+    def _read(
+        self,
+        response: requests.Response,
+        url: str,
+        operation: str,
+        conversation_id: str,
+        chat_id: str | None,
+        logid: str | None,
+    ) -> Iterator[Event]:
         reader = ChatReader(logid)
         received: list[Event] = []
         try:

@@ -407,3 +407,20 @@ def test_remote_tool_names_and_check_read_the_bot(
     assert platform.remote_tool_names() == ["get_weather", "search"]
     assert "Helper, 2 plugin API(s)" in platform.check()
     assert server.requests[0]["params"] == {"bot_id": "b1"}
+
+
+def test_a_refusal_is_raised_at_the_call_not_when_reading(
+    server: CozeServer, platform: CozePlatform
+) -> None:
+    # The loop marks outputs as submitted once submit() returns: a refusal must come first.
+    server.script(
+        requires(("a", "get_weather", "")),
+        Reply(json={"code": 4000, "msg": "chat k1 is completed: no tool outputs are expected"}),
+    )
+    batch = start(platform)[-1]
+    assert isinstance(batch, ToolCallsRequested)
+    with pytest.raises(BadRequestError, match="no tool outputs are expected"):
+        platform.submit("c1", batch.batch, [ToolResult(call_id="a", output="1")])
+    server.script(Reply(json={"code": 4016, "msg": "conversation busy"}))
+    with pytest.raises(BadRequestError, match="conversation busy"):
+        platform.start("c1", "again", tools=TOOLS)

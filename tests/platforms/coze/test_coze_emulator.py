@@ -9,8 +9,9 @@ import pytest
 
 from bridge import Bridge, Toolbox
 from bridge.emulator import Emulator
-from bridge.errors import AuthenticationError
+from bridge.errors import AuthenticationError, BadRequestError
 from bridge.platforms.coze import CozePlatform
+from bridge.types import RunFinished, ToolCallsRequested, ToolResult
 
 
 def get_weather(city: str) -> str:
@@ -97,3 +98,17 @@ def test_a_token_without_submit_permission_is_named(toolbox: Toolbox) -> None:
     ):
         bridge.ask("What is the weather in Paris?")
     assert caught.value.code == "4101"
+
+
+def test_outputs_posted_twice_are_refused_at_the_second_post(emu: Emulator) -> None:
+    # What recovery relies on: after a crash while submitting, the platform's refusal of the
+    # same outputs proves the first post arrived.
+    platform = platform_for(emu)
+    conversation_id = platform.create_conversation()
+    pause = list(platform.start(conversation_id, "What is the weather in Paris?", tools=[]))[-1]
+    assert isinstance(pause, ToolCallsRequested)
+    results = [ToolResult(call_id=c.call_id, output="sunny") for c in pause.batch.calls]
+    assert isinstance(list(platform.submit(conversation_id, pause.batch, results))[-1], RunFinished)
+    with pytest.raises(BadRequestError, match="no tool outputs are expected"):
+        platform.submit(conversation_id, pause.batch, results)
+    assert set(emu.conversation(conversation_id).accepted_outputs.values()) == {1}
