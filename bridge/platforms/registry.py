@@ -462,7 +462,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
     ),
     "responses": PlatformEntry(
         name="responses",
-        title="the OpenAI Responses API",
+        title="OpenAI Responses",
         factory="bridge.platforms.openai_responses:OpenAIResponsesPlatform",
         settings=(
             Setting(
