@@ -42,6 +42,7 @@ from bridge.errors import (
     RateLimitError,
     StreamInterruptedError,
     StreamTimeoutError,
+    redact,
     register_secret,
     status_error_class,
 )
@@ -270,7 +271,7 @@ class Transport:
         call = self._call(url, operation, request_id=merged.get(self.request_id_header))
         attempt = 0
         while True:
-            logger.debug("%s%s %s (attempt %d)", _lead(call), method, url, attempt + 1)
+            logger.debug("%s%s %s (attempt %d)", _lead(call), method, redact(url), attempt + 1)
             try:
                 response = self._send(method, url, params, body, files, merged)
             except _FOREIGN as exc:
@@ -403,7 +404,7 @@ class Transport:
                 "%snot retrying %s %s: Retry-After %s is over %g s",
                 _lead(call),
                 method,
-                call.url,
+                redact(call.url),
                 retry_after,
                 policy.max_retry_after,
             )
@@ -426,7 +427,7 @@ class Transport:
             "%sretrying %s %s in %.2f s after: %s (retry %d of %d)",
             _lead(call),
             method,
-            call.url,
+            redact(call.url),
             delay,
             reason,
             attempt + 1,

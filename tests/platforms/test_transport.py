@@ -329,3 +329,15 @@ def test_files_are_fresh_for_every_attempt_and_closed(server: Server, tmp_path: 
     make().request("POST", server.base_url + "/upload", files=files, stream=False)
     assert len(handles) == 2 and all(h.closed for h in handles)
     assert all(b"content" in r["body"] for r in server.requests)
+
+
+def test_a_secret_in_the_url_stays_out_of_logs_and_errors(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "url-secret-0123456789"
+    url = f"http://127.0.0.1:{_closed_port()}/v1/x?api_key={secret}"
+    with (
+        caplog.at_level(logging.DEBUG, logger="bridge.platforms._transport"),
+        pytest.raises(PlatformConnectionError) as info,
+    ):
+        make(max_retries=1).request("GET", url, stream=True)
+    assert caplog.records and all(secret not in r.getMessage() for r in caplog.records)
+    assert secret not in str(info.value)
