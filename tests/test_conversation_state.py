@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bridge import Bridge, ToolBatch, ToolCall, manifest
+from bridge import Bridge, ToolBatch, Toolbox, ToolCall, manifest
+from bridge.emulator import Emulator
+from bridge.emulator.protocols import PROTOCOLS
 from bridge.errors import ConversationLostError
 from bridge.journal import SQLiteJournal, StateSnapshot
 from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.registry import get_entry
+from bridge.types import RunFinished
 from tests.platforms.openai_fakes import FAST_RETRIES, Reply, ScriptedServer, chunk, text_stream
 
 
@@ -192,3 +197,109 @@ def test_recovery_without_a_journaled_state_runs_nothing_it_could_not_deliver(
     finally:
         journal.close()
     assert llm.bodies == []
+
+
+# --- every platform with an emulator: a crash image of the journal, another process -----------
+
+RUNS: list[str] = []
+
+
+@manifest(description="Charge a card: must never run twice.")
+def charge(amount: int) -> str:
+    """Charge.
+
+    Args:
+        amount: Euros.
+    """
+    RUNS.append(f"charge {amount}")
+    return f"charged {amount}"
+
+
+@manifest(description="Look a key up (safe to repeat).", idempotent=True)
+def lookup(key: str) -> str:
+    """Lookup.
+
+    Args:
+        key: The key.
+    """
+    RUNS.append(f"lookup {key}")
+    return f"value of {key}"
+
+
+def _rule(match: str, tool: str, arguments: dict[str, str], answer: str) -> dict[str, Any]:
+    return {"match": match, "steps": [{"tool": tool, "arguments": arguments}], "answer": answer}
+
+
+EMULATED = {
+    "rules": [
+        _rule(r"charge (?P<n>\d+)", "charge", {"amount": "{n}"}, "result: {outputs.charge}"),
+        _rule(r"lookup (?P<k>\w+)", "lookup", {"key": "{k}"}, "result: {outputs.lookup}"),
+    ]
+}
+
+
+def _emulated_bridge(name: str, emulator: Emulator, journal: SQLiteJournal) -> Bridge:
+    entry = get_entry(name)
+    platform = entry.create(**entry.emulator_options(emulator.env()))
+    return Bridge(platform, [charge, lookup], journal=journal)
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
+    name: str, tmp_path: Path
+) -> None:
+    """The journal as `kill -9` would leave it with a batch received: another process (a new
+    platform object on a copy of the file) delivers the outputs and goes on."""
+    toolbox = Toolbox([charge, lookup])
+    scenario = dict(EMULATED)
+    if name == "coze":
+        scenario["coze"] = {"plugins": toolbox.manifests("openai")}  # the bot's local plugin
+    RUNS.clear()
+    image = tmp_path / "image.db"
+    armed = False
+
+    def crash_after(step: str) -> None:
+        # What `kill -9` right after this write leaves on disk; this process goes no further.
+        if armed and step == "received":
+            with sqlite3.connect(tmp_path / "journal.db") as source, sqlite3.connect(image) as copy:
+                source.backup(copy)
+            raise _CrashError(step)
+
+    with Emulator(protocol=name, scenario=scenario) as emulator:
+        journal = SQLiteJournal(tmp_path / "journal.db", on_write=crash_after)
+        try:
+            with _emulated_bridge(name, emulator, journal) as first, first.conversation() as conv:
+                assert conv.ask("lookup k1").answer == "result: value of k1"
+                cid = conv.id
+                armed = True
+                with pytest.raises(_CrashError):
+                    conv.ask("charge 3")
+        finally:
+            journal.close()
+        assert RUNS == ["lookup k1"]
+
+        journal = SQLiteJournal(image)
+        try:
+            [message] = journal.unfinished_messages()
+            pending = journal.pending(message.message_id)
+            assert pending is not None
+            with _emulated_bridge(name, emulator, journal) as second:
+                with second.conversation(cid) as conv:
+                    recovered = list(conv.stream_recovered(message.message_id, pending.batch))
+                    assert isinstance(recovered[-1], RunFinished), recovered
+                    assert recovered[-1].answer == "result: charged 3"
+                    assert conv.ask("lookup k2").answer == "result: value of k2"
+                assert len(journal.platform_conversations(cid)) == 1
+        finally:
+            journal.close()
+        if name == "responses":
+            posts = [r.json for r in emulator.requests if r.path.endswith("/responses") and r.json]
+            assert posts[-1].get("previous_response_id"), posts[-1]
+        else:
+            asked = [m.query for m in emulator.conversation(cid).messages]
+            assert asked == ["lookup k1", "charge 3", "lookup k2"], asked
+    assert RUNS == ["lookup k1", "charge 3", "lookup k2"], RUNS
+
+
+class _CrashError(Exception):
+    """Stops the first process right after a journal write."""

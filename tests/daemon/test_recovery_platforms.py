@@ -1,0 +1,251 @@
+"""A conversation survives `kill -9` of the daemon on every platform, with its history.
+
+One conversation per test: message 1 runs a tool and is answered; message 2 asks for
+`charge 3` and the daemon is killed right after a journal step of that round ("received":
+the call never ran; "submitting": it ran, its output was about to be posted). A second daemon
+on the same journal must finish message 2 (the call run exactly once, its output delivered),
+then answer message 3 in the same platform conversation, the platform seeing the whole
+history: the OpenAI-compatible server is sent every message again (the history lived in the
+first daemon's memory and came back from the journal), the emulators keep it server-side.
+
+Parametrised over the platforms: those with an emulator protocol (`PROTOCOLS`) run against
+it; the OpenAI-compatible one against a scripted server. A platform the daemon does not take
+yet (`toolbridge serve --platform`) is skipped with the reason.
+
+The second test keeps the first daemon running and lets a second process on the same SQLite
+file continue the conversation, then hands it back: each takes the other's turns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from bridge.daemon.settings import DaemonSettings
+from bridge.emulator import Emulator
+from bridge.emulator.protocols import PROTOCOLS
+from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
+from tests.daemon.test_crash_matrix import _in_background
+from tests.platforms.openai_fakes import Reply, ScriptedServer, chunk, text_stream
+
+PLATFORMS = ("openai", "appbuilder", "coze", "responses")
+
+
+def _rule(match: str, tool: str, arguments: dict[str, str], answer: str) -> dict[str, Any]:
+    return {"match": match, "steps": [{"tool": tool, "arguments": arguments}], "answer": answer}
+
+
+SCENARIO: dict[str, Any] = {
+    "settings": {"fallback": "plain", "chunk_chars": 4},
+    "rules": [
+        _rule(r"charge (?P<n>\d+)", "charge", {"amount": "{n}"}, "result: {outputs.charge}"),
+        _rule(r"lookup (?P<k>\w+)", "lookup", {"key": "{k}"}, "result: {outputs.lookup}"),
+    ],
+}
+COZE_BOT: dict[str, Any] = {
+    # The Coze bot's local plugin (Coze takes no tool list per request); only the coze
+    # protocol reads this section.
+    "coze": {
+        "plugins": [
+            {
+                "name": "charge",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"amount": {"type": "integer"}},
+                    "required": ["amount"],
+                },
+            },
+            {
+                "name": "lookup",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"key": {"type": "string"}},
+                    "required": ["key"],
+                },
+            },
+        ]
+    },
+}
+
+
+def _call_stream(call_id: str, name: str, arguments: dict[str, Any]) -> list[Any]:
+    call = {
+        "index": 0,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        chunk({"role": "assistant", "tool_calls": [call]}),
+        chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+@dataclass
+class Backend:
+    """The platform's far side for one test: an emulator, or the scripted OpenAI server."""
+
+    platform: str
+    argv: list[str]
+    env: dict[str, str]
+    emulator: Emulator | None = None
+    llm: ScriptedServer | None = None
+    script: Callable[[list[Reply]], None] = field(default=lambda replies: None)
+    """Answers for the OpenAI server's next requests (the emulators plan their own)."""
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    name: str = request.param
+    _skip_unless_served(name)
+    with ExitStack() as stack:
+        if name == "openai":
+            llm = stack.enter_context(ScriptedServer().running())
+            argv = ["--platform", "openai", "--base-url", llm.base_url, "--model", "m"]
+            yield Backend(name, argv, {}, llm=llm, script=lambda replies: llm.script(*replies))
+            return
+        scenario = {**SCENARIO, **COZE_BOT} if name == "coze" else SCENARIO
+        emulator = stack.enter_context(Emulator(protocol=name, scenario=scenario))
+        argv = [] if name == "appbuilder" else ["--platform", name]
+        yield Backend(name, argv, emulator.env(), emulator=emulator)
+
+
+def _skip_unless_served(name: str) -> None:
+    if name != "openai" and name not in PROTOCOLS:
+        pytest.skip(f"no emulator protocol {name!r} yet (bridge/emulator/protocols.py)")
+    try:
+        DaemonSettings(platform=name)  # type: ignore[arg-type]
+    except ValidationError:
+        pytest.skip(f"the daemon does not take --platform {name} yet")
+
+
+def _daemon(backend: Backend, tmp_path: Path, env: dict[str, str] | None = None) -> DaemonProcess:
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "daemon_tools.py").write_text(TOOLS, encoding="utf-8")
+    argv = ["--tools", str(tools / "daemon_tools.py"), "--port", "0"]
+    argv += ["--db", str(tmp_path / "journal.db"), *backend.argv]
+    return DaemonProcess(argv, env={**backend.env, "TB_TOOLS_DIR": str(tools), **(env or {})})
+
+
+def _ask(daemon: DaemonProcess, cid: str, query: str) -> str:
+    reply = daemon.ask(cid, query)
+    assert reply.status_code == 200, reply.text + "\n" + daemon.log
+    return str(reply.json()["answer"])
+
+
+def _detail(daemon: DaemonProcess, cid: str) -> dict[str, Any]:
+    detail: dict[str, Any] = daemon.request("GET", f"/v1/conversations/{cid}").json()
+    return detail
+
+
+def _check_history(backend: Backend, cid: str, queries: list[str]) -> None:
+    """The platform saw every query of the conversation, in one platform conversation."""
+    if backend.llm is not None:
+        # Stateless: the last request carries the whole history.
+        sent = backend.llm.bodies[-1]["messages"]
+        assert [m["content"] for m in sent if m["role"] == "user"] == queries, sent
+        outputs = [m["content"] for m in sent if m["role"] == "tool"]
+        assert "value of k1" in outputs[0] and "charged 3" in outputs[1], outputs
+        return
+    emulator = backend.emulator
+    assert emulator is not None
+    if backend.platform == "responses":
+        # The conversation is a chain of stored responses: the last request continues it.
+        posts = [r for r in emulator.requests if r.path.endswith("/responses") and r.json]
+        last = posts[-1].json
+        assert last["input"] == queries[-1] or last["input"][-1]["content"] == queries[-1]
+        assert last.get("previous_response_id"), last
+        return
+    asked = [m.query for m in emulator.conversation(cid).messages]
+    assert asked == queries, asked
+
+
+# Answers of the scripted OpenAI server, by message (the emulators plan their own).
+LOOKUP_K1 = [Reply(stream=_call_stream("call_k1", "lookup", {"key": "k1"}))]
+LOOKUP_K1 += [Reply(stream=text_stream("result: value of k1"))]
+CHARGE_3 = [Reply(stream=_call_stream("call_c3", "charge", {"amount": 3}))]
+CHARGED = [Reply(stream=text_stream("result: charged 3"))]
+LOOKUP_K2 = [Reply(stream=_call_stream("call_k2", "lookup", {"key": "k2"}))]
+LOOKUP_K2 += [Reply(stream=text_stream("result: value of k2"))]
+
+
+@pytest.mark.parametrize("step", ["received", "submitting"])
+@pytest.mark.parametrize("backend", PLATFORMS, indirect=True)
+def test_kill_9_mid_conversation_then_the_conversation_goes_on(
+    backend: Backend, step: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "hit"
+    # The failpoint fires at the first write of the step: message 1's is "received" too, so
+    # it is armed for message 2 only, in a daemon started for it.
+    backend.script(LOOKUP_K1)
+    first = _daemon(backend, tmp_path)
+    try:
+        cid = first.new_conversation()
+        assert _ask(first, cid, "lookup k1") == "result: value of k1"
+    finally:
+        first.stop()
+
+    backend.script(CHARGE_3)
+    killed = _daemon(backend, tmp_path, {"TOOLBRIDGE_FAILPOINT": f"{step}:{marker}"})
+    try:
+        worker = _in_background(lambda: killed.ask(cid, "charge 3"))
+        wait_for(lambda: marker.exists() or not worker.is_alive(), f"the {step!r} step")
+        assert marker.exists(), killed.log
+        killed.kill9()
+    finally:
+        killed.stop()
+    assert executions(tmp_path / "tools").count("charge 3") == (step == "submitting")
+
+    backend.script([*CHARGED, *LOOKUP_K2])
+    second = _daemon(backend, tmp_path)
+    try:
+
+        def ended() -> bool:
+            return all(m["status"] != "running" for m in _detail(second, cid)["messages"])
+
+        wait_for(ended, "the interrupted message to end", timeout=60)
+        interrupted = _detail(second, cid)["messages"][1]
+        assert (interrupted["status"], interrupted["answer"]) == (
+            "finished",
+            "result: charged 3",
+        ), interrupted
+        assert _ask(second, cid, "lookup k2") == "result: value of k2"
+        detail = _detail(second, cid)
+    finally:
+        second.stop()
+    assert executions(tmp_path / "tools").count("charge 3") == 1
+    assert len(detail["platform_conversations"]) == 1, detail["platform_conversations"]
+    assert [m["status"] for m in detail["messages"]] == ["finished"] * 3
+    _check_history(backend, cid, ["lookup k1", "charge 3", "lookup k2"])
+
+
+@pytest.mark.parametrize("backend", PLATFORMS, indirect=True)
+def test_a_second_daemon_on_the_same_journal_continues_the_conversation(
+    backend: Backend, tmp_path: Path
+) -> None:
+    first = _daemon(backend, tmp_path)
+    second = _daemon(backend, tmp_path)
+    try:
+        backend.script(LOOKUP_K1)
+        cid = first.new_conversation()
+        assert _ask(first, cid, "lookup k1") == "result: value of k1"
+        backend.script([*CHARGE_3, *CHARGED])
+        assert _ask(second, cid, "charge 3") == "result: charged 3"
+        backend.script(LOOKUP_K2)
+        # Back to the first: it held an older history of its own, and takes the second's.
+        assert _ask(first, cid, "lookup k2") == "result: value of k2"
+        detail = _detail(second, cid)
+    finally:
+        first.stop()
+        second.stop()
+    assert len(detail["platform_conversations"]) == 1, detail["platform_conversations"]
+    _check_history(backend, cid, ["lookup k1", "charge 3", "lookup k2"])
