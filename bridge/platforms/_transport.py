@@ -509,14 +509,6 @@ def _count(call: FailedCall) -> str:
     return f"after {len(call.received)} event(s)"
 
 
-def _connect_timeout(exc: BaseException, call: FailedCall) -> PlatformError:
-    return PlatformTimeoutError(
-        f"{_lead(call)}connecting to {origin(call.url)} timed out after "
-        f"{call.connect_timeout:g} s (connect_timeout)",
-        request_id=call.request_id,
-    )
-
-
 def _idle(exc: BaseException, call: FailedCall) -> PlatformError:
     if call.streaming:
         return StreamTimeoutError(
@@ -562,37 +554,6 @@ def _connection(exc: BaseException, call: FailedCall) -> PlatformError:
     )
 
 
-def _tls(exc: BaseException, call: FailedCall) -> PlatformError:
-    return PlatformConnectionError(
-        f"{_lead(call)}cannot connect to {origin(call.url)} ({connect_failure(exc)}); check "
-        "the server's certificate (REQUESTS_CA_BUNDLE names a CA bundle to trust)",
-        request_id=call.request_id,
-    )
-
-
-def _proxy(exc: BaseException, call: FailedCall) -> PlatformError:
-    return PlatformConnectionError(
-        f"{_lead(call)}cannot connect to {origin(call.url)} through the proxy "
-        f"({connect_failure(exc)}); check HTTP_PROXY / HTTPS_PROXY / NO_PROXY",
-        request_id=call.request_id,
-    )
-
-
-def _undecodable(exc: BaseException, call: FailedCall) -> PlatformError:
-    return ProtocolError(
-        f"{_lead(call)}cannot decode the answer of {call.url} ({connect_failure(exc)})",
-        request_id=call.request_id,
-    )
-
-
-def _not_json(exc: BaseException, call: FailedCall) -> PlatformError:
-    return ProtocolError(
-        f"{_lead(call)}the answer of {call.url} cannot be decoded: it is not JSON "
-        f"({trim(str(exc), _DETAIL)})",
-        request_id=call.request_id,
-    )
-
-
 def _not_utf8(exc: BaseException, call: FailedCall) -> PlatformError:
     reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
     return ProtocolError(
@@ -615,12 +576,6 @@ def _unexpected_shape(exc: BaseException, call: FailedCall) -> PlatformError:
     )
 
 
-def _redirects(exc: BaseException, call: FailedCall) -> PlatformError:
-    return ProtocolError(
-        f"{_lead(call)}{call.url} redirected too many times", request_id=call.request_id
-    )
-
-
 def _configuration(exc: BaseException, call: FailedCall) -> BridgeError:
     return ConfigurationError(
         f"{_lead(call)}cannot send a request to {call.url} ({trim(str(exc), _DETAIL)}); "
@@ -628,14 +583,47 @@ def _configuration(exc: BaseException, call: FailedCall) -> BridgeError:
     )
 
 
-def _failed(exc: BaseException, call: FailedCall) -> PlatformError:
-    return PlatformConnectionError(
-        f"{_lead(call)}request to {call.url} failed ({connect_failure(exc)})",
-        request_id=call.request_id,
-    )
-
-
 Mapper = Callable[[BaseException, FailedCall], BridgeError]
+
+
+def _says(error: type[PlatformError], template: str) -> Mapper:
+    """A mapper raising `error` with `template` filled in: {lead} (who was called), {url},
+    {origin}, {reason} (the OS's few words), {text} (the exception's own), {connect_timeout}."""
+
+    def mapper(exc: BaseException, call: FailedCall) -> BridgeError:
+        message = template.format(
+            lead=_lead(call),
+            url=call.url,
+            origin=origin(call.url),
+            reason=connect_failure(exc),
+            text=trim(str(exc), _DETAIL),
+            connect_timeout=call.connect_timeout,
+        )
+        return error(message, request_id=call.request_id)
+
+    return mapper
+
+
+_connect_timeout = _says(
+    PlatformTimeoutError,
+    "{lead}connecting to {origin} timed out after {connect_timeout:g} s (connect_timeout)",
+)
+_tls = _says(
+    PlatformConnectionError,
+    "{lead}cannot connect to {origin} ({reason}); check the server's certificate "
+    "(REQUESTS_CA_BUNDLE names a CA bundle to trust)",
+)
+_proxy = _says(
+    PlatformConnectionError,
+    "{lead}cannot connect to {origin} through the proxy ({reason}); check HTTP_PROXY / "
+    "HTTPS_PROXY / NO_PROXY",
+)
+_undecodable = _says(ProtocolError, "{lead}cannot decode the answer of {url} ({reason})")
+_not_json = _says(
+    ProtocolError, "{lead}the answer of {url} cannot be decoded: it is not JSON ({text})"
+)
+_redirects = _says(ProtocolError, "{lead}{url} redirected too many times")
+_failed = _says(PlatformConnectionError, "{lead}request to {url} failed ({reason})")
 
 _rex = requests.exceptions
 _u3 = urllib3.exceptions
