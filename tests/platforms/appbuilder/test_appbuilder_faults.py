@@ -172,6 +172,17 @@ def test_retry_after_over_the_limit_is_not_waited_for(
     assert len(fake.requests) == 1
 
 
+def test_the_wait_between_attempts_is_injectable(fake: FakeAppBuilder, fake_url: str) -> None:
+    busy = json_reply({"code": "Busy", "message": "x"}, status=503)
+    fake.push(busy, busy, _conversation_ok())
+    waits: list[float] = []
+    policy = RetryPolicy(max_retries=3, backoff_base=0.5, jitter=0.0)
+    with AppBuilderClient("app-1", TOKEN, fake_url, retry_policy=policy, sleep=waits.append) as c:
+        assert c.create_conversation() == "conv-1"
+    assert waits == [0.5, 1.0]
+    assert len(fake.requests) == 3
+
+
 def test_max_retries_zero(fake: FakeAppBuilder, fake_url: str) -> None:
     fake.push(json_reply({"code": "Down", "message": "down"}, status=500), _conversation_ok())
     with (
