@@ -33,6 +33,7 @@ __all__ = [
     "parse_tool_choice",
     "platform_tool_types_of",
     "platform_tools_for",
+    "results_by_call",
     "state_field",
 ]
 
@@ -342,6 +343,34 @@ def platform_tools_for(
             )
         result.append(dict(spec))
     return result
+
+
+def results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str, ToolResult]:
+    """`results` by call id, checked to answer every call of `batch` exactly once.
+
+    For adapters whose platform takes every output of a pause in one request.
+
+    Raises:
+        UsageError: a call has no result or two, or a result names no call of the batch.
+    """
+    expected = [call.call_id for call in batch.calls]
+    by_id: dict[str, ToolResult] = {}
+    problems = []
+    for result in results:
+        if result.call_id in by_id:
+            problems.append(f"two results for call {result.call_id}")
+        elif result.call_id not in expected:
+            problems.append(f"result for unknown call {result.call_id}")
+        by_id[result.call_id] = result
+    missing = [call_id for call_id in expected if call_id not in by_id]
+    if missing:
+        problems.append(f"no result for call(s) {', '.join(missing)}")
+    if problems:
+        raise UsageError(
+            f"results do not match batch {batch.batch_id}: {'; '.join(problems)} "
+            f"(expected exactly one result for each of {', '.join(expected)})"
+        )
+    return by_id
 
 
 @runtime_checkable

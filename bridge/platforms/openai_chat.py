@@ -49,7 +49,7 @@ from bridge.platforms._openai_wire import (
     trim,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.base import PlatformLimits, parse_tool_choice
+from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
 from bridge.platforms.retry import RetryPolicy
 from bridge.platforms.text_tools import TextToolProtocol, _TextTurn
 from bridge.types import (
@@ -347,7 +347,7 @@ class OpenAIChatPlatform:
                 f"batch {batch.batch_id} is not the one waiting in conversation "
                 f"{conversation_id} (expected batch {pending.batch_id})"
             )
-        by_id = _results_by_call(pending, results)
+        by_id = results_by_call(pending, results)
         if self._text is not None:
             return self._text.submit(state, pending, by_id, end_user_id=end_user_id, stream=stream)
         tool_messages = [
@@ -774,25 +774,3 @@ def _unique_ids(calls: tuple[ToolCall, ...], history: list[dict[str, Any]]) -> t
         seen.add(call.call_id)
         unique.append(call)
     return tuple(unique)
-
-
-def _results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str, ToolResult]:
-    """Check that `results` answer every call of `batch` exactly once."""
-    expected = [call.call_id for call in batch.calls]
-    by_id: dict[str, ToolResult] = {}
-    problems = []
-    for result in results:
-        if result.call_id in by_id:
-            problems.append(f"two results for call {result.call_id}")
-        elif result.call_id not in expected:
-            problems.append(f"result for unknown call {result.call_id}")
-        by_id[result.call_id] = result
-    missing = [call_id for call_id in expected if call_id not in by_id]
-    if missing:
-        problems.append(f"no result for call(s) {', '.join(missing)}")
-    if problems:
-        raise UsageError(
-            f"results do not match batch {batch.batch_id}: {'; '.join(problems)} "
-            f"(expected exactly one result for each of {', '.join(expected)})"
-        )
-    return by_id

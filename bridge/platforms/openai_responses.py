@@ -55,8 +55,8 @@ from bridge.platforms._responses_wire import (
     turn_from_body,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.base import PlatformLimits, PlatformState, state_field
-from bridge.platforms.openai_chat import _check_base_url, _check_model, _results_by_call
+from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
+from bridge.platforms.openai_chat import _check_base_url, _check_model
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -290,7 +290,7 @@ class OpenAIResponsesPlatform:
                 f"batch {batch.batch_id} is not the one waiting in conversation "
                 f"{conversation_id} (expected batch {pending.batch_id})"
             )
-        by_id = _results_by_call(pending, results)
+        by_id = results_by_call(pending, results)
         given = [
             {
                 "type": "function_call_output",

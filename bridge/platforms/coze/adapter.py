@@ -40,7 +40,12 @@ from bridge.errors import (
 )
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms._transport import ErrorAnswer, Transport, trim
-from bridge.platforms.base import PlatformLimits, parse_tool_choice, state_field
+from bridge.platforms.base import (
+    PlatformLimits,
+    parse_tool_choice,
+    results_by_call,
+    state_field,
+)
 from bridge.platforms.coze._stream import ChatReader, failed, finished, pause_of
 from bridge.platforms.coze._wire import Chat, ChatMessage, classify, error_for_code
 from bridge.platforms.retry import RetryPolicy
@@ -240,7 +245,7 @@ class CozePlatform:
         Raises:
             UsageError: the results do not answer each call of the batch exactly once.
         """
-        by_id = _results_by_call(batch, results)
+        by_id = results_by_call(batch, results)
         local = self._local.get(conversation_id)
         outputs = []
         for call in batch.calls:
@@ -599,25 +604,3 @@ def _unknown_output(name: str, local: frozenset[str]) -> str:
         f"toolbridge, so it was not run. Loaded tools: {loaded}. Answer without it, or ask the "
         "operator to load it or remove it from the bot's local plugin."
     )
-
-
-def _results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str, ToolResult]:
-    expected = [call.call_id for call in batch.calls]
-    by_id: dict[str, ToolResult] = {}
-    problems = []
-    for result in results:
-        if result.call_id in by_id:
-            problems.append(f"two results for call {result.call_id}")
-        elif result.call_id not in expected:
-            problems.append(f"result for unknown call {result.call_id}")
-        by_id[result.call_id] = result
-    missing = [call_id for call_id in expected if call_id not in by_id]
-    if missing:
-        problems.append(f"no result for call(s) {', '.join(missing)}")
-    if problems:
-        raise UsageError(
-            f"results do not match batch {batch.batch_id}: {'; '.join(problems)} (Coze takes "
-            f"every output of a pause in one request: one result for each of "
-            f"{', '.join(expected)})"
-        )
-    return by_id
