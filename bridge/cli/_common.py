@@ -159,7 +159,7 @@ class Connection:
             if given:
                 flags = ", ".join(setting.flag for setting in given if setting is not None)
                 raise ConfigurationError(
-                    f"--emulator starts its own {entry.title} service, so {flags} cannot be "
+                    f"--emulator starts its own {entry.short_title} service, so {flags} cannot be "
                     "used with it; pass one or the other"
                 )
             platform = entry.create(**{**options, **entry.emulator_options(client_env)})

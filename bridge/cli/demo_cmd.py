@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from bridge.cli._app import app
 from bridge.cli._common import EXIT_FAILED, fail
 from bridge.errors import BridgeError
@@ -10,15 +14,31 @@ __all__ = ["demo"]
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            "--platform",
+            help="Run the demo on this platform's emulator only (any platform with an embedded "
+            "emulator: the same tools and script, another wire). Default: AppBuilder, then the "
+            "first question again on the next platform's emulator.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Run a narrated conversation on the embedded emulator (no credentials needed)."""
     from bridge.cli._render import Renderer
-    from bridge.demo import run_demo
+    from bridge.demo import demo_platforms, run_demo
+
+    switch_to = None
+    if platform is None:
+        platform = "appbuilder"
+        switch_to = next((name for name in demo_platforms() if name != platform), None)
 
     renderer = Renderer(one_stream=True, indent="   ")
     renderer.answer_prefix = "   [bold]agent:[/bold] "
     try:
-        run_demo(renderer)
+        run_demo(renderer, platform, switch_to=switch_to)
     except BridgeError as exc:
         renderer.close()
         fail(exc)

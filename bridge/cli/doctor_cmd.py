@@ -133,7 +133,7 @@ def _platform_checks(entry: PlatformEntry, connection: Connection) -> list[Check
             entry.require_emulator()
         except BridgeError as exc:
             return [Check("platform", "fail", str(exc), exit_code_for(exc))]
-        return [Check("platform", "ok", f"the embedded {entry.title} emulator (--emulator)")]
+        return [Check("platform", "ok", f"the embedded {entry.short_title} emulator (--emulator)")]
     offline = ", or pass --emulator to check the embedded emulator instead"
     return [
         _setting_check(

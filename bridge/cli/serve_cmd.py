@@ -202,8 +202,8 @@ def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]
         flags = [s.flag for s in given if s is not None and s.option in settings.platform_settings]
         if flags:
             raise ConfigurationError(
-                f"--emulator starts its own {entry.title} service, so {', '.join(flags)} cannot "
-                "be used with it; pass one or the other"
+                f"--emulator starts its own {entry.short_title} service, so "
+                f"{', '.join(flags)} cannot be used with it; pass one or the other"
             )
     except BaseException:
         server.stop()
@@ -229,7 +229,7 @@ def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
     if server is not None:
         logger.info(
             "platform: the embedded %s emulator at %s (--emulator)",
-            get_entry(settings.platform).title,
+            get_entry(settings.platform).short_title,
             server.base_url,
         )
     if not settings.tools:

@@ -154,6 +154,11 @@ class PlatformEntry:
     (404: a wrong id or URL), ``connect`` (unreachable); `toolbridge doctor` appends them."""
 
     @property
+    def short_title(self) -> str:
+        """The title without a leading article, to follow "the": "OpenAI Responses API"."""
+        return self.title.removeprefix("the ")
+
+    @property
     def options(self) -> tuple[str, ...]:
         """The settings' option names."""
         return tuple(setting.option for setting in self.settings)
