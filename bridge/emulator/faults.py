@@ -223,6 +223,31 @@ class FaultBook:
             self._counts[key] = used + 1
             return True
 
+    def pick(
+        self,
+        header: FaultSpec | None,
+        rule: FaultSpec | None,
+        default: FaultSpec | None,
+        endpoint: str,
+        round_index: int | None,
+    ) -> FaultSpec | None:
+        """The fault that applies to one request, counted: the first spec present among the
+        request header's, the scenario rule's and the emulator's own (`default`) decides; None
+        when it does not target this endpoint and round or its `times` are used up."""
+        for spec, source, from_header in (
+            (header, "header", True),
+            (rule, "rule", False),
+            (default, "global", False),
+        ):
+            if spec is None:
+                continue
+            if spec.applies_to(endpoint, round_index, from_header=from_header) and self.take(
+                spec, source
+            ):
+                return spec
+            return None
+        return None
+
     def reset(self) -> None:
         """Forget every count (tests that reuse one emulator)."""
         with self._lock:

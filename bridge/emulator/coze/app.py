@@ -509,20 +509,7 @@ class CozeApp:
         endpoint: str,
         round_index: int | None,
     ) -> FaultSpec | None:
-        """The fault that applies (header, then rule, then global), as the AppBuilder app."""
-        for spec, source, from_header in (
-            (header, "header", True),
-            (rule, "rule", False),
-            (self.faults, "global", False),
-        ):
-            if spec is None:
-                continue
-            if spec.applies_to(endpoint, round_index, from_header=from_header) and (
-                self.state.faults.take(spec, source)
-            ):
-                return spec
-            return None
-        return None
+        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
 
     # --- error pages ----------------------------------------------------------------------
 

@@ -326,19 +326,7 @@ class ResponsesApp:
         self, header: FaultSpec | None, rule: FaultSpec | None, round_index: int
     ) -> FaultSpec | None:
         """The fault for this request: the header's, else the rule's, else the global one."""
-        for spec, source, from_header in (
-            (header, "header", True),
-            (rule, "rule", False),
-            (self.faults, "global", False),
-        ):
-            if spec is None:
-                continue
-            if spec.applies_to("runs", round_index, from_header=from_header) and (
-                self.state.faults.take(spec, source)
-            ):
-                return spec
-            return None
-        return None
+        return self.state.faults.pick(header, rule, self.faults, "runs", round_index)
 
     # --- error pages ----------------------------------------------------------------------
 

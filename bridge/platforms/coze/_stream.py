@@ -76,7 +76,10 @@ class ChatReader:
             self.done = True
             return []
         if name == "error":
-            payload = json.loads(data)
+            try:
+                payload: Any = json.loads(data)
+            except ValueError:
+                payload = data  # the event says the run failed, whatever its data looks like
             code = payload.get("code", "error") if isinstance(payload, dict) else "error"
             msg = payload.get("msg", data) if isinstance(payload, dict) else data
             self.outcome = RunFailed(

@@ -187,6 +187,14 @@ def test_an_error_event_fails_the_run(server: CozeServer, platform: CozePlatform
     assert (end.code, end.message, end.request_id) == ("4000", "workflow node failed", "LOGID-1")
 
 
+def test_an_error_event_whose_data_is_not_json_still_fails_the_run(
+    server: CozeServer, platform: CozePlatform
+) -> None:
+    server.script(Reply(stream=[frame("error", "internal error"), frame("done", "x")]))
+    end = start(platform)[-1]
+    assert isinstance(end, RunFailed) and (end.code, end.message) == ("error", "internal error")
+
+
 def test_a_failed_chat_carries_its_last_error(server: CozeServer, platform: CozePlatform) -> None:
     failed = chat("failed", last_error={"code": 5000, "msg": "model overloaded"})
     server.script(Reply(stream=[frame("conversation.chat.failed", failed), frame("done", "x")]))
