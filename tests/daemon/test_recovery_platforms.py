@@ -159,11 +159,12 @@ def _check_history(backend: Backend, cid: str, queries: list[str]) -> None:
     emulator = backend.emulator
     assert emulator is not None
     if backend.platform == "responses":
-        # The conversation is a chain of stored responses: the last request continues it.
-        posts = [r for r in emulator.requests if r.path.endswith("/responses") and r.json]
-        last = posts[-1].json
-        assert last["input"] == queries[-1] or last["input"][-1]["content"] == queries[-1]
-        assert last.get("previous_response_id"), last
+        # The conversation is a chain of stored responses: the last question continues it
+        # (the requests after it carry function_call_output items).
+        posts = [r.json for r in emulator.requests if r.path.endswith("/responses") and r.json]
+        asked = [p for p in posts if p["input"][-1].get("type") == "message"]
+        assert asked[-1]["input"][-1]["content"] == queries[-1], asked[-1]
+        assert asked[-1].get("previous_response_id"), asked[-1]
         return
     asked = [m.query for m in emulator.conversation(cid).messages]
     assert asked == queries, asked
