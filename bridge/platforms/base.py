@@ -110,9 +110,10 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
 
     A platform that keeps its conversations' state in this process (the OpenAI-compatible one
     keeps chat histories in memory) says so with a `knows(conversation_id)` method; after a
-    restart the answer is False, and recovery must not run tools whose outputs could never be
-    delivered. A platform without the method keeps its state server-side: True. (Not part of
-    the `Platform` protocol, which is runtime-checkable: adapters without it stay platforms.)
+    restart the answer is False until the journaled state is imported (`import_state_into`),
+    and if none could be, recovery must not run tools whose outputs could never be delivered.
+    A platform without the method keeps its state server-side: True. (Not part of the
+    `Platform` protocol, which is runtime-checkable: adapters without it stay platforms.)
     """
     knows = getattr(platform, "knows", None)
     return True if knows is None else bool(knows(conversation_id))
@@ -390,8 +391,9 @@ class Platform(Protocol):
     dialect: str
     """The manifest dialect this platform expects (see `bridge.tools.schema`)."""
 
-    # An adapter may also declare `limits: PlatformLimits` (read with `limits_of`); it is not a
-    # protocol member so that adapters written before it still satisfy `Platform`.
+    # An adapter may also declare `limits: PlatformLimits` (read with `limits_of`), and
+    # `export_state`/`import_state` (see `exports_state`); they are not protocol members so
+    # that adapters written before them still satisfy `Platform`.
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Open a new conversation and return its id."""
