@@ -340,6 +340,20 @@ def test_follow_up_queries_and_dialog_events_reach_the_sdk(
     assert got["dialog_events"] == [["chatflow", {"dialog": "weather", "city": "北京的"}]]
 
 
+def test_the_default_planner_reads_a_docstring_manifest_as_a_model_would(
+    conformance: tuple[dict[str, Any], Any, Any],
+) -> None:
+    got = conformance[0]["docstring_manifest"]
+    # Two cities, two calls; 华氏度 is the unit the docstring offers ("fahrenheit").
+    assert got["北京和上海今天天气怎么样，用华氏度"] == [
+        {"location": "北京", "unit": "fahrenheit"},
+        {"location": "上海", "unit": "fahrenheit"},
+    ]
+    # The docstring's example ("北京") is no word of the tool's; an unnamed required unit gets
+    # the first choice, as a required enum does.
+    assert got["上海的天气怎么样？"] == [{"location": "上海", "unit": "celsius"}]
+
+
 def test_errors_reach_the_sdk_as_its_own_exceptions(
     conformance: tuple[dict[str, Any], Any, Any],
 ) -> None:

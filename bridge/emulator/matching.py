@@ -15,11 +15,15 @@ is not ``status: open``). A tool must score 1 to be chosen; otherwise the answer
 
 1. text after a colon (``open a ticket: the printer jams``) is the message itself: it goes,
    as written, to the first free-text string parameter; the rules below read only the text
-   before the colon;
+   before the colon (unless a parameter's name stands before it: ``city: Oslo`` is rule 4);
 2. quoted values go to the string parameter that fits best: one whose name or description
    words stand right before the quote (``asset "MN-2001"`` -> ``asset_id``), else an id-like
    one (``*_id``, code, key, number) for an id-like value (no space, a digit), else the first;
-3. enum values mentioned (the longest wins: "celsius" over "c");
+3. enum values mentioned (the longest wins: "celsius" over "c"), or their usual names
+   (华氏度 is fahrenheit); a free string parameter for a temperature unit (``unit``, 温度单位)
+   takes celsius/fahrenheit when the query names one (``weather in Beijing in fahrenheit``:
+   the unit is no part of the city); quoted choices in a parameter's description count as its
+   enum (`bridge.emulator.toolinfo`, which also reads descriptions from a docstring);
 4. named values: ``priority high``, ``department: IT``, ``city=Paris`` (the parameter's
    name, then a value);
 5. a person after "for", "to", "by", "named" (``for Chloé``, a capitalised name or a quoted
@@ -29,12 +33,15 @@ is not ``status: open``). A tool must score 1 to be chosen; otherwise the answer
 6. numbers: a required number parameter takes the number next to a word of its name or
    description, else the first one left; an optional one only the number next to such a word;
 7. booleans named in the query (``recursive``; ``not recursive`` is False);
-8. the words left (neither stop words nor the tool's own vocabulary) go to the first free
-   string parameter, or, for an array, become its items.
+8. the words left (neither stop words nor the tool's own vocabulary; quoted examples in a
+   description, ``例如："北京"``, are values, not vocabulary; the head noun of ``X的Y``, as in
+   北京的天气, is what is asked about) go to the first free string parameter, or, for an
+   array, become its items.
 
 A list in the query (``Paris and Tokyo``, ``北京和上海``, ``"MN-1" and "MN-2"``, see
 `bridge.emulator.reading.split_items`) becomes the items of an array parameter when the tool
-has one, else a parallel batch: one call per item, the other arguments shared.
+has one, else a parallel batch: one call per item, the other arguments shared (also after
+"for": ``forecast for Paris and Tokyo`` is two calls, not a person).
 
 Optional parameters with nothing to fill them are left out; a required one gets its default,
 a neutral value (the first enum value, the minimum or 1, False, ``[]``, ``{}``), or, for a
@@ -58,6 +65,7 @@ from bridge.emulator.people import (
     plan_lookup,
 )
 from bridge.emulator.reading import (
+    CJK_RUN,
     CJK_STOP_PHRASES,
     NUMBER,
     STOP_WORDS,
@@ -179,6 +187,8 @@ def fill_calls(
     """
     args: dict[str, Any] = dict(given or {})
     text, content = split_content(query)
+    if content and _colon_names_a_param(query, tool):
+        text, content = query, ""  # "unit: kelvin" is a named value, not the message
     verb = read_verb(text)
     if verb is not None:
         text = blank(text, verb.start, verb.end)
@@ -210,10 +220,15 @@ def fill_calls(
         if param.enum:
             found = _pick_enum(text, param.enum)
             if found is not None:
-                args[param.name] = found
-                text = _blank_value(text, str(found))
+                args[param.name] = found[0]
+                text = _blank_value(text, found[1])
             elif param.required:
                 args[param.name] = param.default if param.has_default else param.enum[0]
+        elif param.kind == "string" and param.name not in args and _is_unit(param):
+            found = _pick_enum(text, tuple(_ENUM_ALIASES))
+            if found is not None:  # "in fahrenheit" names the unit, not the city
+                args[param.name] = found[0]
+                text = _blank_value(text, found[1])
 
     text = _named_values(text, tool, args)
     text = fill_person(text, tool, args)
@@ -229,14 +244,16 @@ def fill_calls(
         elif param.required:
             args[param.name] = _neutral_number(param)
 
-    vocab_words = content_words(tool.name) | content_words(tool.description)
-    vocab_grams = bigrams(tool.name) | bigrams(tool.description)
+    description = _unquoted(tool.description)
+    vocab_words = content_words(tool.name) | content_words(description)
+    vocab_grams = bigrams(tool.name) | bigrams(description)
     for param in tool.params:
         vocab_words |= content_words(param.name)
         if param.name in args:  # the unit words of filled parameters ("5 people", "5个人")
-            vocab_words |= content_words(param.description)
-            vocab_grams |= bigrams(param.description) | cjk_chars(param.description)
-    spans = _remainder(text, vocab_words, vocab_grams)
+            words_of = _unquoted(param.description)
+            vocab_words |= content_words(words_of)
+            vocab_grams |= bigrams(words_of) | cjk_chars(words_of)
+    spans = _without_heads(text, _remainder(text, vocab_words, vocab_grams))
     rest = content if content else join_spans(text, spans)
     items = None if content else split_items(text, spans)
 
@@ -274,6 +291,27 @@ def fill_calls(
         return [FilledCall(ordered)]
     name, values = listed
     return [FilledCall({**ordered, name: coerce(v, tool.param(name))}, v) for v in values]
+
+
+_BEFORE_COLON = re.compile(r"([A-Za-z_][\w-]*(?:\s+[A-Za-z_][\w-]*)?)\s*(?::\s|：)")
+
+
+def _colon_names_a_param(query: str, tool: ToolInfo) -> bool:
+    """Whether the query's first colon follows a parameter's name (``city: Oslo``)."""
+    found = _BEFORE_COLON.search(query)
+    if found is None:
+        return False
+    names = {p.name.lower() for p in tool.params}
+    phrase = found.group(1).lower()
+    return phrase.split()[-1] in names or re.sub(r"[\s-]+", "_", phrase) in names
+
+
+def _unquoted(text: str) -> str:
+    """`text` without its quoted values: a description's examples (例如："北京") are values a
+    query may give, not words of the tool's own vocabulary."""
+    for quote in reversed(find_quotes(text)):
+        text = text[: quote.start] + " " + text[quote.end :]
+    return text
 
 
 def _quote_groups(query: str, quotes: list[Quote]) -> list[list[Quote]]:
@@ -366,11 +404,39 @@ def _blank_value(text: str, value: str) -> str:
     return blank(text, found.start(), found.end()) if found else text
 
 
-def _pick_enum(text: str, values: Sequence[Any]) -> Any:
-    mentioned = [v for v in values if _mentions(text, v)]
+_ENUM_ALIASES: dict[str, tuple[str, ...]] = {
+    "celsius": ("摄氏度", "摄氏", "°C", "℃"),
+    "fahrenheit": ("华氏度", "华氏", "°F", "℉"),
+}
+"""Other names of common enum values, as a model knows them (华氏度 is fahrenheit)."""
+
+
+_UNIT_WORDS = frozenset({"unit", "units", "scale", "temperature", "temp"})
+
+
+def _is_unit(param: Param) -> bool:
+    """A free string parameter for a temperature unit (``unit: str``, 温度单位)."""
+    hints = set(words(param.name)) | content_words(param.description)
+    return bool(hints & _UNIT_WORDS) or "单位" in param.description
+
+
+def _enum_mention(text: str, value: Any) -> str | None:
+    """The words of `text` that name enum `value` (itself or an alias), if any."""
+    if _mentions(text, value):
+        return str(value)
+    for alias in _ENUM_ALIASES.get(str(value).lower(), ()):
+        if alias in text:
+            return alias
+    return None
+
+
+def _pick_enum(text: str, values: Sequence[Any]) -> tuple[Any, str] | None:
+    """The enum value `text` names and the words naming it; the longest wins ("celsius" over
+    "c")."""
+    mentioned = [(v, m) for v in values if (m := _enum_mention(text, v)) is not None]
     if not mentioned:
         return None
-    return max(mentioned, key=lambda v: len(str(v)))  # longest wins: "celsius" over "c"
+    return max(mentioned, key=lambda pair: len(pair[1]))
 
 
 def _near(text: str, number: re.Match[str], param: Param) -> bool:
@@ -441,6 +507,19 @@ def _remainder(text: str, vocab_words: set[str], vocab_grams: set[str]) -> list[
             offset = match.start()
             pieces += [(offset + a, offset + b) for a, b in _cjk_left(match.group(0), vocab_grams)]
     return pieces
+
+
+def _without_heads(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Drop the head noun of ``X的Y`` ("北京的天气"): Y is what is asked about (the tool's
+    subject, even when the tool describes it in another language), X the value."""
+    kept: list[tuple[int, int]] = []
+    for start, end in spans:
+        head = kept and text[start - 1 : start] == "的" and CJK_RUN.fullmatch(text[start:end])
+        rest = text[end:].strip(" \t?？.。!！,，")
+        if head and (not rest or not CJK_RUN.match(rest)):
+            continue
+        kept.append((start, end))
+    return kept
 
 
 def _cjk_left(run: str, vocab_grams: set[str]) -> list[tuple[int, int]]:

@@ -43,6 +43,9 @@ _PERSON = re.compile(
 )
 
 
+_LIST_AFTER = re.compile(r"\s*(?:,|，|、|&|\band\b|\bor\b)\s*[^\W\d_]", re.I)
+
+
 def is_person(param: Param) -> bool:
     if set(words(param.name)) & _PERSON_WORDS:
         return True
@@ -73,7 +76,8 @@ def fill_person(text: str, tool: ToolInfo, args: dict[str, Any]) -> str:
     ranked = [p for p in free if set(words(p.name)) & _PERSON_WORDS]
     ranked += [p for p in free if p not in ranked and is_person(p)]
     found = find_person(text)
-    if found is None:
+    if found is None or _LIST_AFTER.match(text, found[2]):
+        # "for Paris and Tokyo": a list, which makes one call per item (fill_calls).
         return text
     if ranked:
         args[ranked[0].name] = found[0]

@@ -3,14 +3,23 @@
 Manifests come in two flavours and both are read: real JSON Schema (``"type": "string"``,
 ``enum``, ``anyOf``) and the official SDK's Python type strings (``"type": "Optional[int]"``,
 ``"Literal[fast, slow]"``, a per-property ``required`` flag).
+
+The SDK's ``Manifest.from_function`` leaves every property's description empty and puts the
+whole docstring in the tool's description, so, as a model would, a parameter without a
+description takes its line of the docstring's argument section (``Args:``, ``Parameters:``,
+``参数:`` with ``name (type): text`` lines, or Sphinx ``:param name: text``). A string parameter
+without an ``enum`` whose description offers quoted choices (``可选 "celsius" 或 "fahrenheit"``,
+``one of "a", "b"``) is read as if those were its enum.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from bridge.emulator.reading import find_quotes
 
 __all__ = ["Param", "ToolInfo", "coerce", "tool_info"]
 
@@ -70,12 +79,59 @@ def tool_info(name: str, description: str | None, parameters: Mapping[str, Any])
     required_list = parameters.get("required")
     required = set(required_list) if isinstance(required_list, list) else set()
     params = []
+    documented = _docstring_params(description or "")
     if isinstance(props, Mapping):
         for pname, prop in props.items():
             prop = prop if isinstance(prop, Mapping) else {}
             flag = prop.get("required")
-            params.append(_param(str(pname), prop, pname in required or flag is True))
+            param = _param(str(pname), prop, pname in required or flag is True)
+            params.append(_with_docstring(param, documented.get(param.name, "")))
     return ToolInfo(name=name, description=description or "", params=tuple(params))
+
+
+_SECTION = re.compile(
+    r"^\s*(?:args|arguments|parameters|params|参数|入参)\s*[:：]\s*$", re.IGNORECASE
+)
+_OTHER_SECTION = re.compile(r"^\s*[^\s:：()]+(?:\s+[^\s:：()]+)?\s*[:：]\s*$")
+_DOC_LINE = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*[:：]\s*(?P<text>\S.*)$")
+_SPHINX = re.compile(r":param\s+(?:[\w\[\], ]+\s+)?(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<text>[^\n]+)")
+_CHOICE_WORDS = re.compile(
+    r"可选|取值|之一|one of|either|options?\b|choices?\b|allowed|possible values", re.IGNORECASE
+)
+
+
+def _docstring_params(description: str) -> dict[str, str]:
+    """Parameter descriptions from a docstring's argument section (Google style or Sphinx)."""
+    found = {m.group("name"): m.group("text").strip() for m in _SPHINX.finditer(description)}
+    inside, last = False, None
+    for line in description.splitlines():
+        if _SECTION.match(line):
+            inside, last = True, None
+            continue
+        if not inside:
+            continue
+        entry = _DOC_LINE.match(line)
+        if entry is not None:
+            last = entry.group("name")
+            found.setdefault(last, entry.group("text").strip())
+        elif _OTHER_SECTION.match(line):
+            inside = False  # Returns:, Raises:, 返回: ...
+        elif line.strip() and last is not None:
+            found[last] = f"{found[last]} {line.strip()}"  # a wrapped line
+    return found
+
+
+def _with_docstring(param: Param, documented: str) -> Param:
+    """`param` with its docstring line as description, and quoted choices as its enum."""
+    description = param.description or documented
+    enum = param.enum
+    if not enum and param.kind == "string" and _CHOICE_WORDS.search(description):
+        choices = tuple(dict.fromkeys(q.value for q in find_quotes(description)))
+        if len(choices) >= 2:
+            enum = choices
+    if description == param.description and enum == param.enum:
+        return param
+    return replace(param, description=description, enum=enum)
 
 
 def _param(name: str, prop: Mapping[str, Any], required: bool) -> Param:

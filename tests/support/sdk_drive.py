@@ -36,6 +36,19 @@ def suggest_clothes(temperature: int) -> str:
     return "a light jacket" if int(temperature) < 25 else "a t-shirt"
 
 
+def get_city_weather(location: str, unit: str) -> str:
+    """查询指定中国城市的当前天气。
+
+    参数:
+        location (str): 城市名称，例如："北京"
+        unit (str): 温度单位，可选 "celsius" 或 "fahrenheit"
+
+    返回:
+        str: 天气情况描述
+    """
+    return json.dumps({"location": location, "unit": unit, "condition": "晴"}, ensure_ascii=False)
+
+
 TIME_TOOL = {
     "type": "function",
     "function": {
@@ -317,6 +330,18 @@ def check_follow_up_and_dialog_events(client: Any) -> dict[str, Any]:
     }
 
 
+def check_docstring_manifest(client: Any) -> dict[str, Any]:
+    """The SDK samples' style: Manifest.from_function on a function documented in Chinese
+    (the parameters' descriptions live only in the docstring); the default planner plans."""
+    manifest = appbuilder.Manifest.from_function(get_city_weather)
+    out: dict[str, Any] = {}
+    for query in ("北京和上海今天天气怎么样，用华氏度", "上海的天气怎么样？"):
+        message = client.run(client.create_conversation(), query, tools=[manifest])
+        calls = message.content.events[-1].tool_calls or []
+        out[query] = [c.function.arguments for c in calls]
+    return out
+
+
 def check_console(app_id: str) -> dict[str, Any]:
     """The console calls: describe_apps, describe_app, get_app_list, get_all_apps."""
     described = appbuilder.describe_app(app_id)
@@ -399,6 +424,7 @@ def main() -> None:
         "console": lambda: check_console(app_id),
         "component_choice": lambda: check_component_choice(client),
         "follow_up_and_dialog": lambda: check_follow_up_and_dialog_events(client),
+        "docstring_manifest": lambda: check_docstring_manifest(client),
         "errors": lambda: check_errors(client, app_id),
     }
     results: dict[str, Any] = {"sdk_version": appbuilder.__version__}
