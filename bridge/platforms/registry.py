@@ -299,9 +299,10 @@ def settings_table() -> str:
     for entry in PLATFORMS.values():
         for s in entry.settings:
             default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
-            env = f"`{s.env}`" if s.env else ""
-            what = s.help + (" (secret)" if s.secret else "")
-            lines.append(f"| `{entry.name}` | `{s.flag}` | {env} | {default} | {what} |")
+            env = f"`{s.env}`" if s.env else "–"
+            flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind == "bool" else f"`{s.flag}`"
+            what = s.help + ("; secret, never shown" if s.secret else "")
+            lines.append(f"| `{entry.name}` | {flag} | {env} | {default} | {what} |")
     return "\n".join(lines)
 
 
