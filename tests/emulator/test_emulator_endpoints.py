@@ -13,6 +13,8 @@ from bridge.emulator import Emulator
 from bridge.errors import UsageError
 from tests.emulator.helpers import WEATHER, Api, tool
 
+REQUEST_ID = "X-Appbuilder-Request-Id"
+
 
 def _error(response: requests.Response, status: int) -> str:
     """Assert the platform's error shape and return its message."""
@@ -40,6 +42,22 @@ def test_create_returns_a_conversation_id_and_the_request_id(api: Api, emu: Emul
 def test_request_ids_are_unique_per_response(api: Api) -> None:
     ids = {api.post("", json={"app_id": "emulator-app"}).json()["request_id"] for _ in range(3)}
     assert len(ids) == 3
+
+
+def test_the_client_request_id_is_echoed(api: Api, emu: Emulator) -> None:
+    sent = "trace-" + str(uuid.uuid4())
+    response = api.post("", json={"app_id": "emulator-app"}, headers={REQUEST_ID: sent})
+    assert response.headers[REQUEST_ID] == sent and response.json()["request_id"] == sent
+    assert emu.requests[-1].request_id == sent
+    failed = api.post("", json={"app_id": "other"}, headers={REQUEST_ID: sent})
+    assert failed.headers[REQUEST_ID] == sent and failed.json()["request_id"] == sent
+
+
+@pytest.mark.parametrize("sent", ["", "x" * 129, "bad\x85id"])
+def test_an_unusable_client_request_id_is_replaced(api: Api, sent: str) -> None:
+    response = api.post("", json={"app_id": "emulator-app"}, headers={REQUEST_ID: sent})
+    uuid.UUID(response.headers[REQUEST_ID])
+    assert response.json()["request_id"] == response.headers[REQUEST_ID]
 
 
 def test_unknown_app_is_404_naming_both_ids(api: Api) -> None:
@@ -317,9 +335,28 @@ def test_bad_uploads_are_rejected_clearly(
     assert expected in _error(api.post("/file/upload", files=parts), status)
 
 
-def test_upload_that_is_not_multipart_is_400(api: Api) -> None:
+def test_upload_that_is_not_a_form_is_400(api: Api) -> None:
     message = _error(api.post("/file/upload", json={"app_id": "emulator-app"}), 400)
-    assert "must be multipart/form-data" in message
+    assert "must be multipart/form-data (or application/x-www-form-urlencoded" in message
+
+
+def test_an_urlencoded_file_url_upload_is_accepted(api: Api, emu: Emulator) -> None:
+    conversation_id = api.create()
+    fields = {
+        "app_id": "emulator-app",
+        "conversation_id": conversation_id,
+        "file_url": "https://x/a.pdf",
+    }
+    response = api.post("/file/upload", data=fields)
+    assert response.status_code == 200, response.text
+    (record,) = emu.conversation(conversation_id).files
+    assert record.url == "https://x/a.pdf" and record.file_id == response.json()["id"]
+
+
+def test_an_urlencoded_file_field_is_no_file(api: Api) -> None:
+    fields = {"app_id": "emulator-app", "conversation_id": api.create(), "file": "a.txt"}
+    message = _error(api.post("/file/upload", data=fields), 400)
+    assert "'file' must be a file part" in message
 
 
 def test_unknown_file_ids_in_a_run_are_400(api: Api) -> None:
