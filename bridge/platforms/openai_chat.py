@@ -48,6 +48,7 @@ from bridge.platforms._openai_wire import (
     error_details,
     trim,
 )
+from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
 from bridge.platforms.retry import RetryPolicy
@@ -131,15 +132,8 @@ class OpenAIChatPlatform:
         self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
         self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
-        if retry_policy is None:
-            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-                raise ConfigurationError(
-                    f"max_retries must be an integer >= 0, got {max_retries!r}"
-                )
-            retry_policy = RetryPolicy(max_retries=max_retries)
+        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
+        retry_policy = retry_policy_for(max_retries, retry_policy)
         self.extra_body = _check_extra_body(extra_body)
         self.system = system
         self.stream_usage = stream_usage

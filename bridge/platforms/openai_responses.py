@@ -54,6 +54,7 @@ from bridge.platforms._responses_wire import (
     tool_fields,
     turn_from_body,
 )
+from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
 from bridge.platforms.openai_chat import _check_base_url, _check_model
@@ -134,15 +135,8 @@ class OpenAIResponsesPlatform:
         if not isinstance(store, bool):
             raise ConfigurationError(f"store must be True or False, got {store!r}")
         self.store = store
-        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
-        if retry_policy is None:
-            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-                raise ConfigurationError(
-                    f"max_retries must be an integer >= 0, got {max_retries!r}"
-                )
-            retry_policy = RetryPolicy(max_retries=max_retries)
+        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
+        retry_policy = retry_policy_for(max_retries, retry_policy)
         self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self._url = self.base_url + _ENDPOINT

@@ -38,6 +38,7 @@ from bridge.errors import (
     PlatformTimeoutError,
     UsageError,
 )
+from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms._transport import ErrorAnswer, Transport, trim
 from bridge.platforms.base import (
@@ -126,20 +127,13 @@ class CozePlatform:
         self.bot_id = bot_id.strip()
         self.base_url = _base_url(base_url, region)
         self.user_id = (user_id or os.environ.get("COZE_USER_ID") or "toolbridge").strip()
-        for label, value in (
-            ("connect_timeout", connect_timeout),
-            ("idle_timeout", idle_timeout),
-            ("poll_interval", poll_interval),
-            ("poll_timeout", poll_timeout),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigurationError(f"{label} must be a number of seconds > 0, got {value!r}")
-        if retry_policy is None:
-            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-                raise ConfigurationError(
-                    f"max_retries must be an integer >= 0, got {max_retries!r}"
-                )
-            retry_policy = RetryPolicy(max_retries=max_retries)
+        check_seconds(
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            poll_interval=poll_interval,
+            poll_timeout=poll_timeout,
+        )
+        retry_policy = retry_policy_for(max_retries, retry_policy)
         self.poll_interval = float(poll_interval)
         self.poll_timeout = float(poll_timeout)
         self._sleep = sleep
