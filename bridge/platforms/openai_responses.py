@@ -17,8 +17,8 @@ How a round continues the conversation depends on ``store``:
 
 Either way the conversation's state only moves when a response completes, so a failed
 `start` or `submit` can simply be called again; `export_state`/`import_state` carry it across
-a restart. Wire shapes live in `_responses_wire`; HTTP, retries and error translation in the
-shared kernel (`_transport`, via `_openai_http`).
+a restart. Wire shapes live in `_responses_wire`; the request and the reading of its answer in
+`_responses_http` (on the shared HTTP kernel, `_transport`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,24 +38,19 @@ import requests
 from bridge.errors import (
     ConfigurationError,
     ConversationLostError,
-    InBandError,
     ProtocolError,
-    StreamInterruptedError,
     UsageError,
 )
-from bridge.platforms._openai_http import openai_transport
-from bridge.platforms._openai_wire import add_usage, decode_object, error_details, trim
+from bridge.platforms._openai_wire import add_usage
+from bridge.platforms._responses_http import ResponsesClient
 from bridge.platforms._responses_wire import (
     ResponseTurn,
-    StreamAssembler,
     check_extra_body,
     choice_name,
     function_calls,
     tool_fields,
-    turn_from_body,
 )
 from bridge.platforms._settings import check_seconds, retry_policy_for
-from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
 from bridge.platforms.openai_chat import _check_base_url, _check_model
 from bridge.platforms.retry import RetryPolicy
@@ -140,7 +135,7 @@ class OpenAIResponsesPlatform:
         self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self._url = self.base_url + _ENDPOINT
-        self._http = openai_transport(
+        self._client = ResponsesClient(
             self.base_url,
             api_key=self._api_key,
             connect_timeout=float(connect_timeout),
@@ -300,7 +295,7 @@ class OpenAIResponsesPlatform:
 
     def close(self) -> None:
         """Close the HTTP session if this platform created it."""
-        self._http.close()
+        self._client.close()
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one ``GET /models``.
@@ -309,19 +304,13 @@ class OpenAIResponsesPlatform:
             PlatformError: the server is unreachable or refused the key.
             ConfigurationError: the server lists its models and the configured one is absent.
         """
-        url = self.base_url + "/models"
-        response = self._http.request("GET", url, stream=False, operation="model list")
-        try:
-            with self._http.errors(url):
-                body = response.json()
-        except ProtocolError:
+        served = self._client.models()
+        if served is None:
             return f"{self.base_url} answered (its /models reply is not JSON)"
-        models = body.get("data") if isinstance(body, dict) else None
-        served = [m.get("id") for m in models or [] if isinstance(m, dict)]
         if served and self.model not in served:
             raise ConfigurationError(
                 f"model {self.model!r} is not served by {self.base_url}; "
-                f"it serves: {', '.join(str(s) for s in served)} (set --model or OPENAI_MODEL)"
+                f"it serves: {', '.join(served)} (set --model or OPENAI_MODEL)"
             )
         if not served:
             return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
@@ -415,76 +404,8 @@ class OpenAIResponsesPlatform:
         return self._run(state, body, stream=stream)
 
     def _run(self, state: _Conversation, body: dict[str, Any], *, stream: bool) -> Iterator[Event]:
-        turn, request_id = yield from self._exchange(body, stream=stream)
+        turn, request_id = yield from self._client.respond(body, stream=stream)
         yield from self._finish(state, body, turn, request_id)
-
-    def _exchange(
-        self, body: dict[str, Any], *, stream: bool
-    ) -> Generator[Event, None, tuple[ResponseTurn, str | None]]:
-        logger.debug(
-            "POST %s (model=%s, stream=%s, %d input items, previous=%s)",
-            self._url,
-            self.model,
-            stream,
-            len(body["input"]),
-            body.get("previous_response_id"),
-        )
-        response = self._http.request(
-            "POST", self._url, json=body, stream=stream, operation="response"
-        )
-        request_id = self._http.request_id(response)
-        try:
-            if stream and "json" not in response.headers.get("content-type", ""):
-                turn = yield from self._read_stream(response, request_id)
-            else:
-                turn = self._read_body(response, request_id)
-        finally:
-            response.close()
-        return turn, request_id
-
-    def _read_stream(
-        self, response: requests.Response, request_id: str | None
-    ) -> Generator[Event, None, ResponseTurn]:
-        assembler = StreamAssembler(self._url)
-        received: list[Event] = []
-        with self._http.errors(self._url, streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(response.iter_content(chunk_size=None)):
-                event = decode_object(data, request_id, what="a stream event")
-                for neutral in assembler.feed(event):
-                    received.append(neutral)
-                    yield neutral
-                if assembler.finished:
-                    break
-        if not assembler.finished:
-            raise StreamInterruptedError(
-                f"the stream from {self._url} ended before the response did (no "
-                "response.completed, failed or incomplete event arrived)",
-                received=received,
-                request_id=request_id,
-            )
-        return assembler.turn
-
-    def _read_body(self, response: requests.Response, request_id: str | None) -> ResponseTurn:
-        with self._http.errors(self._url, request_id=request_id):
-            content = response.content
-        payload = decode_object(content, request_id, what="the response body")
-        if payload.get("object") != "response" and "output" not in payload:
-            error = error_details(payload)
-            if error is not None:
-                raise InBandError(
-                    f"{self._url} answered HTTP 200 with an error: {error[1]}",
-                    request_id=request_id,
-                    status_code=response.status_code,
-                    code=error[0],
-                    body=trim(content.decode("utf-8", "replace")),
-                )
-            raise ProtocolError(
-                f"{self._url} answered without a response object: expected "
-                '{"object": "response", "output": [...]}',
-                request_id=request_id,
-                body=trim(content.decode("utf-8", "replace")),
-            )
-        return turn_from_body(payload)
 
     def _finish(
         self,

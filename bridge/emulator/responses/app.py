@@ -46,11 +46,17 @@ from bridge.emulator.responses.items import (
     read_run,
     text_of,
 )
-from bridge.emulator.responses.render import Rendered, frame, render_response, stream_events
+from bridge.emulator.responses.render import Rendered, render_response
+from bridge.emulator.responses.replies import (
+    body_response,
+    error_response,
+    json_response,
+    rejection,
+    stream_response,
+)
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
 from bridge.emulator.transport import (
-    BlockResponse,
     DroppedConnectionError,
     RecordingMiddleware,
     install_drop_log_filter,
@@ -59,10 +65,6 @@ from bridge.emulator.transport import (
 __all__ = ["ResponsesApp"]
 
 logger = logging.getLogger(__name__)
-
-JSON = "application/json"
-SSE = "text/event-stream; charset=utf-8"
-REQUEST_ID = "x-request-id"
 
 
 @dataclass(frozen=True)
@@ -140,14 +142,14 @@ class ResponsesApp:
                 rendered, fault = self._run(req, tools, header_fault)
                 if rendered is None:
                     assert fault is not None
-                    return _rejection(rid, fault, stream=bool(req.stream))
+                    return rejection(rid, fault, stream=bool(req.stream))
         except RequestError as exc:
-            return _error(rid, exc)
+            return error_response(rid, exc)
         if fault is not None and fault.stall:
             await asyncio.sleep(fault.stall)
         if req.stream:
-            return _stream(rid, rendered, self.planner.settings.chunk_chars, fault)
-        return _body(rid, rendered.body, fault)
+            return stream_response(rid, rendered, self.planner.settings.chunk_chars, fault)
+        return body_response(rid, rendered.body, fault)
 
     async def _retrieve(self, request: Request) -> Response:
         rid = request.state.request_id
@@ -159,17 +161,17 @@ class ResponsesApp:
             if found is None or not found.stored:
                 raise RequestError(404, f"Response with id '{response_id}' not found.")
         except RequestError as exc:
-            return _error(rid, exc)
-        return _json(rid, found.body)
+            return error_response(rid, exc)
+        return json_response(rid, found.body)
 
     async def _models(self, request: Request) -> Response:
         rid = request.state.request_id
         try:
             await self._begin(request)
         except RequestError as exc:
-            return _error(rid, exc)
+            return error_response(rid, exc)
         model = {"id": self.model, "object": "model", "created": 0, "owned_by": "emulator"}
-        return _json(rid, {"object": "list", "data": [model]})
+        return json_response(rid, {"object": "list", "data": [model]})
 
     # --- one response ---------------------------------------------------------------------
 
@@ -342,14 +344,14 @@ class ResponsesApp:
             message = f"{request.method} is not allowed on {request.url.path}"
         else:
             message = str(exc.detail)
-        return _error(rid, RequestError(exc.status_code, message))
+        return error_response(rid, RequestError(exc.status_code, message))
 
     async def _crash(self, request: Request, exc: Exception) -> Response:
         rid = request.state.request_id
         if isinstance(exc, DroppedConnectionError):
-            return _error(rid, RequestError(500, "connection dropped on purpose"))
+            return error_response(rid, RequestError(500, "connection dropped on purpose"))
         logger.error("emulator bug while serving %s: %r", request.url.path, exc)
-        return _error(
+        return error_response(
             rid,
             RequestError(
                 500, f"the emulator failed: {type(exc).__name__}: {exc}", kind="server_error"
@@ -410,112 +412,3 @@ async def _json_object(request: Request) -> dict[str, Any]:
             400, f"The request body must be a JSON object, not {type(data).__name__}."
         )
     return data
-
-
-def _encode(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode("utf-8")
-
-
-def _error_body(exc: RequestError) -> dict[str, Any]:
-    return {
-        "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": exc.code}
-    }
-
-
-def _error(rid: str, exc: RequestError) -> Response:
-    return Response(
-        _encode(_error_body(exc)),
-        status_code=exc.status,
-        media_type=JSON,
-        headers={REQUEST_ID: rid},
-    )
-
-
-def _json(rid: str, body: Mapping[str, Any]) -> Response:
-    return Response(_encode(body), media_type=JSON, headers={REQUEST_ID: rid})
-
-
-def _rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
-    headers = {REQUEST_ID: rid}
-    if fault.status is not None:
-        retry_after = fault.retry_after
-        if retry_after is None and fault.status == 429:
-            retry_after = 1
-        if retry_after is not None:
-            seconds = float(retry_after)
-            headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
-        kind = "server_error" if fault.status >= 500 else "invalid_request_error"
-        if fault.status == 429:
-            kind = "rate_limit_exceeded"
-        message = fault.message or f"emulated fault: HTTP {fault.status}"
-        body = _encode(_error_body(RequestError(fault.status, message, kind=kind)))
-        return BlockResponse(
-            [body],
-            status_code=fault.status,
-            media_type=JSON,
-            headers=headers,
-            delay=fault.delay,
-            drop_after=fault.drop_after,
-        )
-    event = _inband_event(fault, 0)
-    if stream:
-        return BlockResponse([frame(event)], media_type=SSE, headers=headers, length=False)
-    return BlockResponse(
-        [_encode(_error_body(RequestError(500, event["message"], kind="server_error")))],
-        status_code=500,
-        media_type=JSON,
-        headers=headers,
-    )
-
-
-def _inband_event(fault: FaultSpec, sequence_number: int) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "code": fault.inband or "server_error",
-        "message": fault.message or "emulated in-band error",
-        "param": None,
-        "sequence_number": sequence_number,
-    }
-
-
-def _body(rid: str, body: dict[str, Any], fault: FaultSpec | None) -> Response:
-    if fault is None:
-        return _json(rid, body)
-    if fault.inband is not None:
-        body = {
-            **body,
-            "status": "failed",
-            "error": {"code": fault.inband, "message": fault.message or "emulated in-band error"},
-        }
-    payload = _encode(body)
-    if fault.malformed is not None:
-        payload = payload[:-1] + b", not JSON"
-    return BlockResponse(
-        [payload],
-        media_type=JSON,
-        headers={REQUEST_ID: rid},
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
-
-
-def _stream(rid: str, rendered: Rendered, chunk_chars: int, fault: FaultSpec | None) -> Response:
-    events = stream_events(rendered, chunk_chars)
-    blocks = [frame(event) for event in events]
-    headers = {REQUEST_ID: rid}
-    if fault is None:
-        return BlockResponse(blocks, media_type=SSE, headers=headers, length=False)
-    if fault.malformed is not None:
-        at = min(fault.malformed, len(blocks))
-        blocks.insert(at, b"event: response.output_text.delta\ndata: {this is not JSON\n\n")
-    if fault.inband is not None:
-        kept = blocks[: fault.inband_after]
-        blocks = [*kept, frame(_inband_event(fault, len(kept)))]
-    return BlockResponse(
-        blocks,
-        media_type=SSE,
-        headers=headers,
-        length=False,
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )

@@ -1,0 +1,146 @@
+"""The Responses emulator's answers: JSON bodies, SSE streams, OpenAI error bodies, faults.
+
+Every answer carries ``x-request-id``. A fault that refuses a request answers with its status
+(and ``Retry-After``) or, for ``inband``, an ``error`` event (stream) or a 500; a fault on an
+accepted request delays, cuts, garbles or ends the answer with an ``error`` event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from bridge.emulator.faults import FaultSpec
+from bridge.emulator.responses.items import RequestError
+from bridge.emulator.responses.render import Rendered, frame, stream_events
+from bridge.emulator.transport import BlockResponse
+
+__all__ = [
+    "REQUEST_ID",
+    "body_response",
+    "encode",
+    "error_body",
+    "error_response",
+    "inband_event",
+    "json_response",
+    "rejection",
+    "stream_response",
+]
+
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
+REQUEST_ID = "x-request-id"
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def error_body(exc: RequestError) -> dict[str, Any]:
+    return {
+        "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": exc.code}
+    }
+
+
+def error_response(rid: str, exc: RequestError) -> Response:
+    return Response(
+        encode(error_body(exc)),
+        status_code=exc.status,
+        media_type=JSON,
+        headers={REQUEST_ID: rid},
+    )
+
+
+def json_response(rid: str, body: Mapping[str, Any]) -> Response:
+    return Response(encode(body), media_type=JSON, headers={REQUEST_ID: rid})
+
+
+def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
+    headers = {REQUEST_ID: rid}
+    if fault.status is not None:
+        retry_after = fault.retry_after
+        if retry_after is None and fault.status == 429:
+            retry_after = 1
+        if retry_after is not None:
+            seconds = float(retry_after)
+            headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
+        kind = "server_error" if fault.status >= 500 else "invalid_request_error"
+        if fault.status == 429:
+            kind = "rate_limit_exceeded"
+        message = fault.message or f"emulated fault: HTTP {fault.status}"
+        body = encode(error_body(RequestError(fault.status, message, kind=kind)))
+        return BlockResponse(
+            [body],
+            status_code=fault.status,
+            media_type=JSON,
+            headers=headers,
+            delay=fault.delay,
+            drop_after=fault.drop_after,
+        )
+    event = inband_event(fault, 0)
+    if stream:
+        return BlockResponse([frame(event)], media_type=SSE, headers=headers, length=False)
+    return BlockResponse(
+        [encode(error_body(RequestError(500, event["message"], kind="server_error")))],
+        status_code=500,
+        media_type=JSON,
+        headers=headers,
+    )
+
+
+def inband_event(fault: FaultSpec, sequence_number: int) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "code": fault.inband or "server_error",
+        "message": fault.message or "emulated in-band error",
+        "param": None,
+        "sequence_number": sequence_number,
+    }
+
+
+def body_response(rid: str, body: dict[str, Any], fault: FaultSpec | None) -> Response:
+    if fault is None:
+        return json_response(rid, body)
+    if fault.inband is not None:
+        body = {
+            **body,
+            "status": "failed",
+            "error": {"code": fault.inband, "message": fault.message or "emulated in-band error"},
+        }
+    payload = encode(body)
+    if fault.malformed is not None:
+        payload = payload[:-1] + b", not JSON"
+    return BlockResponse(
+        [payload],
+        media_type=JSON,
+        headers={REQUEST_ID: rid},
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )
+
+
+def stream_response(
+    rid: str, rendered: Rendered, chunk_chars: int, fault: FaultSpec | None
+) -> Response:
+    events = stream_events(rendered, chunk_chars)
+    blocks = [frame(event) for event in events]
+    headers = {REQUEST_ID: rid}
+    if fault is None:
+        return BlockResponse(blocks, media_type=SSE, headers=headers, length=False)
+    if fault.malformed is not None:
+        at = min(fault.malformed, len(blocks))
+        blocks.insert(at, b"event: response.output_text.delta\ndata: {this is not JSON\n\n")
+    if fault.inband is not None:
+        kept = blocks[: fault.inband_after]
+        blocks = [*kept, frame(inband_event(fault, len(kept)))]
+    return BlockResponse(
+        blocks,
+        media_type=SSE,
+        headers=headers,
+        length=False,
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )

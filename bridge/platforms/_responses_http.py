@@ -1,0 +1,156 @@
+"""HTTP for the Responses adapter: one ``POST /responses`` read into a `ResponseTurn`.
+
+`ResponsesClient.respond` sends a request through the shared kernel (`_transport`, with the
+OpenAI error reader of `_openai_http`), then reads the answer: a stream event by event through
+`StreamAssembler` (yielding text deltas as they arrive), or a single body (also when a server
+ignores ``stream``). It returns the turn and the request id; the adapter decides what the turn
+means for the conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+import requests
+
+from bridge.errors import InBandError, ProtocolError, StreamInterruptedError
+from bridge.platforms._openai_http import openai_transport
+from bridge.platforms._openai_wire import decode_object, error_details, trim
+from bridge.platforms._responses_wire import ResponseTurn, StreamAssembler, turn_from_body
+from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.retry import RetryPolicy
+from bridge.types import Event
+
+__all__ = ["ResponsesClient"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResponsesClient:
+    """Sends Responses requests to one server and reads their answers.
+
+    Args:
+        base_url: The API root (``…/v1``).
+        api_key: Sent as a bearer token when set (registered as a secret).
+        connect_timeout: Seconds to wait for the TCP connection.
+        idle_timeout: Seconds to wait for the next bytes of an answer.
+        retry_policy: When to retry (before any answer byte was read) and how long to wait.
+        session: A `requests.Session` to reuse (left open by `close`).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        connect_timeout: float,
+        idle_timeout: float,
+        retry_policy: RetryPolicy,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.url = base_url + "/responses"
+        self._http = openai_transport(
+            base_url,
+            api_key=api_key,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            retry_policy=retry_policy,
+            session=session,
+        )
+
+    def close(self) -> None:
+        """Close the HTTP session if this client created it."""
+        self._http.close()
+
+    def models(self) -> list[str] | None:
+        """The model ids ``GET /models`` lists (None when its answer is not JSON).
+
+        Raises:
+            PlatformError: the server is unreachable or refused the key.
+        """
+        url = self.base_url + "/models"
+        response = self._http.request("GET", url, stream=False, operation="model list")
+        try:
+            with self._http.errors(url):
+                body = response.json()
+        except ProtocolError:
+            return None
+        models = body.get("data") if isinstance(body, dict) else None
+        return [str(m.get("id")) for m in models or [] if isinstance(m, dict)]
+
+    def respond(
+        self, body: dict[str, Any], *, stream: bool
+    ) -> Generator[Event, None, tuple[ResponseTurn, str | None]]:
+        """POST one request; yield its text deltas as they arrive, return the turn.
+
+        Raises:
+            PlatformError: HTTP errors (after the retries the policy allows), a stream that
+                breaks off or is out of sequence, an answer that is not a response.
+        """
+        logger.debug(
+            "POST %s (model=%s, stream=%s, %d input items, previous=%s)",
+            self.url,
+            body.get("model"),
+            stream,
+            len(body["input"]),
+            body.get("previous_response_id"),
+        )
+        response = self._http.request(
+            "POST", self.url, json=body, stream=stream, operation="response"
+        )
+        request_id = self._http.request_id(response)
+        try:
+            if stream and "json" not in response.headers.get("content-type", ""):
+                turn = yield from self._read_stream(response, request_id)
+            else:
+                turn = self._read_body(response, request_id)
+        finally:
+            response.close()
+        return turn, request_id
+
+    def _read_stream(
+        self, response: requests.Response, request_id: str | None
+    ) -> Generator[Event, None, ResponseTurn]:
+        assembler = StreamAssembler(self.url)
+        received: list[Event] = []
+        with self._http.errors(self.url, streaming=True, received=received, request_id=request_id):
+            for data in iter_sse_data(response.iter_content(chunk_size=None)):
+                event = decode_object(data, request_id, what="a stream event")
+                for neutral in assembler.feed(event):
+                    received.append(neutral)
+                    yield neutral
+                if assembler.finished:
+                    break
+        if not assembler.finished:
+            raise StreamInterruptedError(
+                f"the stream from {self.url} ended before the response did (no "
+                "response.completed, failed or incomplete event arrived)",
+                received=received,
+                request_id=request_id,
+            )
+        return assembler.turn
+
+    def _read_body(self, response: requests.Response, request_id: str | None) -> ResponseTurn:
+        with self._http.errors(self.url, request_id=request_id):
+            content = response.content
+        payload = decode_object(content, request_id, what="the response body")
+        if payload.get("object") != "response" and "output" not in payload:
+            error = error_details(payload)
+            if error is not None:
+                raise InBandError(
+                    f"{self.url} answered HTTP 200 with an error: {error[1]}",
+                    request_id=request_id,
+                    status_code=response.status_code,
+                    code=error[0],
+                    body=trim(content.decode("utf-8", "replace")),
+                )
+            raise ProtocolError(
+                f"{self.url} answered without a response object: expected "
+                '{"object": "response", "output": [...]}',
+                request_id=request_id,
+                body=trim(content.decode("utf-8", "replace")),
+            )
+        return turn_from_body(payload)
