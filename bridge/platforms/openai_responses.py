@@ -59,6 +59,7 @@ from bridge.types import (
     RunFailed,
     RunFinished,
     ToolBatch,
+    ToolCall,
     ToolCallsRequested,
     ToolChoice,
     ToolResult,
@@ -283,7 +284,7 @@ class OpenAIResponsesPlatform:
         given = [
             {
                 "type": "function_call_output",
-                "call_id": call.call_id,
+                "call_id": state.wire_ids.get(call.call_id, call.call_id),
                 "output": by_id[call.call_id].output,
             }
             for call in pending.calls
@@ -333,6 +334,8 @@ class OpenAIResponsesPlatform:
                 "items": copy.deepcopy(state.items),
                 "pending": state.pending.model_dump(mode="json") if state.pending else None,
                 "turn_tools": copy.deepcopy(state.turn_tools),
+                "call_ids": list(state.call_ids),
+                "wire_ids": dict(state.wire_ids),
             }
 
     def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
@@ -359,12 +362,16 @@ class OpenAIResponsesPlatform:
         items = state_field(state, "items", list, platform=self.name, default=[])
         pending = state_field(state, "pending", dict, platform=self.name, default=None)
         tools = state_field(state, "turn_tools", dict, platform=self.name, default={})
+        call_ids = state_field(state, "call_ids", list, platform=self.name, default=[])
+        wire_ids = state_field(state, "wire_ids", dict, platform=self.name, default={})
         try:
             restored = _Conversation(
                 previous_response_id=previous,
                 items=[dict(item) for item in items],
                 pending=ToolBatch.model_validate(pending) if pending else None,
                 turn_tools=dict(tools),
+                call_ids=[str(call_id) for call_id in call_ids],
+                wire_ids={str(k): str(v) for k, v in wire_ids.items()},
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(
@@ -434,13 +441,15 @@ class OpenAIResponsesPlatform:
                 "completed, failed or incomplete (background responses are not supported)",
                 request_id=request_id,
             )
-        calls = function_calls(turn.output, self._url)
+        calls, renamed = _distinct_ids(function_calls(turn.output, self._url), state)
         response_id = turn.response_id or f"resp_{uuid.uuid4().hex}"
         state.turn_usage = add_usage(state.turn_usage, turn.usage)
         # The state moves before the last event is yielded: a consumer that stops reading at
         # the pause must still find the conversation in its new state.
         with self._lock:
             state.previous_response_id = response_id
+            state.call_ids += [call.call_id for call in calls]
+            state.wire_ids.update(renamed)
             if not self.store:
                 state.items = [*body["input"], *copy.deepcopy(turn.output)]
             if calls:
@@ -483,3 +492,30 @@ class _Conversation:
     turn_tools: dict[str, Any] = field(default_factory=dict)
     """The `tools`/`tool_choice` fields of the current turn, sent again with its outputs."""
     turn_usage: dict[str, Any] | None = None
+    call_ids: list[str] = field(default_factory=list)
+    """Every call id the loop was given in this conversation (it runs an id at most once)."""
+    wire_ids: dict[str, str] = field(default_factory=dict)
+    """Call ids given in place of one the server had already used: given -> the server's."""
+
+
+def _distinct_ids(
+    calls: tuple[ToolCall, ...], state: _Conversation
+) -> tuple[tuple[ToolCall, ...], dict[str, str]]:
+    """The calls with a fresh id for any whose ``call_id`` the conversation already used, and
+    the renames (fresh -> the server's).
+
+    Some servers number calls per response ("call_0" every round); the loop runs a call id at
+    most once per conversation, so a reused id would get the old output instead of a new run.
+    The server never sees the difference: the output goes back under its own id.
+    """
+    seen = set(state.call_ids)
+    distinct, renamed = [], {}
+    for call in calls:
+        if call.call_id in seen:
+            fresh = f"call_{uuid.uuid4().hex[:24]}"
+            logger.debug("call id %s is already used; renamed %s", call.call_id, fresh)
+            renamed[fresh] = call.call_id
+            call = call.model_copy(update={"call_id": fresh})
+        seen.add(call.call_id)
+        distinct.append(call)
+    return tuple(distinct), renamed

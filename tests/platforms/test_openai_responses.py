@@ -570,3 +570,43 @@ def test_check_lists_the_model(server: ResponsesServer, platform: OpenAIResponse
         pytest.raises(ConfigurationError, match="it serves: m"),
     ):
         wrong.check()
+
+
+# --- call ids reused by the server ------------------------------------------------------------
+
+
+def test_a_call_id_the_server_reuses_runs_again_and_goes_back_under_its_own_id(
+    server: ResponsesServer, platform: OpenAIResponsesPlatform
+) -> None:
+    """Servers that number calls per response ("call_0" every round) get a new run each time."""
+    from bridge.conversation import Bridge
+
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City name.
+        """
+        return f"sunny in {city}"
+
+    reused = {**call_item(0), "call_id": "call_0"}
+    server.script(
+        Reply(json=response(reused, id="resp_1")),
+        Reply(json=response(message_item("first"), id="resp_2")),
+        Reply(json=response({**reused, "arguments": '{"city": "Oslo"}'}, id="resp_3")),
+        Reply(json=response(message_item("second"), id="resp_4")),
+    )
+    with Bridge(platform, tools=[get_weather], stream=False) as bridge:
+        conv = bridge.conversation()
+        first = conv.ask("Weather in Paris?")
+        second = conv.ask("Weather in Oslo?")
+    assert [run.output for run in (*first.tool_runs, *second.tool_runs)] == [
+        "sunny in Paris",
+        "sunny in Oslo",
+    ]
+    assert second.tool_runs[0].call_id != "call_0"
+    outputs = [server.bodies[1]["input"][0], server.bodies[3]["input"][0]]
+    assert [(o["call_id"], o["output"]) for o in outputs] == [
+        ("call_0", "sunny in Paris"),
+        ("call_0", "sunny in Oslo"),
+    ]
