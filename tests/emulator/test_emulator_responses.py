@@ -304,6 +304,10 @@ def test_bad_bodies_are_400_naming_the_field(client: Client) -> None:
     assert "'messages' belongs to Chat Completions" in error["message"]
     error = error_of(client.post(input="hi", tool_choice="always"), 400)
     assert error["param"] == "tool_choice"
+    error = error_of(client.post(input="hi", background=True), 400)
+    assert error["param"] == "background" and "background responses" in error["message"]
+    error = error_of(client.post(input="hi", conversation="conv_1"), 400)
+    assert "previous_response_id" in error["message"]
     response = client.session.post(
         client.url + "/responses", data=b"{not json", headers=client.headers, timeout=TIMEOUT
     )

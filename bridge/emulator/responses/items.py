@@ -102,6 +102,20 @@ class ResponsesRequest(BaseModel):
                 param="messages",
                 code="unknown_parameter",
             )
+        if data.get("background"):
+            raise RequestError(
+                400,
+                "This emulator does not run background responses; send 'background': false "
+                "(or leave it out) and read the stream or the body.",
+                param="background",
+            )
+        if data.get("conversation") is not None:
+            raise RequestError(
+                400,
+                "This emulator does not serve the Conversations API; chain responses with "
+                "'previous_response_id', or resend the items with 'store': false.",
+                param="conversation",
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
