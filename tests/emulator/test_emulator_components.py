@@ -6,10 +6,12 @@ The official SDK's view of the same events is in tests/test_conformance_sdk.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import bridge.emulator
 from bridge.emulator import Emulator, ScenarioError, load_scenario
 from tests.emulator.helpers import WEATHER, Api, body_events, statuses
 
@@ -132,3 +134,13 @@ def test_without_components_the_message_says_where_to_declare_them() -> None:
 def test_bad_components_name_the_key(components: list[dict[str, Any]], expected: str) -> None:
     with pytest.raises(ScenarioError, match=expected):
         load_scenario({"app": {"components": components}})
+
+
+def test_the_shipped_scenario_declares_a_component() -> None:
+    shipped = Path(bridge.emulator.__file__).parent / "scenarios" / "weather.yaml"
+    with Emulator(scenario=shipped, faults="") as emu:
+        api = Api(emu.base_url)
+        chunks = api.chunks(api.create(), "Oslo", stream=True, tool_choice=_choice("WeatherQuery"))
+    assert "".join(c["answer"] for c in chunks) == (
+        "Oslo: 21°C, sunny (from the WeatherQuery component)"
+    )
