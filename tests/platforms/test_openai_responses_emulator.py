@@ -10,7 +10,9 @@ import pytest
 
 from bridge.conversation import Bridge
 from bridge.emulator import Emulator
+from bridge.errors import ProtocolError, StreamInterruptedError
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
+from bridge.types import RunFailed
 
 
 def get_weather(city: str) -> str:
@@ -85,3 +87,40 @@ def test_the_registry_builds_it_on_its_emulator(store: bool) -> None:
         assert "serves model" in platform.check()
         with Bridge(platform, tools=[get_weather]) as bridge:
             assert bridge.ask("What is the weather in Paris?").answer == "sunny in Paris"
+
+
+@pytest.mark.parametrize(
+    ("faults", "error"),
+    [
+        ("drop_after=3", StreamInterruptedError),
+        ("malformed=2", ProtocolError),
+        ("inband=server_error,inband_after=2,message=boom", None),
+    ],
+)
+def test_the_emulators_faults_reach_the_adapter_as_errors(
+    faults: str, error: type[Exception] | None
+) -> None:
+    with Emulator(protocol="responses", faults=faults) as emulator:
+        platform = platform_for(emulator, store=True)
+        conversation = platform.create_conversation()
+        events = platform.start(conversation, "What is the weather in Paris?", tools=[])
+        if error is not None:
+            with pytest.raises(error):
+                list(events)
+        else:
+            last = list(events)[-1]
+            assert isinstance(last, RunFailed) and (last.code, last.message) == (
+                "server_error",
+                "boom",
+            )
+        assert platform.previous_response_id(conversation) is None
+        platform.close()
+
+
+def test_a_503_is_retried_then_the_conversation_goes_on() -> None:
+    with Emulator(protocol="responses", faults="status=503,times=1") as emulator:
+        platform = platform_for(emulator, store=True)
+        with Bridge(platform, tools=[get_weather]) as bridge:
+            result = bridge.ask("What is the weather in Paris?")
+        assert result.answer == "sunny in Paris"
+        assert [r.status for r in emulator.requests][:2] == [503, 200]
