@@ -512,5 +512,14 @@ PLATFORMS: dict[str, PlatformEntry] = {
             ),
         ),
         emulator_protocol="responses",
+        hints={
+            "auth": "the API key was refused: check OPENAI_API_KEY/--api-key",
+            "not_found": (
+                "check --base-url/OPENAI_BASE_URL (the API root before /responses, e.g. "
+                "https://api.openai.com/v1) and the model name; the server may not serve the "
+                "Responses API (use --platform openai for Chat Completions)"
+            ),
+            "connect": "check --base-url/OPENAI_BASE_URL, proxies and the network",
+        },
     ),
 }
