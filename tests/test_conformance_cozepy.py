@@ -123,6 +123,13 @@ def test_an_object_string_question_is_read(seen: dict[str, Any]) -> None:
     assert check(seen, "object_string")["calls"][0]["city"] == "Berlin"
 
 
+def test_a_file_is_uploaded_and_sent_with_a_question(seen: dict[str, Any], emu: Emulator) -> None:
+    asked = check(seen, "file")
+    assert asked["file"] == ["notes.txt", 13]
+    assert asked["calls"][0]["city"] == "Oslo"
+    assert any(r.path == "/v1/files/upload" and r.status == 200 for r in emu.requests)
+
+
 def test_the_non_streamed_path_polls(seen: dict[str, Any]) -> None:
     polled = check(seen, "non_stream")
     assert polled["first_status"] == "requires_action"

@@ -314,3 +314,28 @@ def test_a_bad_coze_section_names_the_key(tmp_path: Any) -> None:
     path.write_text("coze: {plugins: [{name: a}]}\nrules: [{match: '('}]\n", encoding="utf-8")
     with pytest.raises(ScenarioError, match=r"bot\.yaml: rules\[0\]\.match"):
         Emulator(protocol="coze", scenario=path)
+
+
+def test_files_are_uploaded_and_referenced_by_object_string_messages(coze: Coze) -> None:
+    uploaded = requests.post(
+        coze.base + "/v1/files/upload",
+        files={"file": ("a.txt", b"hello")},
+        headers=coze.headers,
+        timeout=TIMEOUT,
+    ).json()
+    assert uploaded["code"] == 0 and uploaded["data"]["bytes"] == 5
+    file_id = uploaded["data"]["id"]
+    assert coze.get("/v1/files/retrieve", file_id=file_id).json()["data"]["file_name"] == "a.txt"
+    content = json.dumps(
+        [{"type": "text", "text": "weather in Paris"}, {"type": "file", "file_id": file_id}]
+    )
+    message = {"role": "user", "content": content, "content_type": "object_string"}
+    body = {"bot_id": coze.bot_id, "user_id": "u", "stream": True, "additional_messages": [message]}
+    events = frames(coze.post("/v3/chat", body))
+    assert "conversation.chat.requires_action" in names(events)
+    unknown = json.dumps([{"type": "text", "text": "hi"}, {"type": "file", "file_id": "nope"}])
+    body["additional_messages"] = [{**message, "content": unknown}]
+    refused = coze.post("/v3/chat", body).json()
+    assert refused["code"] == 4000 and "file_id(s) nope were not uploaded" in refused["msg"]
+    not_multipart = coze.post("/v1/files/upload", {"file": "x"}).json()
+    assert not_multipart["code"] == 4000 and "multipart/form-data" in not_multipart["msg"]

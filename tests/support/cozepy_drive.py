@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cozepy import (
@@ -146,6 +148,25 @@ def object_string_question() -> dict[str, Any]:
     return seen.result()
 
 
+def file_question() -> dict[str, Any]:
+    """files.upload, then a question whose object_string message carries the file."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "notes.txt"
+        path.write_text("meeting notes", encoding="utf-8")
+        uploaded = coze.files.upload(file=path)
+    seen = Seen()
+    message = Message.build_user_question_objects(
+        [
+            MessageObjectString.build_text("What is the weather in Oslo?"),
+            MessageObjectString.build_file(file_id=uploaded.id),
+        ]
+    )
+    seen.handle_stream(
+        coze.chat.stream(bot_id=BOT_ID, user_id=USER_ID, additional_messages=[message])
+    )
+    return {"file": [uploaded.file_name, uploaded.bytes], **seen.result()}
+
+
 def non_stream_poll() -> dict[str, Any]:
     """chat.create_and_poll, then submit_tool_outputs(stream=False), a retrieve loop and the
     message list: the non-streamed path of the API."""
@@ -254,6 +275,7 @@ CHECKS: dict[str, Callable[[], Any]] = {
     "parallel": parallel_calls,
     "conversation": one_conversation_two_turns,
     "object_string": object_string_question,
+    "file": file_question,
     "non_stream": non_stream_poll,
     "cancel": cancel_waiting_chat,
     "bot": bot_plugins,

@@ -48,6 +48,7 @@ from bridge.emulator.coze.chats import (
     query_of,
     take_answer,
 )
+from bridge.emulator.coze.files import file_object, read_upload
 from bridge.emulator.coze.replies import (
     chat_response,
     error_response,
@@ -70,6 +71,7 @@ from bridge.emulator.state import (
     ActiveRun,
     Conversation,
     EmulatorState,
+    FileRecord,
     PendingCall,
     PendingInput,
 )
@@ -112,6 +114,8 @@ class CozeApp:
         self.state = EmulatorState()
         self.chats: dict[str, ChatRecord] = {}
         """Every chat by id (read under `state.lock`)."""
+        self.files: dict[str, FileRecord] = {}
+        """Every uploaded file by id (Coze keeps files per account, not per conversation)."""
         routes = [
             Route("/v1/conversation/create", self._create, methods=["POST"]),
             Route("/v3/chat", self._chat, methods=["POST"]),
@@ -120,6 +124,8 @@ class CozeApp:
             Route("/v3/chat/message/list", self._messages, methods=["GET", "POST"]),
             Route("/v3/chat/cancel", self._cancel, methods=["POST"]),
             Route("/v1/bot/get_online_info", self._bot_info, methods=["GET"]),
+            Route("/v1/files/upload", self._upload, methods=["POST"]),
+            Route("/v1/files/retrieve", self._file, methods=["GET"]),
         ]
         starlette = Starlette(
             routes=routes,
@@ -167,6 +173,7 @@ class CozeApp:
             req = validate(wire.ChatRequest, await json_object(request))
             self._check_bot(req.bot_id)
             query = query_of(req.additional_messages)
+            self._check_files(req.additional_messages)
             with self.state.lock:
                 conv = self._conversation_for(request.query_params.get("conversation_id"))
                 run, round_index = self._run_for(conv, query)
@@ -281,6 +288,46 @@ class CozeApp:
         except ReplyError as reply:
             return error_response(logid, reply)
         return json_response(wire.envelope(data))
+
+    async def _upload(self, request: Request) -> Response:
+        logid = request.state.request_id
+        try:
+            header_fault = await self._begin(request, read_body=False)
+            fault = self._fault(header_fault, None, "upload", None)
+            if fault is not None and fault.rejects:
+                return rejection(logid, fault, stream=False)
+            record = await read_upload(request)
+            with self.state.lock:
+                self.files[record.file_id] = record
+        except ReplyError as reply:
+            return error_response(logid, reply)
+        return json_response(wire.envelope(file_object(record)))
+
+    async def _file(self, request: Request) -> Response:
+        logid = request.state.request_id
+        try:
+            await self._begin(request)
+            file_id = request.query_params.get("file_id", "")
+            with self.state.lock:
+                record = self.files.get(file_id)
+            if record is None:
+                raise ReplyError(
+                    wire.CODE_NOT_FOUND,
+                    f"file {file_id!r} not found; upload it with POST /v1/files/upload",
+                )
+        except ReplyError as reply:
+            return error_response(logid, reply)
+        return json_response(wire.envelope(file_object(record)))
+
+    def _check_files(self, messages: list[wire.MessageIn]) -> None:
+        with self.state.lock:
+            unknown = [f for m in messages for f in m.file_ids() if f not in self.files]
+        if unknown:
+            raise ReplyError(
+                wire.CODE_BAD_REQUEST,
+                f"file_id(s) {', '.join(unknown)} were not uploaded; upload them with "
+                "POST /v1/files/upload first",
+            )
 
     async def _bot_info(self, request: Request) -> Response:
         logid = request.state.request_id
@@ -440,9 +487,10 @@ class CozeApp:
 
     # --- shared checks --------------------------------------------------------------------
 
-    async def _begin(self, request: Request) -> FaultSpec | None:
+    async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
         """Read the body (so the log has it), check the token, parse a fault header."""
-        await request.body()
+        if read_body:
+            await request.body()
         auth = request.headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(

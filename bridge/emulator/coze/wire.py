@@ -82,6 +82,20 @@ class MessageIn(_Lenient):
     content_type: Literal["text", "object_string", "card"] = "text"
     meta_data: dict[str, str] | None = None
 
+    def file_ids(self) -> list[str]:
+        """The files an ``object_string`` message references (by id)."""
+        if self.content_type != "object_string":
+            return []
+        try:
+            items = json.loads(self.content)
+        except ValueError:
+            return []
+        return [
+            str(i["file_id"])
+            for i in items
+            if isinstance(items, list) and isinstance(i, dict) and i.get("file_id")
+        ]
+
     def text(self) -> str:
         """The text of the message; an ``object_string`` message's text items joined."""
         if self.content_type != "object_string":

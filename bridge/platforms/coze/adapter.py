@@ -40,7 +40,7 @@ from bridge.errors import (
 )
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
-from bridge.platforms._transport import ErrorAnswer, Transport, trim
+from bridge.platforms._transport import ErrorAnswer, Files, Transport, trim
 from bridge.platforms.base import (
     PlatformLimits,
     parse_tool_choice,
@@ -61,6 +61,7 @@ COM_BASE_URL = "https://api.coze.com"
 _REGIONS = {"cn": CN_BASE_URL, "com": COM_BASE_URL}
 LOGID = "x-tt-logid"
 _WAITING = frozenset({"created", "in_progress"})
+_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
 
 
 class CozePlatform:
@@ -157,6 +158,8 @@ class CozePlatform:
         """The local tool names of each conversation's last question."""
         self._chats: dict[str, str] = {}
         """Each conversation's last chat id."""
+        self._file_kinds: dict[str, str] = {}
+        """``image`` or ``file`` for each file uploaded here (how a message references it)."""
 
     def __repr__(self) -> str:
         return f"CozePlatform(base_url={self.base_url!r}, bot_id={self.bot_id!r}, token='[secure]')"
@@ -183,11 +186,28 @@ class CozePlatform:
         return conversation_id
 
     def upload_file(self, conversation_id: str, path: str | Path) -> str:
-        """Not supported yet: put the text in the question, or give the bot a tool."""
-        raise UsageError(
-            f"cannot attach {str(path)!r}: the coze platform does not upload files yet; put the "
-            "text in the question or give the bot a local plugin that reads the file"
-        )
+        """Upload a local file (``POST /v1/files/upload``) and return its id for `start`'s
+        `file_ids` (Coze keeps files per account; the conversation is not needed).
+
+        Raises:
+            UsageError: `path` is not a readable file.
+        """
+        file = Path(path)
+        if not file.is_file():
+            raise UsageError(f"cannot attach {str(path)!r}: it is not a file")
+
+        def parts() -> dict[str, tuple[str | None, Any]]:
+            return {"file": (file.name, file.open("rb"))}
+
+        data = self._json("POST", "/v1/files/upload", "upload", files=parts)
+        file_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(file_id, str) or not file_id:
+            raise PlatformError(
+                f"Coze upload: {self.base_url}/v1/files/upload answered without a file id "
+                "(expected data.id)"
+            )
+        self._file_kinds[file_id] = "image" if file.suffix.lower() in _IMAGES else "file"
+        return file_id
 
     def start(
         self,
@@ -205,9 +225,12 @@ class CozePlatform:
         `tools` only tells which names are loaded locally (the bot's plugins are configured in
         Coze). The request is sent at once; the events are read as they are iterated.
 
+        `file_ids` (from `upload_file`) go with the question as one ``object_string``
+        message: the text, then each file (an ``image`` item for an uploaded image).
+
         Raises:
-            UsageError: an empty query, file ids, or a tool choice other than ``auto`` (Coze
-                cannot force a plugin).
+            UsageError: an empty query, or a tool choice other than ``auto`` (Coze cannot force
+                a plugin).
         """
         choice = parse_tool_choice(tool_choice)
         if choice not in (None, "auto"):
@@ -216,14 +239,12 @@ class CozePlatform:
                 f"tool_choice {shown!r} cannot be sent: Coze chats take no tool choice (the "
                 "bot's configuration decides when to call its plugins); leave tool_choice unset"
             )
-        if file_ids:
-            raise UsageError(
-                "file_ids are not supported on the coze platform yet; put the text in the query"
-            )
         if not isinstance(query, str) or not query.strip():
             raise UsageError(f"query must be a non-empty string, got {query!r}")
         self._local[conversation_id] = _names(tools)
-        return self._chat(conversation_id, query, end_user_id=end_user_id, stream=stream)
+        return self._chat(
+            conversation_id, query, end_user_id=end_user_id, stream=stream, file_ids=file_ids
+        )
 
     def submit(
         self,
@@ -316,17 +337,27 @@ class CozePlatform:
     # --- chats -------------------------------------------------------------------------------
 
     def _chat(
-        self, conversation_id: str, text: str, *, end_user_id: str | None, stream: bool
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        end_user_id: str | None,
+        stream: bool,
+        file_ids: Sequence[str] | None = None,
     ) -> Iterator[Event]:
+        message = {"role": "user", "type": "question", "content": text, "content_type": "text"}
+        if file_ids:
+            items: list[dict[str, str]] = [{"type": "text", "text": text}]
+            items += [{"type": self._file_kinds.get(f, "file"), "file_id": f} for f in file_ids]
+            message["content"] = jsonlib.dumps(items, ensure_ascii=False)
+            message["content_type"] = "object_string"
         body = {
             "bot_id": self.bot_id,
             "user_id": end_user_id or self.user_id,
             "stream": stream,
             # Without it the platform refuses the chat's tool outputs (code 5000).
             "auto_save_history": True,
-            "additional_messages": [
-                {"role": "user", "type": "question", "content": text, "content_type": "text"}
-            ],
+            "additional_messages": [message],
         }
         return self._send("/v3/chat", "chat", {"conversation_id": conversation_id}, body, stream)
 
@@ -499,10 +530,11 @@ class CozePlatform:
         *,
         json: Any = None,
         params: Mapping[str, str] | None = None,
+        files: Callable[[], Files] | None = None,
     ) -> Any:
         url = self.base_url + path
         response = self._http.request(
-            method, url, json=json, params=params, stream=False, operation=operation
+            method, url, json=json, params=params, files=files, stream=False, operation=operation
         )
         return self._envelope(response, url, operation, self._http.request_id(response))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -136,13 +137,24 @@ class CozeServer:
         return [f"{r['method']} {r['path']}" for r in self.requests]
 
     async def _handle(self, request: Request) -> Response:
-        raw = await request.body()
+        body: Any = None
+        if "multipart/" in request.headers.get("content-type", ""):
+            form = await request.form()
+            body = {
+                key: (value.filename, len(await value.read()))
+                if isinstance(value, UploadFile)
+                else value
+                for key, value in form.multi_items()
+            }
+        else:
+            raw = await request.body()
+            body = json.loads(raw) if raw else None
         self.requests.append(
             {
                 "method": request.method,
                 "path": request.url.path,
                 "params": dict(request.query_params),
-                "body": json.loads(raw) if raw else None,
+                "body": body,
                 "headers": dict(request.headers),
             }
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -365,8 +366,6 @@ def test_an_unknown_tool_is_logged_and_its_output_explains(
 def test_what_coze_cannot_do_is_refused_clearly(platform: CozePlatform) -> None:
     with pytest.raises(UsageError, match="Coze chats take no tool choice"):
         platform.start("c1", "q", tools=TOOLS, tool_choice="get_weather")
-    with pytest.raises(UsageError, match="file_ids are not supported"):
-        platform.start("c1", "q", tools=TOOLS, file_ids=["f"])
     with pytest.raises(UsageError, match="non-empty"):
         platform.start("c1", " ", tools=TOOLS)
 
@@ -432,3 +431,31 @@ def test_a_refusal_is_raised_at_the_call_not_when_reading(
     server.script(Reply(json={"code": 4016, "msg": "conversation busy"}))
     with pytest.raises(BadRequestError, match="conversation busy"):
         platform.start("c1", "again", tools=TOOLS)
+
+
+def test_files_are_uploaded_then_sent_as_object_string_items(
+    server: CozeServer, platform: CozePlatform, tmp_path: Any
+) -> None:
+    photo, notes = tmp_path / "photo.PNG", tmp_path / "notes.txt"
+    photo.write_bytes(b"\x89PNG...")
+    notes.write_text("hello", encoding="utf-8")
+    server.script(
+        ok({"id": "f-img", "bytes": 7, "file_name": "photo.PNG"}),
+        ok({"id": "f-txt", "bytes": 5, "file_name": "notes.txt"}),
+        Reply(stream=answer_stream("seen")),
+    )
+    ids = [platform.upload_file("c1", photo), platform.upload_file("c1", notes)]
+    assert ids == ["f-img", "f-txt"]
+    assert server.requests[0]["path"] == "/v1/files/upload"
+    assert server.requests[0]["body"] == {"file": ("photo.PNG", 7)}
+    assert isinstance(start(platform, "describe", file_ids=[*ids, "elsewhere"])[-1], RunFinished)
+    (message,) = server.requests[-1]["body"]["additional_messages"]
+    assert message["content_type"] == "object_string"
+    assert json.loads(message["content"]) == [
+        {"type": "text", "text": "describe"},
+        {"type": "image", "file_id": "f-img"},
+        {"type": "file", "file_id": "f-txt"},
+        {"type": "file", "file_id": "elsewhere"},
+    ]
+    with pytest.raises(UsageError, match="it is not a file"):
+        platform.upload_file("c1", tmp_path / "missing.pdf")

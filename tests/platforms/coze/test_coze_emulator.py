@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,3 +114,20 @@ def test_outputs_posted_twice_are_refused_at_the_second_post(emu: Emulator) -> N
     with pytest.raises(BadRequestError, match="no tool outputs are expected"):
         platform.submit(conversation_id, pause.batch, results)
     assert set(emu.conversation(conversation_id).accepted_outputs.values()) == {1}
+
+
+def test_a_question_with_a_file_on_the_emulator(
+    emu: Emulator, toolbox: Toolbox, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.txt"
+    report.write_text("quarterly numbers", encoding="utf-8")
+    with Bridge(platform_for(emu), toolbox) as bridge, bridge.conversation() as conv:
+        result = conv.ask("What is the weather in Paris?", files=[report])
+    assert result.answer == "Paris: 21 C, sunny"
+    chat = next(r for r in emu.requests if r.path == "/v3/chat")
+    (message,) = chat.json["additional_messages"]
+    items = json.loads(message["content"])
+    assert items[0] == {"type": "text", "text": "What is the weather in Paris?"}
+    assert items[1]["type"] == "file"
+    upload = next(r for r in emu.requests if r.path == "/v1/files/upload")
+    assert upload.form == {"file": {"filename": "report.txt", "size": 17}}
