@@ -340,7 +340,8 @@ def _platform_values(
         if problem is None and setting.kind != "bool" and not isinstance(raw, str):
             problem = f"expected text, got {type(raw).__name__}"
         if problem is not None:
-            problems.append(f"{name}: {problem} (from {origin[name]})")
+            # The source names the setting; "token: ..." would be masked by `redact`.
+            problems.append(f"{problem} (from {origin[name]})")
             continue
         found[setting.option] = setting.parse(raw)
     platform = values.get("platform", "appbuilder")
