@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -40,15 +39,13 @@ from bridge.emulator.coze.bot import BotConfig
 from bridge.emulator.coze.chats import (
     ChatRecord,
     ReplyError,
-    call_id,
-    chat_usage,
     check_outputs,
-    message_record,
     numeric_id,
     query_of,
     take_answer,
 )
 from bridge.emulator.coze.files import file_object, read_upload
+from bridge.emulator.coze.render import chat_message, render_step
 from bridge.emulator.coze.replies import (
     chat_response,
     error_response,
@@ -59,9 +56,6 @@ from bridge.emulator.coze.replies import (
 )
 from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
 from bridge.emulator.planner import (
-    AnswerStep,
-    AskStep,
-    CallStep,
     CompletedCall,
     Planner,
     RunContext,
@@ -72,8 +66,6 @@ from bridge.emulator.state import (
     Conversation,
     EmulatorState,
     FileRecord,
-    PendingCall,
-    PendingInput,
 )
 from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
@@ -234,7 +226,7 @@ class CozeApp:
                     conv.accepted_outputs[call.call_id] = (
                         conv.accepted_outputs.get(call.call_id, 0) + 1
                     )
-                    message = self._message(chat, "tool_response", by_id[call.call_id])
+                    message = chat_message(chat, "tool_response", by_id[call.call_id])
                     chat.messages.append(message)
                     frames.append(wire.sse_frame("conversation.message.completed", message))
                 run.pending = []
@@ -367,106 +359,14 @@ class CozeApp:
 
     def _advance(self, conv: Conversation, chat: ChatRecord) -> list[bytes]:
         """Take the run's next step; update the chat; return its stream frames (with done)."""
-        run = chat.run
-        step = self.planner.next_step(run.context)
-        frames: list[bytes] = []
-        if isinstance(step, CallStep):
-            run.pending = [
-                PendingCall(call_id(), c.name, c.arguments, c.output_name) for c in step.calls
-            ]
-            for call in run.pending:
-                content = {
-                    "name": f"{self.bot.plugin_name}-{call.name}",
-                    "arguments": call.arguments,
-                    "plugin_id": f"plugin-{self.bot.plugin_name}",
-                    "api_id": f"api-{call.name}",
-                    "api_name": call.name,
-                }
-                message = self._message(
-                    chat, "function_call", json.dumps(content, ensure_ascii=False)
-                )
-                chat.messages.append(message)
-                frames.append(wire.sse_frame("conversation.message.completed", message))
-            tool_calls = [
-                {
-                    "id": call.call_id,
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        # A JSON string; empty (not "{}") when there is nothing, as Coze sends.
-                        "arguments": json.dumps(call.arguments, ensure_ascii=False)
-                        if call.arguments
-                        else "",
-                    },
-                }
-                for call in run.pending
-            ]
-            self._pause(chat, tool_calls)
-            frames.append(wire.sse_frame("conversation.chat.requires_action", chat.to_wire()))
-        elif isinstance(step, AskStep):
-            question = PendingInput(call_id(), step.question, step.name)
-            run.pending_input = question
-            frames += self._answer_frames(chat, step.question)
-            conv.messages.append(message_record(run, step.question, "human_input"))
-            self._pause(chat, [{"id": question.interrupt_id, "type": "reply_message"}])
-            frames.append(wire.sse_frame("conversation.chat.requires_action", chat.to_wire()))
-        elif isinstance(step, AnswerStep):
-            frames += self._answer_frames(chat, step.text)
-            chat.status, chat.completed_at = "completed", int(time.time())
-            chat.usage = chat_usage(run.context, step.text)
-            conv.messages.append(message_record(run, step.text, "success"))
-            conv.active = None
-            frames.append(wire.sse_frame("conversation.chat.completed", chat.to_wire()))
-        else:
-            chat.status, chat.failed_at = "failed", int(time.time())
-            chat.last_error = {"code": wire.CODE_SERVER, "msg": f"{step.code}: {step.message}"}
-            conv.messages.append(message_record(run, "", "error"))
-            conv.active = None
-            frames.append(wire.sse_frame("conversation.chat.failed", chat.to_wire()))
-        frames.append(wire.sse_frame("done", wire.DONE_DATA))
-        return frames
-
-    def _pause(self, chat: ChatRecord, tool_calls: list[dict[str, Any]]) -> None:
-        chat.status = "requires_action"
-        chat.required_action = {
-            "type": "submit_tool_outputs",
-            "submit_tool_outputs": {"tool_calls": tool_calls},
-        }
-
-    def _answer_frames(self, chat: ChatRecord, text: str) -> list[bytes]:
-        size = self.planner.settings.chunk_chars
-        message_id = numeric_id()
-        frames = [
-            wire.sse_frame(
-                "conversation.message.delta",
-                self._message(chat, "answer", text[i : i + size], message_id=message_id),
-            )
-            for i in range(0, len(text), size)
-        ]
-        message = self._message(chat, "answer", text, message_id=message_id)
-        chat.messages.append(message)
-        frames.append(wire.sse_frame("conversation.message.completed", message))
-        finish = self._message(
-            chat, "verbose", json.dumps({"msg_type": "generate_answer_finish", "data": ""})
+        step = self.planner.next_step(chat.run.context)
+        return render_step(
+            step,
+            conv,
+            chat,
+            plugin_name=self.bot.plugin_name,
+            chunk_chars=self.planner.settings.chunk_chars,
         )
-        chat.messages.append(finish)
-        frames.append(wire.sse_frame("conversation.message.completed", finish))
-        return frames
-
-    def _message(
-        self, chat: ChatRecord, kind: str, content: str, *, message_id: str | None = None
-    ) -> dict[str, Any]:
-        return {
-            "id": message_id or numeric_id(),
-            "conversation_id": chat.conversation_id,
-            "bot_id": chat.bot_id,
-            "chat_id": chat.chat_id,
-            "role": "assistant",
-            "type": kind,
-            "content": content,
-            "content_type": "text",
-            "created_at": int(time.time()),
-        }
 
     def _run_for(self, conv: Conversation, query: str) -> tuple[ActiveRun, int]:
         """The run a new chat continues (a question's reply) or starts, and its round."""
