@@ -471,3 +471,19 @@ def test_outputs_delivered_twice_are_counted_twice(client: Client, emu: Emulator
         client.ok(previous_response_id=first["id"], input=outputs(first), tools=[WEATHER])
     conversation = emu.app.response_conversation(first["id"])  # type: ignore[attr-defined]
     assert emu.conversation(conversation).accepted_outputs == {calls_of(first)[0]["call_id"]: 2}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_incomplete_fault_ends_the_response_incomplete(client: Client, stream: bool) -> None:
+    fault = {"X-Emulator-Fault": "inband=max_output_tokens"}
+    response = client.post(input="Weather in Paris?", tools=[WEATHER], stream=stream, headers=fault)
+    if stream:
+        events = sse(response)
+        assert events[-1]["type"] == "response.incomplete"
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        body = events[-1]["response"]
+    else:
+        assert response.status_code == 200, response.text
+        body = response.json()
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "max_output_tokens"}

@@ -10,7 +10,9 @@ Every answer carries ``x-request-id``; errors use OpenAI's body
 ``{"error": {"message", "type", "param", "code"}}``. Faults are the shared ones
 (`bridge.emulator.faults`): ``POST /v1/responses`` is the ``runs`` endpoint and its round is
 the number of tool rounds the transcript already holds; ``inband`` becomes an ``error`` event
-(stream) or a ``failed`` response; ``duplicate_interrupt`` has no meaning here and is ignored.
+(stream) or a ``failed`` response, except ``inband=max_output_tokens`` or
+``inband=content_filter``, which end the response ``incomplete`` with that reason;
+``duplicate_interrupt`` has no meaning here and is ignored.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from bridge.emulator.responses.items import (
 )
 from bridge.emulator.responses.render import Rendered, render_response
 from bridge.emulator.responses.replies import (
+    INCOMPLETE,
     body_response,
     error_response,
     json_response,
@@ -195,7 +198,7 @@ class ResponsesApp:
         )
         rule_fault = match.rule.fault_spec if match else None
         fault = self._fault(header_fault, rule_fault, len(run.rounds))
-        if fault is not None and fault.rejects:
+        if fault is not None and fault.rejects and fault.inband not in INCOMPLETE:
             return None, fault
         step = self._step(req, context)
         prompt = " ".join(_item_text(item) for item in transcript)

@@ -19,6 +19,7 @@ from bridge.emulator.responses.render import Rendered, frame, stream_events
 from bridge.emulator.transport import BlockResponse
 
 __all__ = [
+    "INCOMPLETE",
     "REQUEST_ID",
     "body_response",
     "encode",
@@ -33,6 +34,8 @@ __all__ = [
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
 REQUEST_ID = "x-request-id"
+INCOMPLETE = frozenset({"max_output_tokens", "content_filter"})
+"""``inband`` codes that end the response ``incomplete`` with that reason instead of failing."""
 
 
 def encode(value: Any) -> bytes:
@@ -104,7 +107,9 @@ def inband_event(fault: FaultSpec, sequence_number: int) -> dict[str, Any]:
 def body_response(rid: str, body: dict[str, Any], fault: FaultSpec | None) -> Response:
     if fault is None:
         return json_response(rid, body)
-    if fault.inband is not None:
+    if fault.inband in INCOMPLETE:
+        body = _incomplete(body, fault.inband)
+    elif fault.inband is not None:
         body = {
             **body,
             "status": "failed",
@@ -133,7 +138,12 @@ def stream_response(
     if fault.malformed is not None:
         at = min(fault.malformed, len(blocks))
         blocks.insert(at, b"event: response.output_text.delta\ndata: {this is not JSON\n\n")
-    if fault.inband is not None:
+    if fault.inband in INCOMPLETE:
+        last = events[-1]
+        ended = {**last, "type": "response.incomplete"}
+        ended["response"] = _incomplete(last["response"], fault.inband)
+        blocks[-1] = frame(ended)
+    elif fault.inband is not None:
         kept = blocks[: fault.inband_after]
         blocks = [*kept, frame(inband_event(fault, len(kept)))]
     return BlockResponse(
@@ -144,3 +154,7 @@ def stream_response(
         delay=fault.delay,
         drop_after=fault.drop_after,
     )
+
+
+def _incomplete(body: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {**body, "status": "incomplete", "incomplete_details": {"reason": reason}}
