@@ -11,7 +11,12 @@ import pytest
 
 from bridge import Bridge, Toolbox
 from bridge.emulator import Emulator
-from bridge.errors import AuthenticationError, BadRequestError
+from bridge.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ProtocolError,
+    StreamInterruptedError,
+)
 from bridge.platforms.coze import CozePlatform
 from bridge.types import RunFinished, ToolCallsRequested, ToolResult
 
@@ -131,3 +136,35 @@ def test_a_question_with_a_file_on_the_emulator(
     assert items[1]["type"] == "file"
     upload = next(r for r in emu.requests if r.path == "/v1/files/upload")
     assert upload.form == {"file": {"filename": "report.txt", "size": 17}}
+
+
+@pytest.mark.parametrize(
+    ("faults", "error"),
+    [
+        ("drop_after=3", StreamInterruptedError),
+        ("malformed=2", ProtocolError),
+    ],
+)
+def test_stream_faults_reach_the_caller_as_errors(
+    toolbox: Toolbox, faults: str, error: type[Exception]
+) -> None:
+    with (
+        Emulator(protocol="coze", scenario=scenario(toolbox), faults=faults) as emu,
+        Bridge(platform_for(emu), toolbox) as bridge,
+        pytest.raises(error),
+    ):
+        bridge.ask("What is the weather in Paris?")
+
+
+def test_a_duplicated_requires_action_is_one_batch_and_429_is_retried(toolbox: Toolbox) -> None:
+    faults = "duplicate_interrupt"
+    with Emulator(protocol="coze", scenario=scenario(toolbox), faults=faults) as emu:
+        with Bridge(platform_for(emu), toolbox) as bridge:
+            result = bridge.ask("What is the weather in Paris?")
+        assert result.answer == "Paris: 21 C, sunny" and len(result.tool_runs) == 1
+    limited = "status=429,retry_after=0,times=1"
+    with Emulator(protocol="coze", scenario=scenario(toolbox), faults=limited) as emu:
+        with Bridge(platform_for(emu), toolbox) as bridge:
+            assert bridge.ask("What is the weather in Paris?").answer == "Paris: 21 C, sunny"
+        chats = [r.status for r in emu.requests if r.path == "/v3/chat"]
+        assert chats == [429, 200]
