@@ -339,3 +339,11 @@ def test_files_are_uploaded_and_referenced_by_object_string_messages(coze: Coze)
     assert refused["code"] == 4000 and "file_id(s) nope were not uploaded" in refused["msg"]
     not_multipart = coze.post("/v1/files/upload", {"file": "x"}).json()
     assert not_multipart["code"] == 4000 and "multipart/form-data" in not_multipart["msg"]
+
+
+def test_a_bot_without_plugins_says_so() -> None:
+    with Emulator(protocol="coze", faults="") as emu:
+        events = frames(Coze(emu).chat("What is the weather in Paris?"))
+    answer = "".join(d["content"] for n, d in events if n == "conversation.message.delta")
+    assert "This bot has no local plugins" in answer and "coze: plugins" in answer
+    assert answer.endswith("You asked: What is the weather in Paris?")

@@ -15,9 +15,22 @@ from typing import Any
 from bridge.emulator.coze.app import LOGID_HEADER, CozeApp
 from bridge.emulator.coze.bot import BotConfig, PluginApi, split_scenario
 from bridge.emulator.faults import FaultSpec, parse_faults
-from bridge.emulator.scenario import Scenario
+from bridge.emulator.scenario import Scenario, load_scenario
 
-__all__ = ["LOGID_HEADER", "BotConfig", "CozeApp", "PluginApi", "client_env", "create_app"]
+__all__ = [
+    "LOGID_HEADER",
+    "NO_PLUGINS_ANSWER",
+    "BotConfig",
+    "CozeApp",
+    "PluginApi",
+    "client_env",
+    "create_app",
+]
+
+NO_PLUGINS_ANSWER = (
+    "(emulated Coze bot) This bot has no local plugins, so it cannot call any tool; declare "
+    "its plugin APIs in the scenario's coze section (coze: plugins: [...]). You asked: {query}"
+)
 
 
 def create_app(
@@ -41,6 +54,9 @@ def create_app(
         FaultSpecError: the fault spec cannot be parsed.
     """
     loaded, bot = split_scenario(scenario)
+    if loaded is None and not bot.plugins:
+        # A bot without plugins can only chat; say why instead of a bare plain answer.
+        loaded = load_scenario({"settings": {"plain_answer": NO_PLUGINS_ANSWER}})
     spec = parse_faults(faults) if isinstance(faults, str) else faults
     return CozeApp(token=token, bot_id=app_id, scenario=loaded, bot=bot, faults=spec)
 
