@@ -21,6 +21,7 @@ from bridge.errors import (
     UsageError,
     redact,
 )
+from bridge.platforms.registry import DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
     from bridge.emulator import Emulator
@@ -121,7 +122,7 @@ class Connection:
     `settings` holds the adapter options by name (None or absent: from the environment).
     """
 
-    platform: str = "appbuilder"
+    platform: str = DEFAULT_PLATFORM
     settings: Mapping[str, Any] = field(default_factory=dict)
     emulator: bool = False
     on_retry: Callable[[RetryNotice], None] | None = None
@@ -191,7 +192,7 @@ FROM_FLAGS = Connection()
 
 
 def with_platform_flags(
-    *, default: str | None = "appbuilder", rename: Mapping[str, str] | None = None
+    *, default: str | None = DEFAULT_PLATFORM, rename: Mapping[str, str] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command ``--platform``, ``--emulator`` and every platform's setting flags, all
     taken from the platform registry, handed to it as one ``connection: Connection`` argument.

@@ -29,10 +29,11 @@ def demo(
     """Run a narrated conversation on the embedded emulator (no credentials needed)."""
     from bridge.cli._render import Renderer
     from bridge.demo import demo_platforms, run_demo
+    from bridge.platforms.registry import DEFAULT_PLATFORM
 
     switch_to = None
     if platform is None:
-        platform = "appbuilder"
+        platform = DEFAULT_PLATFORM
         switch_to = next((name for name in demo_platforms() if name != platform), None)
 
     renderer = Renderer(one_stream=True, indent="   ")

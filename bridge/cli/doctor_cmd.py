@@ -217,8 +217,9 @@ def _reachable(
 
 def _tools_check(specs: list[str], entry: PlatformEntry | None) -> tuple[list[str] | None, Check]:
     from bridge.loading import load_tools
+    from bridge.platforms.registry import DEFAULT_PLATFORM, PLATFORMS
 
-    dialect = str(entry.load().dialect) if entry is not None else "appbuilder"
+    dialect = str((entry or PLATFORMS[DEFAULT_PLATFORM]).load().dialect)
     try:
         with load_tools(list(specs)) as toolbox:
             toolbox.manifests(dialect)

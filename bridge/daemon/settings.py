@@ -31,7 +31,7 @@ from pydantic import (
 
 from bridge.daemon.hosts import HostGate
 from bridge.errors import UsageError
-from bridge.platforms.registry import DAEMON_RENAMES
+from bridge.platforms.registry import DAEMON_RENAMES, DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
     from bridge.platforms.registry import Setting
@@ -72,7 +72,7 @@ class DaemonSettings(BaseModel):
     server_names: list[str] = Field(default_factory=list)
     """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
     and loopback; requests for any other Host get 421 (see `bridge.daemon.hosts`)."""
-    platform: str = "appbuilder"
+    platform: str = DEFAULT_PLATFORM
     """A name from the platform registry (`bridge.platforms.registry.PLATFORMS`)."""
     host: str = "127.0.0.1"
     port: int = Field(default=8411, ge=0, le=65535)
@@ -344,7 +344,7 @@ def _platform_values(
             problems.append(f"{problem} (from {origin[name]})")
             continue
         found[setting.option] = setting.parse(raw)
-    platform = values.get("platform", "appbuilder")
+    platform = values.get("platform", DEFAULT_PLATFORM)
     for option, message in _foreign(str(platform), found).items():
         problems.append(f"{message} (from {origin[_daemon_name(option)]})")
     if problems:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMMON_OPTIONS",
     "DAEMON_RENAMES",
+    "DEFAULT_PLATFORM",
     "PLATFORMS",
     "PlatformEntry",
     "Setting",
@@ -41,6 +42,9 @@ COMMON_OPTIONS = frozenset(
     {"connect_timeout", "idle_timeout", "max_retries", "retry_policy", "session"}
 )
 """Python-only options every adapter takes (no flag, no variable: not platform settings)."""
+
+DEFAULT_PLATFORM = "appbuilder"
+"""The platform a command or the daemon uses when none is named."""
 
 DAEMON_RENAMES: Mapping[str, str] = {"api_key": "platform_api_key"}
 """Options whose name differs in `toolbridge serve` and its settings: there ``--api-key`` is the
