@@ -26,15 +26,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # for tests.support.sdk_venv when run as a script
+from _harness import run_worker, sdk_python, timed
 
 __all__ = ["main"]
 
@@ -119,7 +115,7 @@ def bridge_worker(spec: dict[str, Any]) -> list[float]:
 
     platform = OpenAIResponsesPlatform(spec["base_url"], spec["model"], spec["api_key"])
     with Bridge(platform, [get_weather]) as bridge:
-        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
+        return timed(spec, lambda: bridge.ask(spec["query"]).answer)
 
 
 def requests_worker(spec: dict[str, Any]) -> list[float]:
@@ -155,39 +151,7 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
             for part in item["content"]
         )
 
-    return _timed(spec, conversation)
-
-
-def _timed(spec: dict[str, Any], conversation: Any) -> list[float]:
-    for _ in range(spec["warmup"]):
-        conversation()
-    wall: list[float] = []
-    for _ in range(spec["n"]):
-        start = time.perf_counter()
-        answer = conversation()
-        wall.append(time.perf_counter() - start)
-        if answer != spec["expected"]:
-            raise SystemExit(f"unexpected answer: {answer!r}")
-    return wall
-
-
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> list[float]:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    values: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return values
-
-
-def _sdk_python(skip: bool) -> tuple[Path | None, str]:
-    if skip:
-        return None, "--skip-sdk given"
-    try:
-        from tests.support.sdk_venv import OPENAI, SdkVenvError, ensure_sdk_venv
-
-        return ensure_sdk_venv(OPENAI), ""
-    except (ImportError, SdkVenvError) as exc:
-        return None, f"SDK venv unavailable: {str(exc).splitlines()[0]}"
+    return timed(spec, conversation)
 
 
 def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
@@ -217,9 +181,9 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
         for _ in range(rounds):
             for kind in ("bridge", "requests"):
                 cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
-                times[kind] += _run(cmd)
+                times[kind] += run_worker(cmd)
             if sdk is not None:
-                times["sdk"] += _run([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
+                times["sdk"] += run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
     med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
     print(f"  hand-written requests loop     : {med['requests']:7.2f} ms")
     print(f"  toolbridge Bridge.ask          : {med['bridge']:7.2f} ms")
@@ -247,7 +211,7 @@ def main() -> None:
         worker = bridge_worker if args.worker == "bridge" else requests_worker
         print(json.dumps(worker(json.loads(args.spec))))
         return
-    sdk, why_not = _sdk_python(args.skip_sdk)
+    sdk, why_not = sdk_python("OPENAI", args.skip_sdk)
     loop_benchmark(args.conversations, args.rounds, sdk, why_not)
 
 
