@@ -571,8 +571,12 @@ class Conversation:
     def _restore_state(self) -> None:
         """Give the platform its journaled state of the platform conversation, unless this
         bridge wrote it and the platform still holds it."""
+        if self._id is None:
+            return
+        # Read again: another process on the journal may have moved the conversation on.
+        self._platform_id = None
         platform = self.bridge.platform
-        if self._id is None or not exports_state(platform):
+        if not exports_state(platform):
             return
         platform_id = self.platform_conversation_id
         record = self.bridge.journal.platform_state(self._id, platform_id)

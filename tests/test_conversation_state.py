@@ -121,6 +121,36 @@ def test_two_processes_taking_turns_each_see_the_others_turns(
     assert _user_turns(llm.bodies[-1]) == ["first", "second", "third"]
 
 
+def test_a_kept_conversation_follows_a_replacement_made_by_another_process(
+    llm: ScriptedServer, tmp_path: Path
+) -> None:
+    """The daemon keeps a conversation object between messages: it must read the journal
+    again, since another process may have moved the conversation to a new platform one."""
+    journal = SQLiteJournal(tmp_path / "journal.db")
+    try:
+        with _bridge(llm, journal) as bridge, bridge.conversation() as conv:
+            llm.script(Reply(stream=text_stream("one")))
+            conv.ask("first")
+            # What the other process did: a new platform conversation, its history journaled.
+            journal.replace_platform_conversation(conv.id, "p2", reason="by the other process")
+            moved = [{"role": "user", "content": "asked elsewhere"}, {"role": "assistant"}]
+            journal.save_platform_state(
+                conv.id,
+                StateSnapshot(
+                    platform_conversation_id="p2",
+                    platform="openai",
+                    state={"version": 1, "messages": moved},
+                    writer="the-other-process",
+                ),
+            )
+            llm.script(Reply(stream=text_stream("two")))
+            conv.ask("second")
+            assert conv.platform_conversation_id == "p2"
+    finally:
+        journal.close()
+    assert _user_turns(llm.bodies[-1]) == ["asked elsewhere", "second"]
+
+
 def test_a_state_of_another_platform_is_not_imported(
     llm: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
