@@ -1,10 +1,11 @@
 """HTTP for the Responses adapter: one ``POST /responses`` read into a `ResponseTurn`.
 
-`ResponsesClient.respond` sends a request through the shared kernel (`_transport`, with the
-OpenAI error reader of `_openai_http`), then reads the answer: a stream event by event through
+`ResponsesClient.send` posts a request through the shared kernel (`_transport`, with the
+OpenAI error reader of `_openai_http`) at once, so a refusal is raised to the caller before
+anything is read; `ResponsesClient.read` then reads the answer: a stream event by event through
 `StreamAssembler` (yielding text deltas as they arrive), or a single body (also when a server
-ignores ``stream``). It returns the turn and the request id; the adapter decides what the turn
-means for the conversation.
+ignores ``stream``), and returns the turn; the adapter decides what the turn means for the
+conversation.
 """
 
 from __future__ import annotations
@@ -81,14 +82,13 @@ class ResponsesClient:
         models = body.get("data") if isinstance(body, dict) else None
         return [str(m.get("id")) for m in models or [] if isinstance(m, dict)]
 
-    def respond(
-        self, body: dict[str, Any], *, stream: bool
-    ) -> Generator[Event, None, tuple[ResponseTurn, str | None]]:
-        """POST one request; yield its text deltas as they arrive, return the turn.
+    def send(self, body: dict[str, Any], *, stream: bool) -> tuple[requests.Response, str | None]:
+        """POST one request now; return the accepted answer (body unread) and its request id.
 
         Raises:
-            PlatformError: HTTP errors (after the retries the policy allows), a stream that
-                breaks off or is out of sequence, an answer that is not a response.
+            PlatformError: HTTP errors, after the retries the policy allows (a refusal is
+                raised here, before anything is read, so a caller knows the request was
+                not accepted).
         """
         logger.debug(
             "POST %s (model=%s, stream=%s, %d input items, previous=%s)",
@@ -101,7 +101,17 @@ class ResponsesClient:
         response = self._http.request(
             "POST", self.url, json=body, stream=stream, operation="response"
         )
-        request_id = self._http.request_id(response)
+        return response, self._http.request_id(response)
+
+    def read(
+        self, response: requests.Response, request_id: str | None, *, stream: bool
+    ) -> Generator[Event, None, ResponseTurn]:
+        """Read an answer `send` returned; yield its text deltas as they arrive, return the turn.
+
+        Raises:
+            PlatformError: a stream that breaks off or is out of sequence, an answer that is
+                not a response.
+        """
         try:
             if stream and "json" not in response.headers.get("content-type", ""):
                 turn = yield from self._read_stream(response, request_id)
@@ -109,7 +119,7 @@ class ResponsesClient:
                 turn = self._read_body(response, request_id)
         finally:
             response.close()
-        return turn, request_id
+        return turn
 
     def _read_stream(
         self, response: requests.Response, request_id: str | None

@@ -223,11 +223,13 @@ class OpenAIResponsesPlatform:
         file_ids: Sequence[str] | None = None,
         stream: bool = True,
     ) -> Iterator[Event]:
-        """Send the user's query as a new response; yield its events.
+        """Send the user's query as a new response (at once); yield its events as read.
 
         Raises:
             UsageError: Unknown conversation, empty query, file ids, bad tools or tool_choice
-                (a forced input cannot be sent), or calls of the last round unanswered.
+                (a forced input cannot be sent).
+            PlatformError: The server refused the request, e.g. `BadRequestError` while calls
+                of the last round are unanswered.
         """
         choice = choice_name(tool_choice)
         state = self._state(conversation_id)
@@ -238,13 +240,9 @@ class OpenAIResponsesPlatform:
                 "file_ids are not supported on the responses platform; put the text in the "
                 "query instead"
             )
-        if state.pending is not None:
-            pending = ", ".join(c.call_id for c in state.pending.calls)
-            raise UsageError(
-                f"conversation {conversation_id} is waiting for the results of tool calls "
-                f"{pending}: submit() them before asking again (the Responses API refuses a "
-                "new input while a function call is unanswered)"
-            )
+        # Calls left unanswered (an interrupted round) are not checked here: the server refuses
+        # the request ("No tool output found for function call ..."), a refusal the loop
+        # answers by continuing in a new platform conversation.
         fields = tool_fields(tools, choice)
         state.turn_tools, state.turn_usage = fields, None
         given = [{"type": "message", "role": "user", "content": query}]
@@ -259,7 +257,8 @@ class OpenAIResponsesPlatform:
         end_user_id: str | None = None,
         stream: bool = True,
     ) -> Iterator[Event]:
-        """Answer every call of the batch with a ``function_call_output``; yield the next events.
+        """Answer every call of the batch with a ``function_call_output`` (sent at once); yield
+        the next response's events as read.
 
         The outputs follow the order of the batch's calls and echo their ``call_id``; the
         turn's tools are sent again, a forced ``tool_choice`` is not (the model may answer).
@@ -407,11 +406,21 @@ class OpenAIResponsesPlatform:
         body["stream"] = stream
         if end_user_id:
             body.setdefault("user", end_user_id)
-        # A generator from here on: nothing is sent until the caller starts iterating.
-        return self._run(state, body, stream=stream)
+        # Sent now, read as iterated: a refusal (e.g. a new input while calls of the chain are
+        # unanswered) reaches the caller before it records anything as sent.
+        response, request_id = self._client.send(body, stream=stream)
+        return self._run(state, body, response, request_id, stream=stream)
 
-    def _run(self, state: _Conversation, body: dict[str, Any], *, stream: bool) -> Iterator[Event]:
-        turn, request_id = yield from self._client.respond(body, stream=stream)
+    def _run(
+        self,
+        state: _Conversation,
+        body: dict[str, Any],
+        response: requests.Response,
+        request_id: str | None,
+        *,
+        stream: bool,
+    ) -> Iterator[Event]:
+        turn = yield from self._client.read(response, request_id, stream=stream)
         yield from self._finish(state, body, turn, request_id)
 
     def _finish(

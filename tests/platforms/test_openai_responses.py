@@ -166,17 +166,33 @@ def test_tools_go_out_flat_and_strict_when_every_tool_fits(
     assert tools[1]["parameters"] == FREE_FORM["function"]["parameters"]  # type: ignore[index]
 
 
-def test_every_call_must_be_answered_before_anything_is_sent(
+def test_every_call_must_be_answered(
     server: ResponsesServer, platform: OpenAIResponsesPlatform
 ) -> None:
-    server.script(Reply(json=response(call_item(1), call_item(2))))
+    refusal = _openai_error("No tool output found for function call call_2.", "invalid_request")
+    server.script(Reply(json=response(call_item(1), call_item(2))), Reply(status=400, json=refusal))
     conv = platform.create_conversation()
     batch = batch_of(run(platform.start(conv, "Weather?", tools=[WEATHER], stream=False)))
     with pytest.raises(UsageError, match=r"no result for call\(s\) call_2"):
         platform.submit(conv, batch, answer(batch)[:1])
-    with pytest.raises(UsageError, match="waiting for the results of tool calls call_1, call_2"):
-        platform.start(conv, "again", tools=[WEATHER])
     assert len(server.bodies) == 1
+    # A new question while calls are unanswered goes to the server, which refuses it: raised
+    # at the call, before anything is iterated, so the loop can start a new conversation.
+    with pytest.raises(BadRequestError, match="No tool output found for function call call_2"):
+        platform.start(conv, "again", tools=[WEATHER])
+    assert server.bodies[1]["previous_response_id"] == "resp_1"
+
+
+def test_the_request_is_sent_at_the_call_and_read_as_iterated(
+    server: ResponsesServer, platform: OpenAIResponsesPlatform
+) -> None:
+    server.script(stream_reply(events(response(message_item("hello there")))))
+    conv = platform.create_conversation()
+    events_ = platform.start(conv, "hi", tools=[])
+    assert len(server.bodies) == 1
+    assert platform.previous_response_id(conv) is None
+    assert isinstance(run(events_)[-1], RunFinished)
+    assert platform.previous_response_id(conv) == "resp_1"
 
 
 def test_outputs_never_carry_the_items_id(

@@ -10,7 +10,7 @@ import pytest
 
 from bridge.conversation import Bridge
 from bridge.emulator import Emulator
-from bridge.errors import ProtocolError, StreamInterruptedError
+from bridge.errors import BridgeError, ProtocolError, StreamInterruptedError
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from bridge.types import RunFailed
 
@@ -126,3 +126,18 @@ def test_a_503_is_retried_then_the_conversation_goes_on() -> None:
             result = bridge.ask("What is the weather in Paris?")
         assert result.answer == "sunny in Paris"
         assert [r.status for r in emulator.requests][:2] == [503, 200]
+
+
+def test_after_an_interrupted_round_the_next_question_goes_on_in_a_new_chain() -> None:
+    """A stream lost after the outputs were sent leaves the chain's last response waiting;
+    the server refuses a new question on it, and the loop continues in a new conversation."""
+    with Emulator(protocol="responses", faults="drop_after=2,round=1,times=1") as emulator:
+        with Bridge(platform_for(emulator, store=True), tools=[get_weather]) as bridge:
+            conv = bridge.conversation()
+            with pytest.raises(BridgeError):
+                conv.ask("What is the weather in Paris?")
+            lost = conv.platform_conversation_id
+            result = conv.ask("What is the weather in Oslo?")
+        assert result.answer == "sunny in Oslo"
+        assert conv.platform_conversation_id != lost
+        assert [r.status for r in emulator.requests].count(400) == 1  # the refused question
