@@ -24,9 +24,8 @@ import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -79,10 +78,7 @@ __all__ = ["LOGID_HEADER", "ChatRecord", "CozeApp"]
 logger = logging.getLogger(__name__)
 
 LOGID_HEADER = "x-tt-logid"
-JSON = "application/json"
-SSE = "text/event-stream; charset=utf-8"
 _ACTIVE = frozenset({"created", "in_progress", "requires_action"})
-_M = TypeVar("_M", bound=BaseModel)
 
 
 class CozeApp:
