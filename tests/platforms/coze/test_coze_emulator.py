@@ -168,3 +168,28 @@ def test_a_duplicated_requires_action_is_one_batch_and_429_is_retried(toolbox: T
             assert bridge.ask("What is the weather in Paris?").answer == "Paris: 21 C, sunny"
         chats = [r.status for r in emu.requests if r.path == "/v3/chat"]
         assert chats == [429, 200]
+
+
+def test_a_bot_question_is_answered_with_resume(toolbox: Toolbox) -> None:
+    booking = {
+        "rules": [
+            {
+                "match": "book a room",
+                "steps": [
+                    {"ask": "For which city?", "as": "city"},
+                    {"tool": "get_weather", "arguments": {"city": "{answers.city}"}},
+                ],
+                "answer": "Booked in {answers.city}; weather: {outputs.get_weather}",
+            }
+        ]
+    }
+    with Emulator(protocol="coze", scenario={**scenario(toolbox), **booking}, faults="") as emu:
+        with Bridge(platform_for(emu), toolbox) as bridge, bridge.conversation() as conv:
+            paused = conv.ask("please book a room")
+            assert paused.human_input is not None
+            assert paused.human_input.prompt == "For which city?"
+            done = conv.resume("Oslo")
+        assert done.answer == "Booked in Oslo; weather: Oslo: 21 C, sunny"
+        assert [r.name for r in done.tool_runs] == ["get_weather"]
+        asked = [m.query for m in emu.conversation(conv.platform_conversation_id).messages]
+    assert asked == ["please book a room", "Oslo"]
