@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "ConflictError": "bridge.errors",
     "Conversation": "bridge.conversation",
     "ConversationScope": "bridge.tools.context",
+    "CozePlatform": "bridge.platforms.coze",
     "Dispatcher": "bridge.tools.dispatch",
     "Emulator": "bridge.emulator",
     "HttpToolSource": "bridge.sources",
@@ -114,6 +115,7 @@ if TYPE_CHECKING:
     from bridge.platforms import create_platform, open_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform
+    from bridge.platforms.coze import CozePlatform
     from bridge.platforms.openai_chat import OpenAIChatPlatform
     from bridge.platforms.retry import RetryPolicy
     from bridge.sources import HttpToolSource
