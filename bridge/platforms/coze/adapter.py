@@ -178,6 +178,8 @@ class CozePlatform:
             "POST", "/v1/conversation/create", "conversation", json={"bot_id": self.bot_id}
         )
         conversation_id = body.get("id") if isinstance(body, dict) else None
+        if isinstance(conversation_id, int) and not isinstance(conversation_id, bool):
+            conversation_id = str(conversation_id)  # ids are decimal strings; tolerate a number
         if not isinstance(conversation_id, str) or not conversation_id:
             raise PlatformError(
                 f"Coze conversation: {self.base_url}/v1/conversation/create answered without a "

@@ -25,6 +25,7 @@ from bridge.errors import (
     BadRequestError,
     ConfigurationError,
     NotFoundError,
+    PlatformError,
     ProtocolError,
     RateLimitError,
     ServerError,
@@ -459,3 +460,12 @@ def test_files_are_uploaded_then_sent_as_object_string_items(
     ]
     with pytest.raises(UsageError, match="it is not a file"):
         platform.upload_file("c1", tmp_path / "missing.pdf")
+
+
+def test_create_conversation_reads_the_id(server: CozeServer, platform: CozePlatform) -> None:
+    server.script(ok({"id": "7446", "created_at": 1}), ok({"id": 7447}), ok({"created_at": 1}))
+    assert platform.create_conversation() == "7446"
+    assert platform.create_conversation() == "7447"
+    with pytest.raises(PlatformError, match=r"without a conversation id \(expected data.id\)"):
+        platform.create_conversation()
+    assert server.requests[0]["body"] == {"bot_id": "b1"}
