@@ -286,8 +286,15 @@ def _is_name(item: str) -> bool:
 
 
 def split_content(query: str) -> tuple[str, str]:
-    """The query before a colon, and the message after it (stripped), if any."""
-    found = _COLON.search(query)
+    """The query before a colon, and the message after it (stripped), if any.
+
+    A colon inside a quoted value (``find ": "``) is part of the value, not the message's.
+    """
+    quotes = [(q.start, q.end) for q in find_quotes(query)]
+    found = next(
+        (m for m in _COLON.finditer(query) if not any(a < m.start() < b for a, b in quotes)),
+        None,
+    )
     if found is None:
         return query, ""
     content = query[found.end() :].strip().rstrip("?？.。!！").strip()
