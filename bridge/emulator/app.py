@@ -292,7 +292,7 @@ class EmulatorApp:
     async def _console(self, request: Request) -> Response:
         rid = request.state.request_id
         try:
-            await self._begin(request)
+            header_fault = await self._begin(request)
             action = request.query_params.get("Action")
             if action not in CONSOLE_ACTIONS:
                 raise _ReplyError(
@@ -314,21 +314,28 @@ class EmulatorApp:
             else:
                 self._check_app(_validate(wire.DescribeAppRequest, data).id)
                 body = console.describe_app(rid, self.app_id, self.app)
+            # Console requests take header faults and on=any ones (no endpoint of their own).
+            fault = self._fault(header_fault, None, "console", None)
+            if fault is not None and fault.rejects:
+                return self._rejection(rid, fault, stream=False)
         except _ReplyError as reply:
             return _error(rid, reply.status, reply.message)
-        return _json(rid, body, None)
+        return _json(rid, body, fault)
 
     async def _app_list(self, request: Request) -> Response:
         rid = request.state.request_id
         try:
-            await self._begin(request)
+            header_fault = await self._begin(request)
             query = _validate(wire.AppListQuery, dict(request.query_params))
+            fault = self._fault(header_fault, None, "console", None)
+            if fault is not None and fault.rejects:
+                return self._rejection(rid, fault, stream=False)
         except _ReplyError as reply:
             return _error(rid, reply.status, reply.message)
         body = console.app_list(
             rid, self.app_id, self.app, self.updated, after=query.after, before=query.before
         )
-        return _json(rid, body, None)
+        return _json(rid, body, fault)
 
     # --- shared checks ----------------------------------------------------------------------
 

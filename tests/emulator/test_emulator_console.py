@@ -141,3 +141,23 @@ def test_a_bad_app_section_names_the_key() -> None:
         load_scenario({"app": {"type": "robot"}})
     with pytest.raises(ScenarioError, match=r"app\.color: unknown field"):
         load_scenario({"app": {"color": "red"}})
+
+
+def test_console_requests_take_header_faults(described: Emulator) -> None:
+    headers = {"Authorization": f"Bearer {described.token}", "X-Emulator-Fault": "status=503"}
+    listing = requests.post(
+        f"{described.base_url}/v2/app",
+        params={"Action": "DescribeApps"},
+        json={},
+        headers=headers,
+        timeout=TIMEOUT,
+    )
+    assert "emulated fault: HTTP 503" in _message(listing, 503)
+    apps = requests.get(f"{described.base_url}/v2/apps", headers=headers, timeout=TIMEOUT)
+    assert "emulated fault: HTTP 503" in _message(apps, 503)
+
+
+def test_a_global_fault_on_any_endpoint_reaches_the_console() -> None:
+    with Emulator(faults="on=any,status=429,times=1") as emu:
+        assert _post(emu, "DescribeApps", {}).status_code == 429
+        assert _post(emu, "DescribeApps", {}).status_code == 200
