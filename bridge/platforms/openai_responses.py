@@ -38,6 +38,7 @@ import requests
 from bridge.errors import (
     ConfigurationError,
     ConversationLostError,
+    NotFoundError,
     ProtocolError,
     UsageError,
 )
@@ -298,13 +299,17 @@ class OpenAIResponsesPlatform:
         self._client.close()
 
     def check(self) -> str:
-        """Prove the server answers and serves the model, with one ``GET /models``.
+        """Prove the server answers and serves the model, with one ``GET /models``; for a
+        server without that endpoint (404), with one tiny response instead.
 
         Raises:
-            PlatformError: the server is unreachable or refused the key.
+            PlatformError: the server is unreachable, refused the key or the model.
             ConfigurationError: the server lists its models and the configured one is absent.
         """
-        served = self._client.models()
+        try:
+            served = self._client.models()
+        except NotFoundError:
+            return self._check_response()
         if served is None:
             return f"{self.base_url} answered (its /models reply is not JSON)"
         if served and self.model not in served:
@@ -315,6 +320,23 @@ class OpenAIResponsesPlatform:
         if not served:
             return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
         return f"{self.base_url} answered and serves model {self.model!r}"
+
+    def _check_response(self) -> str:
+        body = {
+            **self.extra_body,
+            "model": self.model,
+            "input": "ping",
+            "max_output_tokens": 16,
+            "store": False,
+            "stream": False,
+        }
+        response, request_id = self._client.send(body, stream=False)
+        for _ in self._client.read(response, request_id, stream=False):
+            pass  # a body: nothing is yielded
+        return (
+            f"{self._url} answered a tiny response for model {self.model!r} (the server has "
+            "no GET /models)"
+        )
 
     # --- state across a restart ------------------------------------------------------------------
 

@@ -28,16 +28,14 @@ __all__ = [
 
 
 class ResponsesServer(ScriptedServer):
-    """Replays scripted replies on POST /v1/responses; lists model "m" on GET /v1/models."""
+    """Replays scripted replies on POST /v1/responses; lists model "m" on GET /v1/models
+    (unless `models` is False: a server without that endpoint)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, models: bool = True) -> None:
         super().__init__()
-        self.app.router.routes.extend(
-            [
-                Route("/v1/responses", self._handle, methods=["POST"]),
-                Route("/v1/models", self._models, methods=["GET"]),
-            ]
-        )
+        self.app.router.routes.append(Route("/v1/responses", self._handle, methods=["POST"]))
+        if models:
+            self.app.router.routes.append(Route("/v1/models", self._models, methods=["GET"]))
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "m", "object": "model"}]})

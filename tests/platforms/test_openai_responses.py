@@ -25,6 +25,7 @@ from bridge.errors import (
     BadRequestError,
     ConfigurationError,
     ConversationLostError,
+    NotFoundError,
     ProtocolError,
     RateLimitError,
     ServerError,
@@ -577,6 +578,22 @@ def test_settings_are_checked_and_the_key_never_shown(monkeypatch: pytest.Monkey
             platform.upload_file("c", "x.txt")
         with pytest.raises(UsageError, match="never pauses for human input"):
             platform.resume("c", "i", "yes")
+
+
+def test_check_makes_a_tiny_response_where_models_are_not_listed() -> None:
+    bare = ResponsesServer(models=False)
+    with bare.running():
+        bare.script(Reply(json=response(message_item("pong"))))
+        with OpenAIResponsesPlatform(bare.base_url, "m", retry_policy=FAST_RETRIES) as platform:
+            assert "answered a tiny response for model 'm'" in platform.check()
+        (body,) = bare.bodies
+        assert (body["input"], body["max_output_tokens"], body["store"]) == ("ping", 16, False)
+        bare.script(Reply(status=404, json=_openai_error("no such model", "invalid_request")))
+        with (
+            OpenAIResponsesPlatform(bare.base_url, "m", retry_policy=FAST_RETRIES) as platform,
+            pytest.raises(NotFoundError, match="no such model"),
+        ):
+            platform.check()
 
 
 def test_check_lists_the_model(server: ResponsesServer, platform: OpenAIResponsesPlatform) -> None:
