@@ -84,6 +84,26 @@ def create_non_stream(client: OpenAI) -> dict[str, Any]:
     }
 
 
+def store_false(client: OpenAI) -> dict[str, Any]:
+    """Zero data retention as OpenAI's guide shows it: the output items go back in ``input``."""
+    history: list[Any] = [{"role": "user", "content": "What is the weather in Lima?"}]
+    first = client.responses.create(
+        model=MODEL,
+        input=history,
+        tools=[WEATHER],
+        store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    history += [*first.output, *outputs_for(first)]
+    second = client.responses.create(model=MODEL, input=history, tools=[WEATHER], store=False)
+    reasoning = [item for item in first.output if item.type == "reasoning"]
+    return {
+        "encrypted": bool(reasoning and reasoning[0].encrypted_content),
+        "answer": second.output_text,
+        "store": second.store,
+    }
+
+
 def stream(client: OpenAI) -> dict[str, Any]:
     seen: list[str] = []
     with client.responses.stream(
@@ -154,6 +174,7 @@ def main() -> None:
     client = OpenAI(max_retries=0, timeout=60)
     parts: dict[str, Callable[[], Any]] = {
         "create": lambda: create_non_stream(client),
+        "store_false": lambda: store_false(client),
         "stream": lambda: stream(client),
         "runner": lambda: tool_runner(client, streamed=False),
         "runner_stream": lambda: tool_runner(client, streamed=True),
