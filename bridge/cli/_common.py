@@ -127,11 +127,13 @@ class Connection:
     emulator: bool = False
     on_retry: Callable[[RetryNotice], None] | None = None
 
-    def open(self) -> Platform:
+    def open(self, tools: Sequence[dict[str, Any]] = ()) -> Platform:
         """Build the platform adapter from these flags and the environment.
 
         With `emulator`, the platform's embedded emulator is started and stops when the
-        adapter is closed (as every command does when it ends).
+        adapter is closed (as every command does when it ends); a platform whose agent's tools
+        are configured server-side (Coze) gets `tools` (Chat Completions function tools, the
+        loaded ones) declared to the emulated agent.
 
         Raises:
             UsageError: Unknown platform, or a flag another platform takes.
@@ -149,7 +151,8 @@ class Connection:
         if not self.emulator:
             entry.require(options)
             return entry.create(**options)
-        server = self._emulator(entry.require_emulator())
+        scenario = entry.emulator_tools(list(tools)) if entry.emulator_tools and tools else None
+        server = self._emulator(entry.require_emulator(), scenario)
         try:
             client_env = server.env()
             given = [
@@ -179,10 +182,10 @@ class Connection:
         platform.close = close_both  # type: ignore[method-assign]
         return platform
 
-    def _emulator(self, protocol: str) -> Emulator:
+    def _emulator(self, protocol: str, scenario: dict[str, Any] | None) -> Emulator:
         from bridge.emulator import Emulator
 
-        server = Emulator(protocol=protocol).start()
+        server = Emulator(protocol=protocol, scenario=scenario).start()
         logger.info("using the embedded %s emulator at %s", protocol, server.base_url)
         return server
 

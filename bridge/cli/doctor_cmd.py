@@ -155,7 +155,7 @@ def _setting_check(setting: Setting, value: Any, offline: str) -> Check:
     problem = setting.problem(value)
     if problem is not None:
         return Check(name, "fail", problem, EXIT_USAGE)
-    text = str(value)
+    text = str(setting.parse(value)).lower() if setting.kind == "bool" else str(value)
     shown = "set" if setting.secret else _shown_url(text) if setting.kind == "url" else text
     if setting.shape is not None and not re.search(setting.shape, text):
         if setting.secret:

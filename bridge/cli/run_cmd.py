@@ -91,7 +91,7 @@ def _make_bridge(
                 f"--tool-choice {choice.name!r} is not a loaded tool; "
                 f"loaded: {', '.join(toolbox.names()) or '(none)'}"
             )
-        adapter = connection.open()
+        adapter = connection.open(toolbox.manifests("openai") if connection.emulator else ())
     except BaseException:
         toolbox.close()  # MCP servers it started must not outlive the failed command
         raise

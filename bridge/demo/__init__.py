@@ -58,7 +58,7 @@ def run_demo(
         switched.require_emulator()
     local_tools = [tools.get_weather, tools.find_employee, tools.book_meeting_room]
     say = renderer.err.print
-    with Emulator(scenario=_scenario(protocol, local_tools), protocol=protocol) as emu:
+    with Emulator(scenario=_scenario(entry, local_tools), protocol=protocol) as emu:
         say(
             "[bold]toolbridge demo[/bold]: a cloud agent calling tools that live on this machine.\n"
         )
@@ -135,7 +135,7 @@ def _switch(
 
     say = renderer.err.print
     protocol = entry.require_emulator()
-    with Emulator(scenario=_scenario(protocol, local_tools), protocol=protocol) as emu:
+    with Emulator(scenario=_scenario(entry, local_tools), protocol=protocol) as emu:
         say(
             f"\n{number}. Switched platform: the {entry.short_title} emulator at "
             f"{emu.base_url} (--platform {entry.name}); the same tools, unchanged."
@@ -156,14 +156,14 @@ def _switch(
     return result
 
 
-def _scenario(protocol: str, local_tools: list[Any]) -> dict[str, Any]:
-    """The demo's script; a Coze bot also declares its local plugin APIs (Coze takes no tool
-    list per request), the same manifests the other platforms receive with each run."""
+def _scenario(entry: PlatformEntry, local_tools: list[Any]) -> dict[str, Any]:
+    """The demo's script; an agent whose tools are configured server-side (a Coze bot's local
+    plugin) also gets them declared, the same manifests the other platforms receive with each
+    run."""
     from bridge.tools.toolbox import Toolbox
 
     text = resources.files("bridge.demo").joinpath("scenario.yaml").read_text(encoding="utf-8")
     scenario: dict[str, Any] = yaml.safe_load(text)
-    if protocol == "coze":
-        toolbox = Toolbox(local_tools)
-        scenario["coze"] = {"bot_name": "toolbridge demo", "plugins": toolbox.manifests("openai")}
+    if entry.emulator_tools is not None:
+        scenario.update(entry.emulator_tools(Toolbox(local_tools).manifests("openai")))
     return scenario

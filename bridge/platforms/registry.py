@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -153,6 +153,10 @@ class PlatformEntry:
     emulator_defaults: Mapping[str, Any] = field(default_factory=dict)
     """Options used with the emulator besides those its client environment gives (a model
     name the emulator ignores, say)."""
+    emulator_tools: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
+    """For a platform that takes no tool list per request (the agent's tools are configured
+    server-side): the scenario that declares these tools (Chat Completions function tools) to
+    its emulator's agent, so `--emulator` and the demo can call the loaded tools."""
     hints: Mapping[str, str] = field(default_factory=dict)
     """What to do when `check()` fails, by kind: ``auth`` (credentials refused), ``not_found``
     (404: a wrong id or URL), ``connect`` (unreachable); `toolbridge doctor` appends them."""
@@ -464,6 +468,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
             ),
         ),
         emulator_protocol="coze",
+        emulator_tools=lambda tools: {"coze": {"plugins": tools}},
         hints={
             "auth": "the token was refused: check COZE_API_TOKEN/--token and its permissions",
             "not_found": "check the bot id (is the bot published as an API?) and the base URL",
