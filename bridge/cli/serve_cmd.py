@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,7 @@ from bridge.platforms.registry import DAEMON_RENAMES
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
     from bridge.emulator import Emulator
+    from bridge.platforms.registry import PlatformEntry
 
 __all__ = ["serve"]
 
@@ -195,7 +196,7 @@ def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]
     protocol = entry.require_emulator()
     from bridge.emulator import Emulator
 
-    server = Emulator(protocol=protocol).start()
+    server = Emulator(protocol=protocol, scenario=_declared_tools(entry, settings)).start()
     try:
         client_env = server.env()
         given = [entry.setting(option) for option in entry.emulated_options(client_env)]
@@ -209,6 +210,17 @@ def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]
         server.stop()
         raise
     return server, settings.with_platform_options(entry.emulator_options(client_env))
+
+
+def _declared_tools(entry: PlatformEntry, settings: DaemonSettings) -> dict[str, Any] | None:
+    """The scenario declaring the daemon's tools to an emulated agent whose tools are
+    configured server-side (Coze's bot), or None."""
+    if entry.emulator_tools is None or not settings.tools:
+        return None
+    from bridge.cli._common import build_toolbox
+
+    with build_toolbox(settings.tools, allow_hosts=settings.allow_hosts) as toolbox:
+        return entry.emulator_tools(toolbox.manifests("openai"))
 
 
 def _check_platform_settings(settings: DaemonSettings) -> None:

@@ -102,3 +102,27 @@ def test_the_emulator_refuses_settings_it_gives_and_platforms_without_one() -> N
     none = load_settings({"platform": "openai"}, env={})
     with pytest.raises(ConfigurationError, match="--platform openai has no embedded emulator"):
         _start_emulator(none)
+
+
+@needs_coze
+def test_an_emulated_coze_bot_gets_the_daemons_tools(tmp_path: Path) -> None:
+    from bridge.platforms import create_platform
+
+    tools = tmp_path / "weather.py"
+    tools.write_text(
+        "from bridge import manifest\n\n"
+        "@manifest(description='Weather.')\n"
+        "def get_weather(city: str) -> str:\n"
+        "    return city\n",
+        encoding="utf-8",
+    )
+    settings = load_settings({"platform": "coze", "tools": [str(tools)]}, env={})
+    server, emulated = _start_emulator(settings)
+    try:
+        platform = create_platform("coze", **emulated.platform_options())
+        try:
+            assert platform.remote_tool_names() == ["get_weather"]  # type: ignore[attr-defined]
+        finally:
+            platform.close()
+    finally:
+        server.stop()
