@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from bridge.conversation import Bridge
 from bridge.emulator import Emulator
 from bridge.errors import BridgeError, ProtocolError, StreamInterruptedError
+from bridge.journal import SQLiteJournal
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from bridge.types import RunFailed
 
@@ -141,3 +143,40 @@ def test_after_an_interrupted_round_the_next_question_goes_on_in_a_new_chain() -
         assert result.answer == "sunny in Oslo"
         assert conv.platform_conversation_id != lost
         assert [r.status for r in emulator.requests].count(400) == 1  # the refused question
+
+
+def test_a_second_process_continues_a_store_false_conversation_from_the_journal(
+    tmp_path: Path,
+) -> None:
+    """The transcript (reasoning with its encrypted_content included) survives the journal's
+    round trip and redaction: the new process resends it and the emulator accepts it."""
+    with Emulator(protocol="responses", faults="") as emulator:
+        journal = SQLiteJournal(tmp_path / "journal.db")
+        try:
+            with Bridge(
+                platform_for(emulator, store=False), [get_weather], journal=journal
+            ) as first:
+                conv = first.conversation()
+                assert conv.ask("What is the weather in Paris?").answer == "sunny in Paris"
+                cid = conv.id
+            with Bridge(
+                platform_for(emulator, store=False), [get_weather], journal=journal
+            ) as second:
+                result = second.conversation(cid).ask("What is the weather in Oslo?")
+        finally:
+            journal.close()
+        assert result.answer == "sunny in Oslo"
+        posts = [r.json for r in emulator.requests if r.path == "/v1/responses"]
+        resent = posts[2]["input"]
+        assert [item.get("type", "message") for item in resent][:4] == [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output",
+        ]
+        assert resent[1]["encrypted_content"]
+        assert resent[-1] == {
+            "type": "message",
+            "role": "user",
+            "content": "What is the weather in Oslo?",
+        }
