@@ -67,7 +67,8 @@ class ChatReader:
             None
         )
         """How the chat ended or paused, to be yielded once the stream is over."""
-        self._streamed: set[str] = set()
+        self.said: set[str] = set()
+        """Ids of the answer messages whose text was yielded (a later poll must not repeat it)."""
 
     def feed(self, name: str, data: str) -> list[Event]:
         """The events to yield now for one stream event (bad JSON raises pydantic/JSON errors,
@@ -106,14 +107,12 @@ class ChatReader:
         return []
 
     def _message(self, name: str, message: ChatMessage) -> list[Event]:
-        if message.type == "answer" and message.content:
-            if name == "conversation.message.delta":
-                self._streamed.add(message.id or "")
-                self.answer.append(message.content)
-                return [TextDelta(text=message.content)]
-            if (message.id or "") not in self._streamed:
-                self.answer.append(message.content)
-                return [TextDelta(text=message.content)]
+        fresh = name == "conversation.message.delta" or message.id not in self.said
+        if message.type == "answer" and message.content and fresh:
+            if message.id:
+                self.said.add(message.id)
+            self.answer.append(message.content)
+            return [TextDelta(text=message.content)]
         return [Other(raw={"event": name, "message": message.model_dump(exclude_none=True)})]
 
 

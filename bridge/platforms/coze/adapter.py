@@ -25,7 +25,7 @@ import json as jsonlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,8 @@ class CozePlatform:
         """The local tool names of each conversation's last question."""
         self._chats: dict[str, str] = {}
         """Each conversation's last chat id."""
+        self._said: dict[str, set[str]] = {}
+        """Ids of the answer messages already given, of each chat paused in non-stream mode."""
         self._file_kinds: dict[str, str] = {}
         """``image`` or ``file`` for each file uploaded here (how a message references it)."""
 
@@ -437,10 +439,16 @@ class CozePlatform:
             )
         # A stream that ends with `done` (or EOF) but no verdict: the chat goes on server-side.
         logger.info("Coze %s: stream ended without a verdict; polling chat %s", operation, known)
-        yield from self._polled(Chat(id=known, conversation_id=conversation_id), logid)
+        unfinished = Chat(id=known, conversation_id=conversation_id)
+        yield from self._polled(unfinished, logid, reader.said)
 
-    def _polled(self, chat: Chat, logid: str | None) -> Iterator[Event]:
-        """Poll a chat until it pauses or ends; yield its answer and verdict."""
+    def _polled(
+        self, chat: Chat, logid: str | None, said_before: Iterable[str] = ()
+    ) -> Iterator[Event]:
+        """Poll a chat until it pauses or ends; yield its new answer text and verdict.
+
+        `said_before`: ids of answer messages whose text the caller already yielded.
+        """
         params = {"conversation_id": chat.conversation_id, "chat_id": chat.id}
         deadline = time.monotonic() + self.poll_timeout
         try:
@@ -461,14 +469,20 @@ class CozePlatform:
             self._cancel(chat.conversation_id, chat.id)
             raise
         if chat.status == "failed" or chat.status == "canceled":
+            self._said.pop(chat.id, None)
             yield failed(chat, logid)
             return
         listed = self._json("GET", "/v3/chat/message/list", "message list", params=params)
         messages = [ChatMessage.model_validate(m) for m in listed or []]
-        answer = "".join(m.content for m in messages if m.type == "answer")
+        # The list holds the whole chat: text already given (streamed, or polled before a
+        # tool round) is not given again; a message without an id always counts as new.
+        said = self._said.pop(chat.id, set()) | set(said_before)
+        new = [m for m in messages if m.type == "answer" and m.content and m.id not in said]
+        answer = "".join(m.content for m in new)
         if answer:
             yield TextDelta(text=answer)
         if chat.status == "requires_action":
+            self._said[chat.id] = said | {m.id for m in new if m.id}
             pause = pause_of(chat, logid, answer)
             self._check_local(chat.conversation_id, pause)
             yield pause

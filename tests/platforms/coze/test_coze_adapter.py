@@ -469,3 +469,41 @@ def test_create_conversation_reads_the_id(server: CozeServer, platform: CozePlat
     with pytest.raises(PlatformError, match=r"without a conversation id \(expected data.id\)"):
         platform.create_conversation()
     assert server.requests[0]["body"] == {"bot_id": "b1"}
+
+
+def test_polling_never_repeats_answer_text_already_given(
+    server: CozeServer, platform: CozePlatform
+) -> None:
+    # Non-stream: the bot spoke before its tool round; the final list holds both messages.
+    server.script(
+        ok(chat("in_progress")),
+        ok(tool_chat(("a", "get_weather", ""))),
+        ok([message("answer", "Let me check. ", id="m1"), message("function_call", "{}", id="m2")]),
+        ok(chat("in_progress")),
+        ok(chat("completed")),
+        ok([message("answer", "Let me check. ", id="m1"), message("answer", "Sunny.", id="m3")]),
+    )
+    first = start(platform, stream=False)
+    assert [e.text for e in first if isinstance(e, TextDelta)] == ["Let me check. "]
+    pause = first[-1]
+    assert isinstance(pause, ToolCallsRequested)
+    results = [ToolResult(call_id="a", output="1")]
+    second = run(platform.submit("c1", pause.batch, results, stream=False))
+    assert [e.text for e in second if isinstance(e, TextDelta)] == ["Sunny."]
+    assert isinstance(second[-1], RunFinished) and second[-1].answer == "Sunny."
+    # Stream: deltas arrived, then the stream ended with done and no verdict.
+    server.script(
+        Reply(
+            stream=[
+                frame("conversation.chat.created", chat("created")),
+                frame("conversation.message.delta", message("answer", "Hel", id="m9")),
+                frame("conversation.message.delta", message("answer", "lo", id="m9")),
+                frame("done", '"[DONE]"'),
+            ]
+        ),
+        ok(chat("completed")),
+        ok([message("answer", "Hello", id="m9")]),
+    )
+    events = start(platform)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
+    assert isinstance(events[-1], RunFinished)
