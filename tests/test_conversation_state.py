@@ -333,3 +333,50 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
 
 class _CrashError(Exception):
     """Stops the first process right after a journal write."""
+
+
+@pytest.mark.parametrize("name", ["appbuilder", "coze"])
+def test_a_question_for_a_person_is_answered_from_another_process(
+    name: str, tmp_path: Path
+) -> None:
+    """Paused on the agent's question in one process, answered in another: the pause and the
+    platform's state both come from the journal."""
+    toolbox = Toolbox([charge, lookup])
+    scenario: dict[str, Any] = {
+        "rules": [
+            {
+                "match": r"book a room",
+                "steps": [
+                    {"ask": "For which day?", "as": "day"},
+                    {"tool": "lookup", "arguments": {"key": "{answers.day}"}},
+                ],
+                "answer": "booked for {answers.day} ({outputs.lookup})",
+            }
+        ]
+    }
+    if name == "coze":
+        scenario["coze"] = {"plugins": toolbox.manifests("openai")}
+    RUNS.clear()
+    db = tmp_path / "journal.db"
+    with Emulator(protocol=name, scenario=scenario) as emulator:
+        journal = SQLiteJournal(db)
+        try:
+            with _emulated_bridge(name, emulator, journal) as first, first.conversation() as conv:
+                paused = conv.ask("book a room")
+                assert paused.human_input is not None
+                assert paused.human_input.prompt == "For which day?"
+                cid = conv.id
+        finally:
+            journal.close()
+        journal = SQLiteJournal(db)
+        try:
+            with (
+                _emulated_bridge(name, emulator, journal) as second,
+                second.conversation(cid) as conv,
+            ):
+                assert conv.pending_input is not None
+                assert conv.resume("monday").answer == "booked for monday (value of monday)"
+            assert len(journal.platform_conversations(cid)) == 1
+        finally:
+            journal.close()
+    assert RUNS == ["lookup monday"]
