@@ -268,15 +268,23 @@ EMULATED = {
 }
 
 
-def _emulated_bridge(name: str, emulator: Emulator, journal: SQLiteJournal) -> Bridge:
+def _emulated_bridge(
+    name: str, emulator: Emulator, journal: SQLiteJournal, **options: Any
+) -> Bridge:
     entry = get_entry(name)
-    platform = entry.create(**entry.emulator_options(emulator.env()))
+    platform = entry.create(**entry.emulator_options(emulator.env()), **options)
     return Bridge(platform, [charge, lookup], journal=journal)
 
 
-@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        *((name, {}) for name in sorted(PROTOCOLS)),
+        ("responses", {"store": False}),  # the transcript is resent: it is the state
+    ],
+)
 def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
-    name: str, tmp_path: Path
+    name: str, options: dict[str, Any], tmp_path: Path
 ) -> None:
     """The journal as `kill -9` would leave it with a batch received: another process (a new
     platform object on a copy of the file) delivers the outputs and goes on."""
@@ -298,7 +306,10 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
     with Emulator(protocol=name, scenario=scenario) as emulator:
         journal = SQLiteJournal(tmp_path / "journal.db", on_write=crash_after)
         try:
-            with _emulated_bridge(name, emulator, journal) as first, first.conversation() as conv:
+            with (
+                _emulated_bridge(name, emulator, journal, **options) as first,
+                first.conversation() as conv,
+            ):
                 assert conv.ask("lookup k1").answer == "result: value of k1"
                 cid = conv.id
                 armed = True
@@ -313,7 +324,7 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
             [message] = journal.unfinished_messages()
             pending = journal.pending(message.message_id)
             assert pending is not None
-            with _emulated_bridge(name, emulator, journal) as second:
+            with _emulated_bridge(name, emulator, journal, **options) as second:
                 with second.conversation(cid) as conv:
                     recovered = list(conv.stream_recovered(message.message_id, pending.batch))
                     assert isinstance(recovered[-1], RunFinished), recovered
@@ -324,7 +335,13 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
             journal.close()
         if name == "responses":
             posts = [r.json for r in emulator.requests if r.path.endswith("/responses") and r.json]
-            assert posts[-1].get("previous_response_id"), posts[-1]
+            if options.get("store") is False:
+                # Nothing stored server-side: the last request resends the whole transcript.
+                sent = json.dumps(posts[-1]["input"])
+                assert all(q in sent for q in ("lookup k1", "charge 3", "lookup k2")), sent
+                assert "charged 3" in sent
+            else:
+                assert posts[-1].get("previous_response_id"), posts[-1]
         else:
             asked = [m.query for m in emulator.conversation(cid).messages]
             assert asked == ["lookup k1", "charge 3", "lookup k2"], asked
