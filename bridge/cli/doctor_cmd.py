@@ -72,18 +72,20 @@ def doctor(
         checks.append(Check("platform", "fail", f"unknown {connection.platform!r}; use {known}", 2))
     else:
         checks += _platform_checks(entry, connection)
+    # The tools are loaded first (reported after reachability): with --emulator, an emulated
+    # agent whose tools are configured server-side gets them declared, as `run` does.
+    local: list[str] | None = None
+    manifests: list[dict[str, Any]] = []
+    if tools:
+        local, manifests, tools_check = _tools_check(tools, entry)
+    else:
+        tools_check = Check("tools", "warn", "none given; pass --tools SPEC to check manifests")
     if entry is not None and not any(c.status == "fail" for c in checks):
-        reachable, remote = _reachable(connection, entry)
+        reachable, remote = _reachable(connection, entry, manifests)
         checks += reachable
     else:
         checks.append(Check("reachable", "warn", "not tried until the settings above are fixed"))
-
-    local: list[str] | None = None
-    if tools:
-        local, check = _tools_check(tools, entry)
-        checks.append(check)
-    else:
-        checks.append(Check("tools", "warn", "none given; pass --tools SPEC to check manifests"))
+    checks.append(tools_check)
     if remote is not None:
         checks.append(_remote_tools_check(remote, local))
     _report(checks, as_json)
@@ -175,14 +177,15 @@ def _shown_url(url: str) -> str:
 
 
 def _reachable(
-    connection: Connection, entry: PlatformEntry
+    connection: Connection, entry: PlatformEntry, manifests: list[dict[str, Any]]
 ) -> tuple[list[Check], list[str] | None]:
-    """The adapter's `check()`, then the tools its agent has configured (None: it cannot say)."""
+    """The adapter's `check()`, then the tools its agent has configured (None: it cannot say);
+    `manifests` are the loaded tools, declared to an emulated agent that needs them."""
     from bridge.errors import NotFoundError
 
     adapter = None
     try:
-        adapter = connection.open()
+        adapter = connection.open(manifests)
         try:
             reached = Check("reachable", "ok", adapter.check())
         except NotFoundError as exc:
@@ -215,7 +218,10 @@ def _reachable(
             adapter.close()
 
 
-def _tools_check(specs: list[str], entry: PlatformEntry | None) -> tuple[list[str] | None, Check]:
+def _tools_check(
+    specs: list[str], entry: PlatformEntry | None
+) -> tuple[list[str] | None, list[dict[str, Any]], Check]:
+    """The loaded tools' names and Chat Completions manifests, and the report line."""
     from bridge.loading import load_tools
     from bridge.platforms.registry import DEFAULT_PLATFORM, PLATFORMS
 
@@ -224,9 +230,11 @@ def _tools_check(specs: list[str], entry: PlatformEntry | None) -> tuple[list[st
         with load_tools(list(specs)) as toolbox:
             toolbox.manifests(dialect)
             names = list(toolbox.names())
+            manifests = toolbox.manifests("openai")
     except BridgeError as exc:
-        return None, Check("tools", "fail", str(exc), EXIT_USAGE)
-    return names, Check("tools", "ok", f"{len(names)} valid: {', '.join(names) or '(none)'}")
+        return None, [], Check("tools", "fail", str(exc), EXIT_USAGE)
+    valid = f"{len(names)} valid: {', '.join(names) or '(none)'}"
+    return names, manifests, Check("tools", "ok", valid)
 
 
 def _remote_tools_check(remote: list[str], local: list[str] | None) -> Check:
@@ -256,8 +264,10 @@ def _remote_tools_check(remote: list[str], local: list[str] | None) -> Check:
             EXIT_USAGE,
         )
     if extra:
-        return Check("remote tools", "warn", f"every tool the agent has is loaded{unused}")
-    return Check("remote tools", "ok", f"the agent's {len(remote)} tools are all loaded: {listed}")
+        return Check(
+            "remote tools", "warn", f"every tool the agent has is loaded: {listed}{unused}"
+        )
+    return Check("remote tools", "ok", f"every tool the agent has is loaded: {listed}")
 
 
 def _fix_hint(exc: BridgeError, entry: PlatformEntry) -> str:

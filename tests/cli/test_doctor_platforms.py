@@ -111,13 +111,13 @@ def test_loaded_tools_the_agent_lacks_are_a_warning(
     fake.remote = ["hello"]
     result = invoke(["--platform", "fake", "-t", tools_file], {"FAKE_TOKEN": SECRET})
     assert result.exit_code == 0, result.output
-    assert "! remote tools: every tool the agent has is loaded; loaded here" in result.stdout
+    assert "! remote tools: every tool the agent has is loaded: hello; loaded here" in result.stdout
     fake.remote = ["bye", "hello"]
     same = invoke(["--platform", "fake", "-t", tools_file, "--json"], {"FAKE_TOKEN": SECRET})
     assert same.exit_code == 0, same.output
     checks = {c["name"]: c for c in json.loads(same.stdout)["checks"]}
     assert checks["remote tools"]["status"] == "ok"
-    assert "the agent's 2 tools are all loaded" in checks["remote tools"]["detail"]
+    assert checks["remote tools"]["detail"] == "every tool the agent has is loaded: bye, hello"
     assert SECRET not in same.output
 
 

@@ -70,6 +70,8 @@ def test_doctor_on_each_emulated_platform(platform: str, tools_file: str) -> Non
     assert result.exit_code == 0, result.output
     assert "✓ platform: the embedded" in result.stdout
     assert "✓ reachable:" in result.stdout
+    # An emulated agent whose tools live server-side gets the loaded ones, as with `run`.
+    assert "remote tools" not in result.stdout or "✓ remote tools:" in result.stdout
 
 
 def test_a_flag_for_another_platform_names_who_takes_it(tools_file: str) -> None:
