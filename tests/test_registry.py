@@ -141,3 +141,11 @@ def test_the_readme_table_is_the_registry() -> None:
     for entry in PLATFORMS.values():
         for setting in entry.settings:
             assert f"| `{entry.name}` | `{setting.flag}`" in table
+
+
+@pytest.mark.parametrize("name", [n for n, e in PLATFORMS.items() if e.emulator_protocol])
+def test_open_platform_starts_each_platforms_emulator(name: str) -> None:
+    with open_platform(name, emulator=True, scenario={"rules": []}) as platform:
+        assert platform.name == name
+        assert platform.create_conversation()
+        assert platform.check()
