@@ -24,7 +24,13 @@ from bridge.journal import SQLiteJournal, StateSnapshot
 from bridge.platforms.openai_chat import OpenAIChatPlatform
 from bridge.platforms.registry import get_entry
 from bridge.types import RunFinished
-from tests.platforms.openai_fakes import FAST_RETRIES, Reply, ScriptedServer, chunk, text_stream
+from tests.platforms.openai_fakes import (
+    FAST_RETRIES,
+    Reply,
+    ScriptedServer,
+    text_stream,
+    tool_call_stream,
+)
 
 
 @manifest(description="Weather for a city.")
@@ -35,20 +41,6 @@ def get_weather(city: str) -> str:
         city: City name.
     """
     return f"sunny in {city}"
-
-
-def _call_stream(call_id: str, city: str) -> list[Any]:
-    call = {
-        "index": 0,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": json.dumps({"city": city})},
-    }
-    return [
-        chunk({"role": "assistant", "tool_calls": [call]}),
-        chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
 
 
 @pytest.fixture
@@ -70,7 +62,10 @@ def test_a_new_process_continues_the_conversation_with_its_history(
     llm: ScriptedServer, tmp_path: Path
 ) -> None:
     db = tmp_path / "journal.db"
-    llm.script(Reply(stream=_call_stream("call_1", "Paris")), Reply(stream=text_stream("Sunny.")))
+    llm.script(
+        Reply(stream=tool_call_stream("call_1", "get_weather", {"city": "Paris"})),
+        Reply(stream=text_stream("Sunny.")),
+    )
     journal = SQLiteJournal(db)
     with _bridge(llm, journal) as first:
         result = first.ask("Weather in Paris?")

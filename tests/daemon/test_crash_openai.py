@@ -9,31 +9,14 @@ in the same platform conversation, the server seeing the whole history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
 from tests.daemon.test_crash_matrix import _in_background
-from tests.platforms.openai_fakes import Reply, ScriptedServer, chunk, text_stream
-
-
-def _charge_stream(amount: int) -> list[Any]:
-    """A streamed answer asking for one `charge` call (not idempotent)."""
-    call = {
-        "index": 0,
-        "id": f"call_{amount}",
-        "type": "function",
-        "function": {"name": "charge", "arguments": json.dumps({"amount": amount})},
-    }
-    return [
-        chunk({"role": "assistant", "tool_calls": [call]}),
-        chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
+from tests.platforms.openai_fakes import Reply, ScriptedServer, text_stream, tool_call_stream
 
 
 @pytest.fixture
@@ -60,7 +43,10 @@ def _daemon(
 def test_a_conversation_goes_on_with_its_history_after_kill_9(
     step: str, llm: ScriptedServer, tmp_path: Path
 ) -> None:
-    llm.script(Reply(stream=_charge_stream(3)), Reply(stream=text_stream("paid 3")))
+    llm.script(
+        Reply(stream=tool_call_stream("call_3", "charge", {"amount": 3})),
+        Reply(stream=text_stream("paid 3")),
+    )
     marker = tmp_path / "hit"
     first = _daemon(llm, tmp_path, {"TOOLBRIDGE_FAILPOINT": f"{step}:{marker}"})
     try:

@@ -18,7 +18,6 @@ file continue the conversation, then hands it back: each takes the other's turns
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from bridge.emulator import Emulator
 from bridge.emulator.protocols import PROTOCOLS
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
 from tests.daemon.test_crash_matrix import _in_background
-from tests.platforms.openai_fakes import Reply, ScriptedServer, chunk, text_stream
+from tests.platforms.openai_fakes import Reply, ScriptedServer, text_stream, tool_call_stream
 
 PLATFORMS = ("openai", "appbuilder", "coze", "responses")
 
@@ -73,20 +72,6 @@ COZE_BOT: dict[str, Any] = {
         ]
     },
 }
-
-
-def _call_stream(call_id: str, name: str, arguments: dict[str, Any]) -> list[Any]:
-    call = {
-        "index": 0,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
-    return [
-        chunk({"role": "assistant", "tool_calls": [call]}),
-        chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
 
 
 @dataclass
@@ -171,11 +156,11 @@ def _check_history(backend: Backend, cid: str, queries: list[str]) -> None:
 
 
 # Answers of the scripted OpenAI server, by message (the emulators plan their own).
-LOOKUP_K1 = [Reply(stream=_call_stream("call_k1", "lookup", {"key": "k1"}))]
+LOOKUP_K1 = [Reply(stream=tool_call_stream("call_k1", "lookup", {"key": "k1"}))]
 LOOKUP_K1 += [Reply(stream=text_stream("result: value of k1"))]
-CHARGE_3 = [Reply(stream=_call_stream("call_c3", "charge", {"amount": 3}))]
+CHARGE_3 = [Reply(stream=tool_call_stream("call_c3", "charge", {"amount": 3}))]
 CHARGED = [Reply(stream=text_stream("result: charged 3"))]
-LOOKUP_K2 = [Reply(stream=_call_stream("call_k2", "lookup", {"key": "k2"}))]
+LOOKUP_K2 = [Reply(stream=tool_call_stream("call_k2", "lookup", {"key": "k2"}))]
 LOOKUP_K2 += [Reply(stream=text_stream("result: value of k2"))]
 
 

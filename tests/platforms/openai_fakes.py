@@ -40,6 +40,7 @@ __all__ = [
     "completion",
     "sse",
     "text_stream",
+    "tool_call_stream",
 ]
 
 DROP = object()
@@ -99,6 +100,23 @@ def text_stream(text: str, *, id: str = "chatcmpl-1") -> list[Any]:
         chunk({"role": "assistant"}, id=id),
         *(chunk({"content": piece}, id=id) for piece in pieces),
         chunk({}, "stop", id=id),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def tool_call_stream(
+    call_id: str, name: str, arguments: dict[str, Any], *, id: str = "chatcmpl-1"
+) -> list[Any]:
+    """A whole streamed answer asking for one call, ending with tool_calls and [DONE]."""
+    call = {
+        "index": 0,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        chunk({"role": "assistant", "tool_calls": [call]}, id=id),
+        chunk({}, "tool_calls", id=id),
         b"data: [DONE]\n\n",
     ]
 

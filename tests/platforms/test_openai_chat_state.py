@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from openai_fakes import FAST_RETRIES, Reply, ScriptedServer, chunk, text_stream
+from openai_fakes import FAST_RETRIES, Reply, ScriptedServer, text_stream, tool_call_stream
 
 from bridge.errors import ConversationLostError, UsageError
 from bridge.platforms.base import export_state_of, exports_state, import_state_into
@@ -27,20 +27,6 @@ WEATHER = {
 }
 
 
-def _call_stream(call_id: str, city: str) -> list[Any]:
-    call = {
-        "index": 0,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": json.dumps({"city": city})},
-    }
-    return [
-        chunk({"role": "assistant", "tool_calls": [call]}),
-        chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
-
-
 @pytest.fixture
 def restarted(server: ScriptedServer) -> Iterator[OpenAIChatPlatform]:
     with OpenAIChatPlatform(server.base_url, "m", retry_policy=FAST_RETRIES) as p:
@@ -52,7 +38,7 @@ def test_a_pending_batch_is_answered_by_another_process(
 ) -> None:
     server.script(
         Reply(stream=text_stream("Hello.")),
-        Reply(stream=_call_stream("call_1", "Paris")),
+        Reply(stream=tool_call_stream("call_1", "get_weather", {"city": "Paris"})),
         Reply(stream=text_stream("Sunny in Paris.", id="chatcmpl-3")),
     )
     conv = platform.create_conversation()
