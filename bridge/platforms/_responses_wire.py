@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.errors import ConfigurationError, ProtocolError, UsageError
+from bridge.errors import ProtocolError, UsageError
 from bridge.platforms.base import parse_tool_choice
 from bridge.tools import to_dialect
 from bridge.types import Event, Other, TextDelta, ToolCall, ToolChoice
@@ -30,7 +30,6 @@ from bridge.types import Event, Other, TextDelta, ToolCall, ToolChoice
 __all__ = [
     "ResponseTurn",
     "StreamAssembler",
-    "check_extra_body",
     "choice_name",
     "function_calls",
     "output_text",
@@ -333,18 +332,3 @@ def _flat(position: int, tool: Mapping[str, Any]) -> dict[str, Any]:
         "description": str(source.get("description") or ""),
         "parameters": dict(parameters) if isinstance(parameters, Mapping) else {"type": "object"},
     }
-
-
-def check_extra_body(
-    extra_body: Mapping[str, Any] | None, managed: frozenset[str]
-) -> dict[str, Any]:
-    if extra_body is None:
-        return {}
-    if not isinstance(extra_body, Mapping):
-        raise ConfigurationError(f"extra_body must be a mapping, got {type(extra_body).__name__}")
-    clash = sorted(managed & set(extra_body))
-    if clash:
-        raise ConfigurationError(
-            f"extra_body must not set {', '.join(clash)}: the platform sets those itself"
-        )
-    return dict(extra_body)

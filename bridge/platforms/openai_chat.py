@@ -19,7 +19,6 @@ error translation in `_openai_http`; this module owns histories and events.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import threading
@@ -48,7 +47,13 @@ from bridge.platforms._openai_wire import (
     error_details,
     trim,
 )
-from bridge.platforms._settings import check_seconds, retry_policy_for
+from bridge.platforms._settings import (
+    check_base_url,
+    check_extra_body,
+    check_model,
+    check_seconds,
+    retry_policy_for,
+)
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
 from bridge.platforms.retry import RetryPolicy
@@ -129,12 +134,14 @@ class OpenAIChatPlatform:
                 f"described in the prompt, calls read from the reply), got {tool_protocol!r}"
             )
         self.tool_protocol = tool_protocol
-        self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
-        self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
+        self.base_url = check_base_url(
+            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        )
+        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
         retry_policy = retry_policy_for(max_retries, retry_policy)
-        self.extra_body = _check_extra_body(extra_body)
+        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self.stream_usage = stream_usage
         self._url = self.base_url + _ENDPOINT
@@ -699,51 +706,6 @@ def _choice_name(choice: ToolChoice | str | None) -> str | None:
             "pass the tool name only (tool_choice=" + repr(parsed.name) + ")"
         )
     return parsed.name
-
-
-def _check_base_url(base_url: str | None) -> str:
-    if not base_url:
-        raise ConfigurationError(
-            "no base URL for the OpenAI-compatible server: pass base_url= (--base-url) or set "
-            "OPENAI_BASE_URL, e.g. http://127.0.0.1:8000/v1"
-        )
-    url = base_url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")) or any(ch.isspace() for ch in url):
-        raise ConfigurationError(
-            f"base URL {base_url!r} is not an http(s) URL; expected e.g. http://127.0.0.1:8000/v1"
-        )
-    if url.endswith(_ENDPOINT):
-        raise ConfigurationError(
-            f"base URL {base_url!r} should stop before {_ENDPOINT}; expected e.g. "
-            f"{url[: -len(_ENDPOINT)]}"
-        )
-    return url
-
-
-def _check_model(model: str | None) -> str:
-    if not model or not model.strip():
-        raise ConfigurationError(
-            "no model for the OpenAI-compatible server: pass model= (--model) or set "
-            "OPENAI_MODEL to a model the server serves (e.g. what GET /v1/models lists)"
-        )
-    return model.strip()
-
-
-def _check_extra_body(extra_body: Mapping[str, Any] | None) -> dict[str, Any]:
-    if extra_body is None:
-        return {}
-    if not isinstance(extra_body, Mapping):
-        raise ConfigurationError(f"extra_body must be a mapping, got {type(extra_body).__name__}")
-    clash = sorted(_MANAGED_KEYS & set(extra_body))
-    if clash:
-        raise ConfigurationError(
-            f"extra_body must not set {', '.join(clash)}: the platform sets those itself"
-        )
-    try:
-        json.dumps(extra_body)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"extra_body must be JSON-serialisable: {exc}") from None
-    return dict(extra_body)
 
 
 def _unique_ids(calls: tuple[ToolCall, ...], history: list[dict[str, Any]]) -> tuple[ToolCall, ...]:

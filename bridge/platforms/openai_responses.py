@@ -46,14 +46,18 @@ from bridge.platforms._openai_wire import add_usage
 from bridge.platforms._responses_http import ResponsesClient
 from bridge.platforms._responses_wire import (
     ResponseTurn,
-    check_extra_body,
     choice_name,
     function_calls,
     tool_fields,
 )
-from bridge.platforms._settings import check_seconds, retry_policy_for
+from bridge.platforms._settings import (
+    check_base_url,
+    check_extra_body,
+    check_model,
+    check_seconds,
+    retry_policy_for,
+)
 from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
-from bridge.platforms.openai_chat import _check_base_url, _check_model
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -121,13 +125,10 @@ class OpenAIResponsesPlatform:
         system: str | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        self.base_url = _check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None)
-        if self.base_url.endswith(_ENDPOINT):
-            raise ConfigurationError(
-                f"base URL {base_url!r} should stop before {_ENDPOINT}; expected e.g. "
-                f"{self.base_url[: -len(_ENDPOINT)]}"
-            )
-        self.model = _check_model(model or os.environ.get("OPENAI_MODEL") or None)
+        self.base_url = check_base_url(
+            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        )
+        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if not isinstance(store, bool):
             raise ConfigurationError(f"store must be True or False, got {store!r}")

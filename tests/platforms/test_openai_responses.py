@@ -567,6 +567,8 @@ def test_settings_are_checked_and_the_key_never_shown(monkeypatch: pytest.Monkey
         OpenAIResponsesPlatform(
             "http://127.0.0.1:1/v1", "m", extra_body={"previous_response_id": "x"}
         )
+    with pytest.raises(ConfigurationError, match="extra_body must be JSON-serialisable"):
+        OpenAIResponsesPlatform("http://127.0.0.1:1/v1", "m", extra_body={"seed": object()})
     with pytest.raises(ConfigurationError, match="store must be True or False"):
         OpenAIResponsesPlatform("http://127.0.0.1:1/v1", "m", store="no")  # type: ignore[arg-type]
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
