@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import json
 import logging
 import time
@@ -42,7 +41,7 @@ from bridge.emulator.components import (
     call_component,
     component_events,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
 from bridge.emulator.planner import (
     AnswerStep,
@@ -67,6 +66,7 @@ from bridge.emulator.transport import (
     BlockResponse,
     DroppedConnectionError,
     RecordingMiddleware,
+    bearer_problem,
     install_drop_log_filter,
     sse_block,
 )
@@ -343,27 +343,16 @@ class EmulatorApp:
         """Read the body (so the log has it), check the token, parse a fault header."""
         if read_body:
             await request.body()
-        auth = request.headers.get("authorization")
-        if not auth:
+        problem = bearer_problem(request.headers, self.token)
+        if problem is not None:
+            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
             raise _ReplyError(
                 401,
-                "没有权限 (permission denied): the Authorization header is missing; "
+                f"没有权限 (permission denied): the Authorization header {what}; "
                 "expected 'Authorization: Bearer <token>'",
             )
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            value.strip().encode(), self.token.encode()
-        ):
-            raise _ReplyError(
-                401,
-                "没有权限 (permission denied): the Authorization header does not carry this "
-                "emulator's token; expected 'Authorization: Bearer <token>'",
-            )
-        text = request.headers.get(HEADER)
-        if text is None:
-            return None
         try:
-            return parse_faults(text)
+            return header_faults(request.headers)
         except FaultSpecError as exc:
             raise _ReplyError(400, f"bad {HEADER} header: {exc.message}") from None
 
@@ -427,19 +416,7 @@ class EmulatorApp:
         round_index: int | None,
     ) -> FaultSpec | None:
         """The fault that applies to this request, if any (header, then rule, then global)."""
-        for spec, source, from_header in (
-            (header, "header", True),
-            (rule, "rule", False),
-            (self.faults, "global", False),
-        ):
-            if spec is None:
-                continue
-            if spec.applies_to(endpoint, round_index, from_header=from_header) and (
-                self.state.faults.take(spec, source)
-            ):
-                return spec
-            return None
-        return None
+        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
 
     def _rejection(self, rid: str, fault: FaultSpec, *, stream: bool) -> Response:
         """The response of a fault that refuses the request before it is processed."""

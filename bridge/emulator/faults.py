@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bridge.errors import UsageError
@@ -66,6 +67,7 @@ __all__ = [
     "FaultSpec",
     "FaultSpecError",
     "faults_from_env",
+    "header_faults",
     "parse_faults",
 ]
 
@@ -114,6 +116,16 @@ class FaultSpec:
     def rejects(self) -> bool:
         """True when the request is refused before the emulator processes it."""
         return self.status is not None or (self.inband is not None and self.inband_after == 0)
+
+
+def header_faults(headers: Mapping[str, str]) -> FaultSpec | None:
+    """The fault a request asks for in its `HEADER`, if any.
+
+    Raises:
+        FaultSpecError: the header is there but is not a fault spec.
+    """
+    text = headers.get(HEADER)
+    return None if text is None else parse_faults(text)
 
 
 def parse_faults(text: str) -> FaultSpec | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import uuid
@@ -31,6 +32,7 @@ __all__ = [
     "BlockResponse",
     "DroppedConnectionError",
     "RecordingMiddleware",
+    "bearer_problem",
     "install_drop_log_filter",
     "sse_block",
 ]
@@ -56,6 +58,20 @@ def install_drop_log_filter() -> None:
     logger = logging.getLogger("uvicorn.error")
     if _DROP_FILTER not in logger.filters:
         logger.addFilter(_DROP_FILTER)
+
+
+def bearer_problem(headers: Mapping[str, str], token: str) -> str | None:
+    """What is wrong with a request's bearer token: ``missing``, ``wrong`` or None (it is
+    `token`); compared in constant time, so the emulators do not teach timing attacks."""
+    auth = headers.get("authorization", "")
+    if not auth:
+        return "missing"
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        value.strip().encode(), token.encode()
+    ):
+        return "wrong"
+    return None
 
 
 def sse_block(payload: bytes) -> bytes:

@@ -20,7 +20,6 @@ Checks, in order: token (HTTP 401, code 4100), body (4000), bot (4200), conversa
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -53,7 +52,7 @@ from bridge.emulator.coze.replies import (
     rejection,
     validate,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, parse_faults
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
 from bridge.emulator.planner import (
     CompletedCall,
     Planner,
@@ -70,6 +69,7 @@ from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
     DroppedConnectionError,
     RecordingMiddleware,
+    bearer_problem,
     install_drop_log_filter,
 )
 
@@ -387,23 +387,17 @@ class CozeApp:
         """Read the body (so the log has it), check the token, parse a fault header."""
         if read_body:
             await request.body()
-        auth = request.headers.get("authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            value.strip().encode(), self.token.encode()
-        ):
-            what = "is missing" if not auth else "does not carry this emulator's token"
+        problem = bearer_problem(request.headers, self.token)
+        if problem is not None:
+            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
             raise ReplyError(
                 wire.CODE_AUTH,
                 f"authentication is invalid: the Authorization header {what}; expected "
                 "'Authorization: Bearer <personal access token>'",
                 status=401,
             )
-        text = request.headers.get(HEADER)
-        if text is None:
-            return None
         try:
-            return parse_faults(text)
+            return header_faults(request.headers)
         except FaultSpecError as exc:
             raise ReplyError(wire.CODE_BAD_REQUEST, f"bad {HEADER} header: {exc.message}") from None
 

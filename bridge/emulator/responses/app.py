@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -33,8 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError
-from bridge.emulator.faults import parse_faults as _parse_faults
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
 from bridge.emulator.matching import choose_tool, tool_info
 from bridge.emulator.planner import AnswerStep, ForcedTool, Planner, RunContext, Step
 from bridge.emulator.responses.items import (
@@ -62,6 +60,7 @@ from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, Pendi
 from bridge.emulator.transport import (
     DroppedConnectionError,
     RecordingMiddleware,
+    bearer_problem,
     install_drop_log_filter,
 )
 
@@ -301,29 +300,23 @@ class ResponsesApp:
 
     async def _begin(self, request: Request) -> FaultSpec | None:
         await request.body()
-        auth = request.headers.get("authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if not auth:
+        problem = bearer_problem(request.headers, self.token)
+        if problem == "missing":
             raise RequestError(
                 401,
                 "You didn't provide an API key. You need to provide your API key in an "
                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                 kind="invalid_request_error",
             )
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            value.strip().encode(), self.token.encode()
-        ):
+        if problem is not None:
             raise RequestError(
                 401,
                 "Incorrect API key provided; this emulator expects its own token as "
                 "'Authorization: Bearer <token>'.",
                 code="invalid_api_key",
             )
-        text = request.headers.get(HEADER)
-        if text is None:
-            return None
         try:
-            return _parse_faults(text)
+            return header_faults(request.headers)
         except FaultSpecError as exc:
             raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
 
