@@ -22,15 +22,12 @@ Run: `.venv/bin/python bench/bench_coze.py` (or `make bench`). Options: `--conve
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-from _harness import run_worker, sdk_python, timed
+from _harness import loop_args, report, sdk_python, take_turns, timed
 
 __all__ = ["main"]
 
@@ -200,7 +197,6 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
         f"Coze two-turn tool conversation (stream), {rounds} alternating rounds of {n} runs "
         f"per variant after {WARMUP} warm-up runs; median ms per conversation"
     )
-    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
     with Emulator(protocol="coze", scenario=SCENARIO, faults="") as emulator:
         spec = {
             "env": emulator.env(),
@@ -209,40 +205,19 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
             "n": n,
             "warmup": WARMUP,
         }
-        arg = json.dumps(spec)
         sdk_env = {**os.environ, **emulator.env(), "NO_PROXY": "127.0.0.1,localhost"}
-        for _ in range(rounds):
-            for kind in ("bridge", "requests"):
-                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
-                times[kind] += run_worker(cmd)
-            if sdk is not None:
-                times["sdk"] += run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
-    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
-    print(f"  hand-written requests loop   : {med['requests']:7.2f} ms")
-    print(f"  toolbridge Bridge.ask (coze) : {med['bridge']:7.2f} ms")
-    if "sdk" in med:
-        print(f"  cozepy chat_local_plugin loop: {med['sdk']:7.2f} ms")
-    else:
-        print(f"  cozepy chat_local_plugin loop: skipped ({why_not})")
-    print(
-        f"  Bridge.ask / hand-written    = {med['bridge'] / med['requests']:.3f}"
-        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%)"
+        med = take_turns(__file__, spec, rounds, sdk, SDK_WORKER, sdk_env)
+    report(
+        med,
+        bridge="toolbridge Bridge.ask (coze)",
+        sdk="cozepy chat_local_plugin loop",
+        why_not=why_not,
     )
-    if "sdk" in med:
-        print(f"  cozepy / Bridge.ask          = {med['sdk'] / med['bridge']:.3f}  (> 1: faster)")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip-sdk", action="store_true")
-    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker = bridge_worker if args.worker == "bridge" else requests_worker
-        print(json.dumps(worker(json.loads(args.spec))))
+    args = loop_args(__doc__, 20, {"bridge": bridge_worker, "requests": requests_worker})
+    if args is None:
         return
     sdk, why_not = sdk_python("COZE", args.skip_sdk)
     loop_benchmark(args.conversations, args.rounds, sdk, why_not)

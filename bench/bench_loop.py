@@ -16,7 +16,6 @@ Run: `.venv/bin/python bench/bench_loop.py` (or `make bench`). Options: `--conve
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import run_worker, sdk_python, timed
+from _harness import loop_args, report, sdk_python, take_turns, timed
 
 __all__ = ["main"]
 
@@ -176,7 +175,6 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
         f"(a) two-turn tool conversation (stream), {rounds} alternating rounds of {n} runs "
         f"per variant after {WARMUP} warm-up runs; median ms per conversation"
     )
-    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
     with Emulator(scenario=SCENARIO, faults="") as emulator:
         spec = {
             "app_id": emulator.app_id,
@@ -188,27 +186,15 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
             "n": n,
             "warmup": WARMUP,
         }
-        arg = json.dumps(spec)
         sdk_env = {**os.environ, **emulator.env()}
-        for _ in range(rounds):
-            for kind in ("bridge", "requests"):
-                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
-                times[kind] += run_worker(cmd)
-            if sdk is not None:
-                times["sdk"] += run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
-    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
-    print(f"  hand-written requests loop : {med['requests']:7.2f} ms")
-    print(f"  toolbridge Bridge.ask      : {med['bridge']:7.2f} ms")
-    if "sdk" in med:
-        print(f"  official SDK handler loop  : {med['sdk']:7.2f} ms")
-    else:
-        print(f"  official SDK handler loop  : skipped ({why_not})")
-    print(
-        f"  Bridge.ask / hand-written  = {med['bridge'] / med['requests']:.3f}"
-        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%, target < +10%)"
+        med = take_turns(__file__, spec, rounds, sdk, SDK_WORKER, sdk_env)
+    report(
+        med,
+        bridge="toolbridge Bridge.ask",
+        sdk="official SDK handler loop",
+        why_not=why_not,
+        note=", target < +10%",
     )
-    if "sdk" in med:
-        print(f"  SDK / Bridge.ask           = {med['sdk'] / med['bridge']:.3f}  (target > 1)")
 
 
 def _median_runtime(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> float:
@@ -238,16 +224,8 @@ def startup_benchmark(sdk: Path | None, why_not: str, repeat: int = 7) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip-sdk", action="store_true")
-    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker = bridge_worker if args.worker == "bridge" else requests_worker
-        print(json.dumps(worker(json.loads(args.spec))))
+    args = loop_args(__doc__, 30, {"bridge": bridge_worker, "requests": requests_worker})
+    if args is None:
         return
     sdk, why_not = sdk_python("APPBUILDER", args.skip_sdk)
     loop_benchmark(args.conversations, args.rounds, sdk, why_not)

@@ -22,15 +22,12 @@ Run: `.venv/bin/python bench/bench_responses.py`. Options: `--conversations N`, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-from _harness import run_worker, sdk_python, timed
+from _harness import loop_args, report, sdk_python, take_turns, timed
 
 __all__ = ["main"]
 
@@ -162,7 +159,6 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
         f"two-turn tool conversation on the Responses emulator (stream), {rounds} alternating "
         f"rounds of {n} runs per variant after {WARMUP} warm-up runs; median ms per conversation"
     )
-    times: dict[str, list[float]] = {"bridge": [], "requests": [], "sdk": []}
     with Emulator(protocol="responses", scenario=SCENARIO, faults="") as emulator:
         env = emulator.env()
         spec = {
@@ -175,41 +171,15 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
             "n": n,
             "warmup": WARMUP,
         }
-        arg = json.dumps(spec)
         sdk_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
         sdk_env.update(env)
-        for _ in range(rounds):
-            for kind in ("bridge", "requests"):
-                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
-                times[kind] += run_worker(cmd)
-            if sdk is not None:
-                times["sdk"] += run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
-    med = {k: statistics.median(v) * 1000 for k, v in times.items() if v}
-    print(f"  hand-written requests loop     : {med['requests']:7.2f} ms")
-    print(f"  toolbridge Bridge.ask          : {med['bridge']:7.2f} ms")
-    if "sdk" in med:
-        print(f"  openai ResponsesToolRunner     : {med['sdk']:7.2f} ms")
-    else:
-        print(f"  openai ResponsesToolRunner     : skipped ({why_not})")
-    print(
-        f"  Bridge.ask / hand-written      = {med['bridge'] / med['requests']:.3f}"
-        f"  (overhead {100 * (med['bridge'] / med['requests'] - 1):+.1f}%)"
-    )
-    if "sdk" in med:
-        print(f"  ResponsesToolRunner / Bridge.ask = {med['sdk'] / med['bridge']:.3f}")
+        med = take_turns(__file__, spec, rounds, sdk, SDK_WORKER, sdk_env)
+    report(med, bridge="toolbridge Bridge.ask", sdk="openai ResponsesToolRunner", why_not=why_not)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip-sdk", action="store_true")
-    parser.add_argument("--worker", choices=["bridge", "requests"], help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker = bridge_worker if args.worker == "bridge" else requests_worker
-        print(json.dumps(worker(json.loads(args.spec))))
+    args = loop_args(__doc__, 20, {"bridge": bridge_worker, "requests": requests_worker})
+    if args is None:
         return
     sdk, why_not = sdk_python("OPENAI", args.skip_sdk)
     loop_benchmark(args.conversations, args.rounds, sdk, why_not)
