@@ -21,21 +21,47 @@ What clearly tried to be a call but cannot be used (an unknown tool in a call-sh
 JSON beyond repair inside tool-call tags, ``add(1, 2`` unclosed) is reported as a problem, for
 the protocol to send one corrective message. Small JSON mistakes (a missing brace, a trailing
 comma, single quotes) are repaired with `json-repair`. Nothing here raises on any text.
+
+The reply is hostile input, so the work is bounded (each limit is a module constant):
+
+- a reply over `MAX_REPLY_CHARS` is not scanned: it is the answer as it stands, or, when an
+  offered tool's name appears in it, one problem saying the reply is too long to hold calls;
+- at most `MAX_CALLS` calls and failed attempts are read from one reply; past that, reading
+  stops and one problem says so (the calls read so far still run);
+- looking for where calls and objects close (``add(`` or ``{"tool": ...`` never closed, on
+  thousands of lines; objects nested past the recursion limit, ``{"a":[`` repeated) may read
+  at most `SCAN_BUDGET` characters in all; past that, reading stops with one problem, rather
+  than re-reading the rest of the reply for each opening (a reply naming no offered tool
+  then stays text);
+- a call nested deeper than Python's parsers go (``{"a":`` or ``-`` thousands of times) is a
+  problem, not a crash of the reading, and the reply's other calls are still read;
+- numbers JSON cannot carry (``1e999999`` read as infinity, ``NaN``) make the call a problem:
+  the arguments go on as JSON, and a tool must not get an infinity it never asked for.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import json
 import logging
+import math
 import re
+import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import json_repair
 
-__all__ = ["ParsedCall", "ParsedReply", "parse_reply"]
+__all__ = [
+    "MAX_CALLS",
+    "MAX_REPLY_CHARS",
+    "SCAN_BUDGET",
+    "ParsedCall",
+    "ParsedReply",
+    "parse_reply",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +101,42 @@ _REACT = re.compile(
 )
 _REACT_END = re.compile(r"\n[ \t]*(?:Observation|Thought|Final Answer)[ \t]*:", re.I)
 _SNIPPET = 160
+# A brace, or a bracket opening a list of objects (a list of calls), where a JSON call may start.
+_OPENING = re.compile(r"\{|\[\s{0,62}\{")
+
+MAX_REPLY_CHARS = 256_000
+"""Longer replies are not read for calls (a chat model's reply is rarely a tenth of this)."""
+MAX_CALLS = 64
+"""Calls and failed attempts read from one reply, at most."""
+SCAN_BUDGET = 4_000_000
+"""Characters read, in all, while looking for where calls and objects close in one reply."""
+
+
+class _LimitError(Exception):
+    """Reading stopped at a limit; the message is the problem reported to the model."""
+
+
+@dataclass
+class _Budget:
+    scanned: int = 0
+    items: int = 0
+
+    def scan(self, chars: int) -> None:
+        self.scanned += chars
+        if self.scanned > SCAN_BUDGET:
+            raise _LimitError(
+                f"the reply has too many unclosed or deeply nested calls and objects to be read "
+                f"(over {SCAN_BUDGET} characters re-read); close every call, nest arguments "
+                f"less deeply and write at most {MAX_CALLS} calls per reply"
+            )
+
+    def count(self, items: int = 1) -> None:
+        self.items += items
+        if self.items > MAX_CALLS:
+            raise _LimitError(
+                f"the reply holds more than {MAX_CALLS} tool calls or attempts; only the first "
+                f"ones were read; write at most {MAX_CALLS} calls per reply"
+            )
 
 
 @dataclass(frozen=True)
@@ -116,6 +178,19 @@ def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
     names = frozenset(n for n in tool_names if isinstance(n, str) and n)
     if not isinstance(text, str) or not names:
         return ParsedReply((), text if isinstance(text, str) else "", ())
+    if len(text) > MAX_REPLY_CHARS:
+        logger.warning("a reply of %d characters was not read for tool calls", len(text))
+        if any(name in text for name in names):
+            return ParsedReply(
+                (),
+                "",
+                (
+                    f"the reply is {len(text)} characters long, over the limit of "
+                    f"{MAX_REPLY_CHARS} for a reply holding tool calls; write the calls in a "
+                    "short reply of their own",
+                ),
+            )
+        return ParsedReply((), text, ())
     try:
         found = _scan(text, names)
     except Exception as exc:
@@ -142,18 +217,48 @@ def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
 
 def _scan(text: str, names: frozenset[str]) -> list[_Found]:
     found: list[_Found] = []
-    taken: list[tuple[int, int]] = []
+    try:
+        _scan_into(found, text, names)
+    except _LimitError as exc:
+        # A reply that names no offered tool holds no call to lose: it stays the answer.
+        if any(name in text for name in names):
+            found.append(_Found(len(text), len(text), problems=(str(exc),)))
+    return found
+
+
+def _scan_into(found: list[_Found], text: str, names: frozenset[str]) -> None:
+    budget = _Budget()
+    # The parts already read, as sorted disjoint [start, end) spans: checking a span is a
+    # bisection, not a walk over every part (thousands of fenced blocks).
+    starts: list[int] = []
+    ends: list[int] = []
 
     def free(start: int, end: int) -> bool:
-        return all(end <= a or start >= b for a, b in taken)
+        index = bisect.bisect_left(starts, end) - 1
+        return index < 0 or ends[index] <= start
+
+    def take(start: int, end: int) -> None:
+        low = bisect.bisect_left(ends, start)
+        high = bisect.bisect_right(starts, end)
+        if low < high:
+            start, end = min(start, starts[low]), max(end, ends[high - 1])
+        starts[low:high] = [start]
+        ends[low:high] = [end]
 
     def add(item: _Found | None, *, block: bool = False) -> None:
         if item is None:
             return
         if item.calls or item.problems:
-            found.append(item)
+            room = MAX_CALLS - budget.items
+            if len(item.calls) + len(item.problems) > room:
+                calls = item.calls[:room]
+                problems = item.problems[: max(0, room - len(calls))]
+                found.append(_Found(item.start, item.end, calls, problems))
+            else:
+                found.append(item)
+            budget.count(len(item.calls) + len(item.problems))
         if block or item.calls or item.problems:
-            taken.append((item.start, item.end))
+            take(item.start, item.end)
 
     for opening, closing in _TAGS:
         for match in opening.finditer(text):
@@ -162,35 +267,37 @@ def _scan(text: str, names: frozenset[str]) -> list[_Found]:
             close = closing.search(text, match.end())
             end = close.end() if close else len(text)
             inner = text[match.end() : close.start() if close else len(text)]
-            add(_tagged(match.start(), end, inner, names), block=True)
+            add(_tagged(match.start(), end, inner, names, budget), block=True)
     for match in _FENCE.finditer(text):
         if not free(match.start(), match.end()):
             continue
         language = match.group(1).lower()
         if language in _CALL_LANGUAGES:
-            add(_fenced(match.start(), match.end(), language, match.group(2), names), block=True)
+            add(
+                _fenced(match.start(), match.end(), language, match.group(2), names, budget),
+                block=True,
+            )
         else:
             # Code in the answer (bash, sql...): nothing in it is a call, even a name(...) line.
             add(_Found(match.start(), match.end()), block=True)
     for match in _REACT.finditer(text):
         if free(match.start(), match.end()):
             add(_react(match, text, names))
-    for item in _bare_json(text, names, free):
+    for item in _bare_json(text, names, free, budget):
         add(item)
-    for item in _code_lines(text, 0, names):
+    for item in _code_lines(text, 0, names, budget):
         if free(item.start, item.end):
             add(item)
-    return found
 
 
-def _tagged(start: int, end: int, inner: str, names: frozenset[str]) -> _Found:
+def _tagged(start: int, end: int, inner: str, names: frozenset[str], budget: _Budget) -> _Found:
     body = inner.strip()
     fence = _FENCE.fullmatch(body)
     if fence:
         body = fence.group(2).strip()
     value = _load(body)
     if value is None:
-        lines = list(_code_lines(body, 0, names))
+        lines = list(_code_lines(body, 0, names, budget))
         if lines:
             return _Found(start, end, *_merge(lines))
         return _Found(start, end, problems=(_unreadable(body, "a tool-call tag"),))
@@ -198,7 +305,9 @@ def _tagged(start: int, end: int, inner: str, names: frozenset[str]) -> _Found:
     return _Found(start, end, calls, problems)
 
 
-def _fenced(start: int, end: int, language: str, body: str, names: frozenset[str]) -> _Found:
+def _fenced(
+    start: int, end: int, language: str, body: str, names: frozenset[str], budget: _Budget
+) -> _Found:
     stripped = body.strip()
     if stripped.startswith(("{", "[")):
         value = _load(stripped)
@@ -212,7 +321,7 @@ def _fenced(start: int, end: int, language: str, body: str, names: frozenset[str
         explicit = repaired or language in ("tool", "tool_call", "tool_code", "action")
         calls, problems = _classify(value, names, explicit=explicit, raw=stripped)
         return _Found(start, end, calls, problems)
-    lines = list(_code_lines(body, 0, names))
+    lines = list(_code_lines(body, 0, names, budget))
     # The block is a call only when calls are all it holds (not a script that uses the name).
     position = 0
     for line in body.splitlines(keepends=True):
@@ -244,6 +353,8 @@ def _react(match: re.Match[str], text: str, names: frozenset[str]) -> _Found | N
     else:
         value = _load(payload)
         if isinstance(value, dict):
+            if not _finite(value):
+                return _Found(match.start(), end, problems=(_not_finite(name),))
             arguments = value
         elif payload.startswith("("):
             arguments = payload
@@ -254,7 +365,7 @@ def _react(match: re.Match[str], text: str, names: frozenset[str]) -> _Found | N
     return _Found(match.start(), end, (ParsedCall(name, arguments, text[match.start() : end]),))
 
 
-def _bare_json(text: str, names: frozenset[str], free: Any) -> Iterator[_Found]:
+def _bare_json(text: str, names: frozenset[str], free: Any, budget: _Budget) -> Iterator[_Found]:
     decoder = json.JSONDecoder()
     position = 0
     while True:
@@ -266,11 +377,16 @@ def _bare_json(text: str, names: frozenset[str], free: Any) -> Iterator[_Found]:
             continue
         try:
             value, end = decoder.raw_decode(text, start)
+        except RecursionError:
+            # The decoder went a recursion limit deep before giving up; thousands of such
+            # openings ({"a":[ repeated) would each cost as much, so they draw on the budget.
+            budget.scan(2 * sys.getrecursionlimit())
+            value, end = None, start
         except ValueError:
             value, end = None, start
         if value is None:
             if text[start] == "{" and _CALL_KEY.match(text, start):
-                end = _balanced_end(text, start)
+                end = _balanced_end(text, start, budget)
                 segment = text[start:end]
                 repaired = _repair(segment)
                 if repaired is None:
@@ -292,19 +408,16 @@ def _bare_json(text: str, names: frozenset[str], free: Any) -> Iterator[_Found]:
 
 
 def _next_opening(text: str, position: int) -> int:
-    brace = text.find("{", position)
-    bracket = position - 1
-    while True:
-        bracket = text.find("[", bracket + 1)
-        if bracket < 0 or re.match(r"\[\s*\{", text[bracket : bracket + 64]):
-            break
-    candidates = [i for i in (brace, bracket) if i >= 0]
-    return min(candidates) if candidates else -1
+    # One regex search: walking every "[" to the next "[{" on each call re-read the reply
+    # once per opening (minutes for 60 KB of "[1] {} ").
+    match = _OPENING.search(text, position)
+    return match.start() if match else -1
 
 
-def _balanced_end(text: str, start: int) -> int:
+def _balanced_end(text: str, start: int, budget: _Budget) -> int:
     """Where the object opened at `start` closes (or the end of its paragraph if never)."""
     depth, quote, escaped = 0, "", False
+    index = start
     for index in range(start, len(text)):
         char = text[index]
         if quote:
@@ -322,7 +435,9 @@ def _balanced_end(text: str, start: int) -> int:
         elif char in "}]":
             depth -= 1
             if depth == 0:
+                budget.scan(index - start)
                 return index + 1
+    budget.scan(index - start)
     paragraph = text.find("\n\n", start)
     return paragraph if paragraph >= 0 else len(text)
 
@@ -330,12 +445,12 @@ def _balanced_end(text: str, start: int) -> int:
 # --- name(arguments) ---------------------------------------------------------------------------
 
 
-def _code_lines(text: str, offset: int, names: frozenset[str]) -> Iterator[_Found]:
+def _code_lines(text: str, offset: int, names: frozenset[str], budget: _Budget) -> Iterator[_Found]:
     pattern = _call_pattern(names)
     for match in pattern.finditer(text):
         name = match.group(2)
         open_paren = match.end() - 1
-        close = _closing_paren(text, open_paren)
+        close = _closing_paren(text, open_paren, budget)
         line_end = text.find("\n", match.end())
         line_end = len(text) if line_end < 0 else line_end
         if close < 0:
@@ -373,8 +488,9 @@ def _call_pattern(names: frozenset[str]) -> re.Pattern[str]:
     return pattern
 
 
-def _closing_paren(text: str, open_paren: int) -> int:
+def _closing_paren(text: str, open_paren: int, budget: _Budget) -> int:
     depth, quote, escaped = 0, "", False
+    index = open_paren
     for index in range(open_paren, len(text)):
         char = text[index]
         if quote:
@@ -392,7 +508,9 @@ def _closing_paren(text: str, open_paren: int) -> int:
         elif char in ")]}":
             depth -= 1
             if depth == 0:
+                budget.scan(index - open_paren)
                 return index if char == ")" else -1
+    budget.scan(index - open_paren)
     return -1
 
 
@@ -417,7 +535,9 @@ def _literal(node: ast.expr) -> Any:
 def _call_arguments(source: str, name: str) -> tuple[dict[str, Any] | str, str | None]:
     try:
         tree = ast.parse(source.strip(), mode="eval")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # RecursionError and MemoryError: nesting too deep for the parser (thousands of "-"
+        # or brackets); a problem for this call, not the loss of the reply's other calls.
         return {}, f"the call {_snip(source)} is not valid call syntax"
     call = tree.body
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
@@ -434,6 +554,8 @@ def _call_arguments(source: str, name: str) -> tuple[dict[str, Any] | str, str |
             f"the arguments of {_snip(source)} must be literal values (strings, numbers, "
             "true/false/null, lists, objects), not expressions or variables"
         )
+    if not _finite(positional) or not _finite(keywords):
+        return {}, _not_finite(name)
     if not positional:
         return keywords, None
     if keywords:
@@ -499,6 +621,8 @@ def _classify_one(
     else:
         arguments = source[argument_key]
     parsed = _arguments(arguments)
+    if parsed is not None and not _finite(parsed):
+        return (), (_not_finite(name),)
     if parsed is None:
         return (), (
             f"the arguments of {name} must be a JSON object of parameter values, got "
@@ -543,7 +667,7 @@ def _load(text: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     if not text.startswith(("{", "[")):
         return None
@@ -553,7 +677,7 @@ def _load(text: str) -> Any:
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -567,6 +691,27 @@ def _repair(text: str) -> Any:
     if isinstance(value, dict | list) and value:
         return value
     return None
+
+
+def _finite(value: Any) -> bool:
+    """Whether no float in `value` is infinite or NaN (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def _not_finite(name: str) -> str:
+    return (
+        f"the arguments of {name} hold a number JSON cannot carry (infinite or NaN, e.g. "
+        "1e999999); write numbers within the range of a double"
+    )
 
 
 def _merge(items: list[_Found]) -> tuple[tuple[ParsedCall, ...], tuple[str, ...]]:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.platforms._text_parse import parse_reply
+from bridge.platforms._text_parse import (
+    MAX_CALLS,
+    MAX_REPLY_CHARS,
+    SCAN_BUDGET,
+    ParsedReply,
+    parse_reply,
+)
 
 NAMES = frozenset({"get_weather", "add", "search"})
 
@@ -236,8 +244,6 @@ def test_any_text_never_raises_and_only_offered_names_are_called(
     form=st.sampled_from(["fenced", "bare", "tag", "request"]),
 )
 def test_a_written_call_round_trips(arguments: dict[str, Any], before: str, form: str) -> None:
-    import json
-
     if form == "request" and "request" in arguments:
         return
     call = {"tool": "add", "arguments": arguments}
@@ -252,3 +258,132 @@ def test_a_written_call_round_trips(arguments: dict[str, Any], before: str, form
     reply = parse_reply(text, {"add"})
     assert [(c.name, c.arguments) for c in reply.calls] == [("add", arguments)]
     assert reply.text == before.strip()
+
+
+# --- hostile replies: the work is bounded, every limit is a problem the model can read ----------
+# (A parser that re-read the rest of the reply for each opening took minutes on these; the
+# tests assert the bounded behaviour, and the suite's timeout catches a return of the rescans.)
+
+ONE_CALL = '```json\n{"tool": "add", "arguments": {"a": 1}}\n```\n'
+CALL_UNITS = {
+    "fenced": ONE_CALL,
+    "tagged": '<tool_call>{"name": "add", "arguments": {}}</tool_call>\n',
+    "bare": '{"tool": "add", "arguments": {}}\n',
+    "code line": "add(1, 2)\n",
+    "react": 'Action: add\nAction Input: {"a": 1}\nObservation:\n',
+    "unclosed call": "add(\n",
+    "unreadable call": '{"tool": "add\n\n',
+}
+
+
+@pytest.mark.parametrize("unit", CALL_UNITS.values(), ids=list(CALL_UNITS))
+def test_past_max_calls_reading_stops_with_a_problem(unit: str) -> None:
+    text = unit * (MAX_CALLS * 3)
+    assert len(text) < MAX_REPLY_CHARS
+    reply = parse_reply(text, NAMES)
+    assert len(reply.calls) + len(reply.problems) <= MAX_CALLS + 1
+    assert any(f"more than {MAX_CALLS} tool calls" in p or "re-read" in p for p in reply.problems)
+
+
+def test_a_list_of_thousands_of_calls_keeps_the_first_max_calls() -> None:
+    body = json.dumps([{"tool": "add", "arguments": {"a": i}} for i in range(3000)])
+    reply = parse_reply(f"```json\n{body}\n```", NAMES)
+    assert [call.arguments for call in reply.calls] == [{"a": i} for i in range(MAX_CALLS)]
+    assert len(reply.problems) == 1 and f"at most {MAX_CALLS} calls" in reply.problems[0]
+
+
+def test_a_reply_over_the_size_limit_is_not_read() -> None:
+    padding = "x" * MAX_REPLY_CHARS
+    reply = parse_reply(ONE_CALL + padding, NAMES)
+    assert reply.calls == ()
+    assert len(reply.problems) == 1 and f"limit of {MAX_REPLY_CHARS}" in reply.problems[0]
+    # Without an offered name there is no call to miss: a long answer stays the answer.
+    assert parse_reply(padding + "{}", NAMES) == ParsedReply((), padding + "{}", ())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1] {} " * 30_000,  # many "[" with no "[{": each opening rescanned the rest
+        "```bash\nls\n```\n" * 10_000,  # thousands of blocks: each checked against all
+        "add(see the three words here\n" * 8_000,  # unclosed prose, each scanned to the end
+        '{"a":[' * 40_000,  # each opening decoded to the recursion limit
+    ],
+    ids=["brackets", "code blocks", "unclosed prose", "deep nesting"],
+)
+def test_answers_of_hostile_shape_are_read_in_bounded_work(text: str) -> None:
+    assert len(text) <= MAX_REPLY_CHARS
+    reply = parse_reply(text, {"get_weather"})  # the text names no offered tool
+    assert reply == ParsedReply((), text, ())
+
+
+def test_many_unclosed_calls_end_with_the_scan_limit() -> None:
+    reply = parse_reply("add(see the three words here\n" * 8_000, NAMES)
+    assert reply.calls == ()
+    assert len(reply.problems) == 1 and f"over {SCAN_BUDGET} characters" in reply.problems[0]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "add(" + "-" * 5_000 + "1)",  # deeper than the ast parser goes
+        "add(" + "[" * 300 + "]" * 300 + ")",  # deeper than the tokenizer allows
+        '<tool_call>{"name": "add", "arguments": ' + '{"a":' * 3_000 + "}</tool_call>",
+    ],
+    ids=["unary chain", "brackets", "json in tags"],
+)
+def test_a_too_deep_call_is_a_problem_and_other_calls_are_still_read(bad: str) -> None:
+    reply = parse_reply(f"add(a=1)\n{bad}\n", NAMES)
+    assert [(c.name, c.arguments) for c in reply.calls] == [("add", {"a": 1})]
+    assert len(reply.problems) == 1
+
+
+def test_a_call_inside_objects_nested_past_the_recursion_limit_is_still_found() -> None:
+    def nested(depth: int) -> str:
+        return '{"a":' * depth + '{"tool": "add", "arguments": {}}' + "}" * depth
+
+    depth = sys.getrecursionlimit() + 500
+    reply = parse_reply(nested(depth), NAMES)
+    assert [(c.name, c.arguments) for c in reply.calls] == [("add", {})]
+    # Far deeper, the decoding of each opening exhausts the budget: a problem, not minutes.
+    reply = parse_reply(nested(depth * 5), NAMES)
+    assert reply.calls == ()
+    assert len(reply.problems) == 1 and f"over {SCAN_BUDGET} characters" in reply.problems[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"tool": "add", "arguments": {"a": 1e999999}}',
+        '```json\n{"tool": "add", "arguments": {"a": [NaN]}}\n```',
+        '<tool_call>{"name": "add", "arguments": {"a": -Infinity}}</tool_call>',
+        "add(1e999999)",
+        "add(a=-1e999999)",
+        'Action: add\nAction Input: {"a": NaN}',
+    ],
+)
+def test_numbers_json_cannot_carry_are_a_problem(text: str) -> None:
+    reply = parse_reply(text, NAMES)
+    assert reply.calls == ()
+    assert len(reply.problems) == 1 and "infinite or NaN" in reply.problems[0]
+
+
+HOSTILE_UNITS = st.sampled_from(
+    [*CALL_UNITS.values(), "[1] ", "{", "[", "(", '"', "'", "```json\n", "```\n", "-", '{"a":[']
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(units=st.lists(st.tuples(HOSTILE_UNITS, st.integers(1, 4_000)), min_size=1, max_size=4))
+def test_repeated_hostile_fragments_give_bounded_results(units: list[tuple[str, int]]) -> None:
+    text = "".join(unit * count for unit, count in units)
+    reply = parse_reply(text, NAMES)
+    assert len(reply.calls) + len(reply.problems) <= MAX_CALLS + 1
+    assert all(call.name in NAMES and _finite_json(call.arguments) for call in reply.calls)
+    if not reply.calls and not reply.problems:
+        assert reply.text == text
+
+
+def _finite_json(arguments: dict[str, Any] | str) -> bool:
+    json.dumps(arguments, allow_nan=False)  # raises on infinity or NaN
+    return True
