@@ -14,6 +14,7 @@ from bridge.daemon.dependencies import ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError
 from bridge.daemon.models import DaemonInfo
 from bridge.daemon.service import Service
+from bridge.platforms.registry import PLATFORMS
 
 __all__ = ["EMULATOR_APP_ID", "KEEPALIVE_SECONDS", "platform_info", "router"]
 
@@ -107,15 +108,25 @@ def platform_info(service: Service) -> dict[str, Any]:
     platform = service.platform
     client = getattr(platform, "client", None)
     base_url = _text(getattr(client, "base_url", None) or getattr(platform, "base_url", None))
-    app_id = _text(getattr(client, "app_id", None))
+    # The agent's id: AppBuilder's app, Coze's bot; Responses and Chat Completions name a model.
+    app_id = _text(getattr(client, "app_id", None) or getattr(platform, "bot_id", None))
     model = _text(getattr(platform, "model", None))
+    name = str(getattr(platform, "name", type(platform).__name__))
+    # Every emulator protocol serves the agent id `EMULATOR_APP_ID` unless told otherwise
+    # (Responses as its one model), so the id tells an emulated platform from a real one.
     return {
-        "platform": str(getattr(platform, "name", type(platform).__name__)),
+        "platform": name,
         "base_url": _without_credentials(base_url),
         "app_id": app_id,
         "model": model,
-        "is_emulator": platform.name == "appbuilder" and app_id == EMULATOR_APP_ID,
+        "is_emulator": _emulated(name) and EMULATOR_APP_ID in (app_id, model),
     }
+
+
+def _emulated(name: str) -> bool:
+    """Whether the platform `name` has an emulator protocol (a registered one only)."""
+    entry = PLATFORMS.get(name)
+    return entry is not None and entry.emulator_protocol is not None
 
 
 def _text(value: object) -> str | None:
