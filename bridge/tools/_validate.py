@@ -4,6 +4,11 @@ The lines name the argument, what was wrong and what was expected, e.g.
 "days: should be less than or equal to 7 (got 9)" or "unknown argument 'colour': accepted
 arguments are city, days". Coercion is lax ("3" -> 3) and a JSON string sent for a list or
 object argument is parsed, because models often double-encode.
+
+A tool with `strict=False` gets the arguments it does not declare in its `**kwargs`, except
+the names the bridge fills or Python binds (its ToolContext parameter, a method's `self` or
+`cls`, a partial's bound values): those are "unknown argument" problems as with strict on, so
+a model can neither fill the context nor make the call fail with "got multiple values".
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class ArgumentValidator:
         allow_unknown: Pass unknown arguments on (a model with `extra="allow"`).
         pass_unknown: Return unknown arguments as given, besides the validated ones (a tool
             with `strict=False`, whose function takes `**kwargs`).
+        reserved: Names the bridge fills or Python binds (the ToolContext parameter, a
+            method's `self`/`cls`): refused as unknown even with `pass_unknown`, so the model
+            can neither fill them nor make the call fail with "multiple values".
     """
 
     def __init__(
@@ -54,6 +62,7 @@ class ArgumentValidator:
         optional: Collection[str],
         allow_unknown: bool = False,
         pass_unknown: bool = False,
+        reserved: Collection[str] = (),
     ) -> None:
         self._model = model
         self._keys = dict(keys)  # model field name -> argument name
@@ -64,6 +73,7 @@ class ArgumentValidator:
         self._optional = frozenset(optional)
         self._allow_unknown = allow_unknown
         self._pass_unknown = pass_unknown
+        self._reserved = frozenset(reserved)
         self._parameters = parameters
         defs = parameters.get("$defs", {})
         props = parameters.get("properties", {})
@@ -94,7 +104,7 @@ class ArgumentValidator:
                 if key in self._structured and isinstance(value, str):
                     value = _maybe_json(value)
                 data[key] = value
-            elif self._pass_unknown:
+            elif self._pass_unknown and key not in self._reserved:
                 passed[str(key)] = value
             elif key in self._ignored:
                 logger.debug("dropping argument %r: the tool cannot receive it", key)

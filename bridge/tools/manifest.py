@@ -11,6 +11,7 @@ Precedence for every description: decorator > `Annotated`/`Field` > docstring.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import re
@@ -122,6 +123,22 @@ class Manifest:
             spec = build_spec(fn)
         result: dict[str, Any] = to_dialect(spec, dialect)
         return result
+
+
+def _bound_names(fn: Callable[..., Any], sig: inspect.Signature) -> set[str]:
+    """Parameters already bound (a method's `self`/`cls`, a partial's positional values): a
+    keyword of the same name from the model would make the call fail with "multiple values"."""
+    if inspect.ismethod(fn):
+        inner: Any = fn.__func__
+    elif isinstance(fn, functools.partial):
+        inner = fn.func
+    else:
+        return set()
+    try:
+        names = set(inspect.signature(inner).parameters)
+    except (TypeError, ValueError):
+        return set()
+    return names - set(sig.parameters)
 
 
 def build_spec(
@@ -245,6 +262,7 @@ def build_spec(
         problems=problems,
         strict=tool_options.strict,
         var_keyword=var_keyword,
+        reserved=skipped | _bound_names(fn, sig) | ({context_param} if context_param else set()),
     )
     if problems or arguments is None:
         raise describe_error(where, problems)

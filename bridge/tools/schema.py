@@ -128,6 +128,7 @@ def build_arguments(
     problems: list[str],
     strict: bool = True,
     var_keyword: str | None = None,
+    reserved: Collection[str] = (),
 ) -> ArgumentsSchema | None:
     """Build the arguments model, its canonical schema and its validator.
 
@@ -141,6 +142,8 @@ def build_arguments(
             function's `**kwargs` (`var_keyword`, its name), and the schema says
             `additionalProperties: true`.
         var_keyword: The name of the function's `**kwargs` parameter, if it has one.
+        reserved: Names never passed to `**kwargs` (the ToolContext parameter, `self`/`cls`):
+            with `strict=False` the model could otherwise name them.
 
     Returns:
         The schema and validator, or None when a problem was found.
@@ -190,6 +193,7 @@ def build_arguments(
         explicit=explicit,
         optional={p.name for p in params if _has_default(p.default)} - nullable,
         pass_unknown=not strict,
+        reserved=reserved,
     )
     if not strict:
         parameters["additionalProperties"] = True

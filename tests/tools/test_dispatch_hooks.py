@@ -8,6 +8,7 @@ were refused even for a `**kwargs` function; a single call needed a hand-built T
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.errors import UsageError
-from bridge.tools import ArgumentError, Dispatcher, Toolbox, manifest
+from bridge.tools import ArgumentError, Dispatcher, Toolbox, ToolContext, manifest
 from bridge.tools._tuple_args import looks_like_tuple, tuple_arguments
 from bridge.tools.output import HIDDEN_ERROR
 from bridge.types import ToolCall, ToolRun
@@ -304,6 +305,76 @@ def test_strict_off_without_kwargs_is_refused() -> None:
         Toolbox().add(weather, strict=False)
 
 
+# strict=False: names the bridge fills (the ToolContext) or Python binds (self, cls, a partial's
+# values) are never passed to **kwargs: the model can neither fill them nor make the call fail
+# with "got multiple values".
+
+
+@manifest(strict=False)
+def _with_context(a: int, ctx: ToolContext, **extra: Any) -> dict[str, Any]:
+    """Report what arrived."""
+    return {"ctx": type(ctx).__name__, "extra": sorted(extra)}
+
+
+class _Kit:
+    @manifest(strict=False)
+    def method(self, a: int, context: ToolContext, **extra: Any) -> dict[str, Any]:
+        """Report what arrived."""
+        return {"self": type(self).__name__, "extra": sorted(extra)}
+
+    @manifest(strict=False)
+    @classmethod
+    def klass(cls, a: int, **extra: Any) -> dict[str, Any]:
+        """Report what arrived."""
+        return {"cls": cls.__name__, "extra": sorted(extra)}
+
+
+def _partial_tool(secret: str, a: int, **extra: Any) -> dict[str, Any]:
+    """Report what arrived."""
+    return {"secret": secret, "extra": sorted(extra)}
+
+
+RESERVED_CASES = [
+    (_with_context, "ctx"),
+    (_Kit().method, "self"),
+    (_Kit().method, "context"),
+    (_Kit.klass, "cls"),
+    (functools.partial(_partial_tool, "kept"), "secret"),
+]
+
+
+@pytest.mark.parametrize(("tool", "reserved"), RESERVED_CASES)
+def test_strict_off_refuses_names_the_bridge_fills(tool: Callable[..., Any], reserved: str) -> None:
+    toolbox = Toolbox()
+    [spec] = toolbox.add(tool, strict=False)
+    run = toolbox.call(spec.name, {"a": 1, reserved: "from the model", "other": 2})
+    assert run.error == "invalid_arguments", run.output
+    assert f"unknown argument '{reserved}'" in run.output
+    fine = toolbox.call(spec.name, {"a": 1, "other": 2, "_private": 3})
+    assert fine.error is None and json.loads(fine.output)["extra"] == ["_private", "other"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.sets(
+        st.one_of(
+            st.sampled_from(["ctx", "self", "cls", "context", "_", "__class__", "extra", "a"]),
+            st.text(max_size=12),
+        ),
+        max_size=6,
+    )
+)
+def test_strict_off_never_lets_the_model_fill_the_context(keys: set[str]) -> None:
+    toolbox = Toolbox()
+    toolbox.add(_with_context, strict=False)
+    run = toolbox.call("_with_context", {"a": 1, **{key: "x" for key in keys if key != "a"}})
+    if "ctx" in keys:
+        assert run.error == "invalid_arguments" and "unknown argument 'ctx'" in run.output
+    else:
+        assert run.error is None, run.output
+        assert json.loads(run.output) == {"ctx": "ToolContext", "extra": sorted(keys - {"a"})}
+
+
 # --- direct calls -------------------------------------------------------------------------------
 
 
@@ -359,7 +430,6 @@ def test_a_direct_call_refuses_arguments_of_another_type() -> None:
 
 
 def test_a_direct_call_takes_its_own_call_id_and_the_tool_sees_it() -> None:
-    from bridge.tools import ToolContext
 
     def whoami(ctx: ToolContext) -> str:
         """The call id."""

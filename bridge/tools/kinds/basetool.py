@@ -103,7 +103,15 @@ def basetool_specs(
     }
     declared = _declared_schema(instance, where)
     if declared is not None and _takes_only_kwargs(call):
-        changes.update(_from_schema(declared, spec.name, where, strict=spec.options.strict))
+        changes.update(
+            _from_schema(
+                declared,
+                spec.name,
+                where,
+                strict=spec.options.strict,
+                reserved={"self", *([spec.context_param] if spec.context_param else [])},
+            )
+        )
     else:
         described = _with_descriptions(spec.parameters, declared)
         if described is not None:
@@ -132,7 +140,7 @@ _PYTHON_TYPES: dict[str, Any] = {
 
 
 def _from_schema(
-    declared: Mapping[str, Any], name: str, where: str, *, strict: bool
+    declared: Mapping[str, Any], name: str, where: str, *, strict: bool, reserved: set[str]
 ) -> dict[str, Any]:
     """Parameters and validator for a `call(**kwargs)` described only by its JSON Schema.
 
@@ -169,6 +177,7 @@ def _from_schema(
         problems=problems,
         strict=strict,
         var_keyword=None if strict else "kwargs",
+        reserved=reserved,
     )
     if arguments is None:
         raise describe_error(where, problems)
