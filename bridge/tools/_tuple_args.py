@@ -3,11 +3,14 @@
 Lagent's TupleParser and the text tool protocol's ``name(1, 2)`` calls send them. The text is
 parsed into a Python syntax tree and only literals are read from it (numbers, strings, lists,
 dicts, tuples, sets, True/False/None and JSON's true/false/null): nothing is ever evaluated.
+Values JSON has no word for are refused like expressions: complex numbers (``1j``) and floats
+that are not finite (``1e999999`` parses as infinity), as the JSON path refuses them.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 __all__ = ["MAX_TUPLE_CHARS", "looks_like_tuple", "tuple_arguments"]
@@ -29,7 +32,7 @@ class _NotLiteralError(ValueError):
 
 
 def _literal(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (bytes, type(Ellipsis))):
+    if isinstance(node, ast.Constant) and _json_scalar(node.value):
         return node.value
     if isinstance(node, ast.Name) and node.id in _NAMES:
         return _NAMES[node.id]
@@ -48,10 +51,17 @@ def _literal(node: ast.AST) -> Any:
         and isinstance(node.operand, ast.Constant)
         and isinstance(node.operand.value, (int, float))
         and not isinstance(node.operand.value, bool)
+        and _json_scalar(node.operand.value)
     ):
         value = node.operand.value
         return -value if isinstance(node.op, ast.USub) else value
     raise _NotLiteralError(ast.dump(node)[:60])
+
+
+def _json_scalar(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int))  # bool is an int
 
 
 def _key(node: ast.AST) -> Any:
@@ -88,8 +98,8 @@ def tuple_arguments(text: str, names: list[str]) -> dict[str, Any] | str:
             values.append(_literal(item))
         except (_NotLiteralError, RecursionError):
             return (
-                f"argument {position} of the tuple is not a literal; only numbers, strings, "
-                "lists, dicts and true/false/null are accepted"
+                f"argument {position} of the tuple is not a literal; only numbers (finite, "
+                "not complex), strings, lists, dicts and true/false/null are accepted"
             )
     if len(values) > len(names):
         takes = f"at most {len(names)} ({', '.join(names)})" if names else "no arguments"

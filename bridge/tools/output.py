@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from bridge.tools.problems import load_json_arguments
 from bridge.tools.spec import ToolSpec
 
 __all__ = [
@@ -78,9 +79,11 @@ def parse_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
     if not arguments.strip():
         return {}  # some servers send "" for a call without arguments
     try:
-        value = json.loads(arguments)
+        value = load_json_arguments(arguments)
     except json.JSONDecodeError as exc:
         return f"the arguments are not valid JSON ({exc}); expected a JSON object"
+    except ValueError as exc:
+        return str(exc)
     if not isinstance(value, dict):
         kind = "null" if value is None else "boolean" if isinstance(value, bool) else None
         kind = kind or _JSON_TYPES.get(type(value), type(value).__name__)

@@ -604,3 +604,58 @@ def test_a_direct_call_of_a_confirm_tool_runs_only_with_a_person_s_yes() -> None
     )
     yes = asyncio.run(toolbox.acall("delete", {"path": "/tmp/b"}, approve=lambda call: True))
     assert yes.value == "deleted /tmp/b" and ran == ["/tmp/a", "/tmp/b"]
+
+
+# --- numbers and nesting JSON has no room for ----------------------------------------------------
+
+
+def _number_tool(x: float = 0.0, n: int = 0, data: Any = None) -> str:
+    """Echo x."""
+    return repr(x)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ('{"x": NaN}', "NaN is not a JSON number"),
+        ('{"x": -Infinity}', "-Infinity is not a JSON number"),
+        ('{"x": 1e999999}', "1e999999 does not fit in a double"),
+        ('{"n": ' + "9" * 5_000 + "}", "an integer of more than"),  # crashed the call
+        ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),  # crashed it
+        ("(1e999999,)", "not a literal"),
+        ("(-1e999999,)", "not a literal"),
+        ("(1j,)", "not a literal"),
+        ("(" + "9" * 5_000 + ",)", "cannot be read"),
+    ],
+)
+def test_arguments_json_cannot_carry_are_invalid_not_a_crash(arguments: str, needle: str) -> None:
+    run = Toolbox([_number_tool]).call("_number_tool", arguments)
+    assert run.error == "invalid_arguments", run.output
+    assert needle in run.output
+
+
+NUMBERS = st.sampled_from(
+    ["1", "-1", "0.5", "1e999999", "-1e999999", "NaN", "Infinity", "9" * 4_400, "1j", "true"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    number=NUMBERS,
+    depth=st.integers(0, 3_000),
+    key=st.sampled_from(["x", "data"]),
+    form=st.sampled_from(["json", "tuple"]),
+)
+def test_any_arguments_text_is_a_result_or_a_readable_problem(
+    number: str, depth: int, key: str, form: str
+) -> None:
+    value = "[" * depth + number + "]" * depth
+    text = f'{{"{key}": {value}}}' if form == "json" else f"(0, 0, {value})"
+    run = Toolbox([_strict_json_tool]).call("_strict_json_tool", text)
+    # The tool dumps what it got with allow_nan=False: an infinity reaching it is a tool_error.
+    assert run.error in (None, "invalid_arguments"), run.output
+
+
+def _strict_json_tool(x: Any = 0, n: int = 0, data: Any = None) -> str:
+    """Echo what arrived as strict JSON."""
+    return json.dumps({"x": x, "data": data}, allow_nan=False)
