@@ -35,6 +35,8 @@ The reply is hostile input, so the work is bounded (each limit is a module const
   then stays text);
 - a call nested deeper than Python's parsers go (``{"a":`` or ``-`` thousands of times) is a
   problem, not a crash of the reading, and the reply's other calls are still read;
+- a problem quotes at most a short snippet of the reply (an unknown tool name too), so the
+  corrective message stays small whatever the reply held;
 - numbers JSON cannot carry (``1e999999`` read as infinity, ``NaN``) make the call a problem:
   the arguments go on as JSON, and a tool must not get an infinity it never asked for.
 """
@@ -722,7 +724,8 @@ def _merge(items: list[_Found]) -> tuple[tuple[ParsedCall, ...], tuple[str, ...]
 
 
 def _unknown(name: str, names: frozenset[str]) -> str:
-    return f"{name!r} is not a tool you can call; the tools are: {', '.join(sorted(names))}"
+    # Snipped: the name is the model's text, and the problem goes back to it in a message.
+    return f"{_snip(name)} is not a tool you can call; the tools are: {', '.join(sorted(names))}"
 
 
 def _unreadable(text: str, where: str) -> str:

@@ -387,3 +387,11 @@ def test_repeated_hostile_fragments_give_bounded_results(units: list[tuple[str, 
 def _finite_json(arguments: dict[str, Any] | str) -> bool:
     json.dumps(arguments, allow_nan=False)  # raises on infinity or NaN
     return True
+
+
+def test_problems_quote_only_a_snippet_of_what_the_model_wrote() -> None:
+    huge_name = "x" * 100_000
+    text = f'{{"tool": "{huge_name}", "arguments": {{}}}}\n' * 2
+    reply = parse_reply(text, NAMES)
+    assert len(reply.problems) == 2
+    assert all(len(problem) < 1_000 for problem in reply.problems)
