@@ -35,6 +35,8 @@ The reply is hostile input, so the work is bounded (each limit is a module const
   then stays text);
 - a call nested deeper than Python's parsers go (``{"a":`` or ``-`` thousands of times) is a
   problem, not a crash of the reading, and the reply's other calls are still read;
+- a fence's opening line holds at most 256 characters after the backticks (```json plus
+  any info string); a longer line opens no block, so ``` repeated on one line is read once;
 - a problem quotes at most a short snippet of the reply (an unknown tool name too), so the
   corrective message stays small whatever the reply held;
 - numbers JSON cannot carry (``1e999999`` read as infinity, ``NaN``) make the call a problem:
@@ -88,7 +90,9 @@ _TAGS = (
     (re.compile(r"<\|action_start\|>\s*<\|plugin\|>"), re.compile(r"<\|action_end\|>")),
     (re.compile(r"<function_call>", re.I), re.compile(r"</function_call>", re.I)),
 )
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+# The rest of the opening line is bounded: unbounded, each of thousands of ``` on one line
+# re-read the line to its end looking for the newline (quadratic).
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]{0,256}\n(.*?)(?:```|\Z)", re.S)
 # Fenced languages that may hold calls; any other (bash, sql...) is code in the answer.
 _CALL_LANGUAGES = frozenset(
     {"", "json", "json5", "jsonc", "tool", "tool_call", "tool_code", "action", "python", "py"}

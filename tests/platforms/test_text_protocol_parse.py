@@ -308,8 +308,9 @@ def test_a_reply_over_the_size_limit_is_not_read() -> None:
         "```bash\nls\n```\n" * 10_000,  # thousands of blocks: each checked against all
         "add(see the three words here\n" * 8_000,  # unclosed prose, each scanned to the end
         '{"a":[' * 40_000,  # each opening decoded to the recursion limit
+        "```" * 80_000,  # each fence opening read the line to its end for a newline
     ],
-    ids=["brackets", "code blocks", "unclosed prose", "deep nesting"],
+    ids=["brackets", "code blocks", "unclosed prose", "deep nesting", "fence marks"],
 )
 def test_answers_of_hostile_shape_are_read_in_bounded_work(text: str) -> None:
     assert len(text) <= MAX_REPLY_CHARS
@@ -395,3 +396,11 @@ def test_problems_quote_only_a_snippet_of_what_the_model_wrote() -> None:
     reply = parse_reply(text, NAMES)
     assert len(reply.problems) == 2
     assert all(len(problem) < 1_000 for problem in reply.problems)
+
+
+def test_a_fence_opening_line_is_bounded() -> None:
+    body = '{"tool": "add", "arguments": {"a": 1}}'
+    assert calls(f"```json {'x' * 200}\n{body}\n```") == [("add", {"a": 1})]
+    # Past 256 characters the line opens no block; the object is then read as bare JSON.
+    reply = parse_reply(f"```json {'x' * 300}\n{body}\n```", NAMES)
+    assert [(c.name, c.arguments, c.raw) for c in reply.calls] == [("add", {"a": 1}, body)]
