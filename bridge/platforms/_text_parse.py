@@ -107,6 +107,7 @@ _REACT = re.compile(
 )
 _REACT_END = re.compile(r"\n[ \t]*(?:Observation|Thought|Final Answer)[ \t]*:", re.I)
 _SNIPPET = 160
+_BLANK_TO_END = re.compile(r"\s*\Z")
 # A brace, or a bracket opening a list of objects (a list of calls), where a JSON call may start.
 _OPENING = re.compile(r"\{|\[\s{0,62}\{")
 
@@ -341,11 +342,12 @@ def _fenced(
 
 def _react(match: re.Match[str], text: str, names: frozenset[str]) -> _Found | None:
     name = match.group(1)
-    rest = text[match.end() :]
-    stop = _REACT_END.search(rest)
-    body = rest[: stop.start()] if stop else rest
-    end = match.end() + len(body)
-    if stop and not rest[stop.end() :].strip():
+    # Searched in place: a copy of the rest of the reply for each of thousands of Action
+    # lines ("Action: finish" ones are skipped, not counted) was quadratic.
+    stop = _REACT_END.search(text, match.end())
+    end = stop.start() if stop else len(text)
+    body = text[match.end() : end]
+    if stop and _BLANK_TO_END.match(text, stop.end()):
         end = len(text)  # an empty "Observation:" left for the tool's result belongs to the call
     payload = body.strip().strip("`").strip()
     if payload.lower().startswith("json"):

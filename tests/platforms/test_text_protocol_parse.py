@@ -309,8 +309,9 @@ def test_a_reply_over_the_size_limit_is_not_read() -> None:
         "add(see the three words here\n" * 8_000,  # unclosed prose, each scanned to the end
         '{"a":[' * 40_000,  # each opening decoded to the recursion limit
         "```" * 80_000,  # each fence opening read the line to its end for a newline
+        "Action: finish\nAction Input: x\nObservation: y\n" * 5_000,  # rest copied each time
     ],
-    ids=["brackets", "code blocks", "unclosed prose", "deep nesting", "fence marks"],
+    ids=["brackets", "code blocks", "unclosed prose", "deep nesting", "fence marks", "react"],
 )
 def test_answers_of_hostile_shape_are_read_in_bounded_work(text: str) -> None:
     assert len(text) <= MAX_REPLY_CHARS
