@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 CORE := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean postgresql-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,24 @@ $(CHROMIUM):
 			"the console browser test will fail; install Debian's chromium" >&2; \
 	fi
 
+# The PostgreSQL tests (issue 13) start their own throwaway server from Debian's binaries, which
+# live in /usr/lib/postgresql/<version>/bin (a version-numbered path, hence a check, not a file
+# target). The package also sets up Debian's default cluster; the tests never use it.
+postgresql-server:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && apt-get install -y -qq postgresql; \
+		else \
+			echo "warning: /usr/lib/postgresql/*/bin/postgres is missing and apt-get (as root)" \
+				"is not available: the PostgreSQL tests will be skipped; install Debian's" \
+				"postgresql" >&2; \
+		fi; \
+	fi
+
 demo: $(CORE)
 	$(BIN)/toolbridge demo
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) postgresql-server
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check bridge tests examples bench manifests
 	$(BIN)/ruff format --check bridge tests examples bench manifests

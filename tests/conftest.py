@@ -1,0 +1,18 @@
+"""Fixtures shared by every test directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.postgres import PostgresServer, postgres_session
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the whole session (skipped only when none is installed).
+
+    Tests that kill or restart a server start their own `PostgresServer` instead.
+    """
+    yield from postgres_session()
