@@ -45,14 +45,9 @@ from bridge.errors import (
     RunInterruptedError,
     UsageError,
 )
-from bridge.journal import (
-    INTERRUPTED_MESSAGE,
-    Journal,
-    Ledger,
-    MessageRecord,
-    MessageTrail,
-    StateSnapshot,
-)
+from bridge.journal.base import Journal
+from bridge.journal.ledger import Ledger, MessageTrail
+from bridge.journal.records import INTERRUPTED_MESSAGE, MessageRecord, StateSnapshot
 from bridge.platforms.base import (
     Platform,
     ToolChoiceLike,
@@ -211,7 +206,7 @@ class Bridge:
         self.on_tool_result = on_tool_result
         self.keep_events = keep_events
         if journal is None:
-            from bridge.journal import MemoryJournal
+            from bridge.journal.memory import MemoryJournal
 
             journal = MemoryJournal()
         self.journal: Journal = journal

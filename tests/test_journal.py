@@ -21,7 +21,6 @@ from bridge import (
     UsageError,
     manifest,
 )
-from bridge._journal_schema import MIGRATIONS, SCHEMA_VERSION
 from bridge.emulator import Emulator
 from bridge.errors import register_secret
 from bridge.journal import (
@@ -32,6 +31,7 @@ from bridge.journal import (
     SQLiteJournal,
     StateSnapshot,
 )
+from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
 from bridge.platforms.appbuilder import AppBuilderPlatform
 
 RUNS: Counter[str] = Counter()

@@ -30,7 +30,8 @@ from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
 from bridge.errors import register_secret
-from bridge.journal import Journal, SQLiteJournal
+from bridge.journal.base import Journal
+from bridge.journal.sqlite import SQLiteJournal
 from bridge.platforms.base import Platform
 
 __all__ = ["create_app"]

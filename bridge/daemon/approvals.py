@@ -26,7 +26,8 @@ from typing import Any, Literal
 from bridge.daemon.errors import ApiError
 from bridge.daemon.hub import EventHub
 from bridge.daemon.webhook import ApprovalWebhook
-from bridge.journal import ApprovalDecidedError, ApprovalRecord, Journal, now
+from bridge.journal.base import Journal
+from bridge.journal.records import ApprovalDecidedError, ApprovalRecord, now
 from bridge.tools.approval import (
     ApprovalRequest,
     Verdict,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from bridge.errors import UsageError
-from bridge.journal import (
+from bridge.journal.records import (
     ApprovalRecord,
     CallRecord,
     ConversationRecord,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 
 from bridge.daemon.service import Service
-from bridge.journal import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
+from bridge.journal.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover"]
 

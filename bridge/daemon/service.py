@@ -36,7 +36,8 @@ from bridge.daemon.pool import RunPool
 from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, event_payload
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
-from bridge.journal import ConversationRecord, Journal, PendingBatch, now
+from bridge.journal.base import Journal
+from bridge.journal.records import ConversationRecord, PendingBatch, now
 from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
 from bridge.types import (

@@ -15,7 +15,7 @@ from bridge.daemon.models import (
     DecideApproval,
     ErrorBody,
 )
-from bridge.journal import ApprovalRecord
+from bridge.journal.records import ApprovalRecord
 
 __all__ = ["router"]
 

@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bridge.errors import redact
-from bridge.journal import (
+from bridge.journal.base import Journal
+from bridge.journal.records import (
     ApprovalDecidedError,
     ApprovalRecord,
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
-    Journal,
     MessageRecord,
     MessageStatus,
     PendingBatch,

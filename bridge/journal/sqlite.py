@@ -6,7 +6,7 @@ Durability: every write is committed (alone, or with concurrent ones) with
 last transactions on power loss, and a lost "started" would let a call run twice after the
 reboot: exactly-once needs FULL.
 
-Threads: one connection, owned by one thread (`bridge._sqlite_writer.GroupCommitWriter`);
+Threads: one connection, owned by one thread (`bridge.journal._writer.GroupCommitWriter`);
 callers queue their operations to it. Concurrent writes are committed together, one fsync per
 group, and each caller returns only once its own write is committed.
 
@@ -25,10 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from bridge._journal_schema import (
+from bridge.errors import UsageError, redact
+from bridge.journal._rows import (
     CONVERSATION_SELECT,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     approval_record,
     arguments_json,
     call_record,
@@ -37,15 +36,15 @@ from bridge._journal_schema import (
     platform_state_record,
     state_json,
 )
-from bridge._sqlite_writer import GroupCommitWriter
-from bridge.errors import UsageError, redact
-from bridge.journal import (
+from bridge.journal._writer import GroupCommitWriter
+from bridge.journal.base import Journal
+from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
+from bridge.journal.records import (
     ApprovalDecidedError,
     ApprovalRecord,
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
-    Journal,
     MessageRecord,
     MessageStatus,
     PendingBatch,

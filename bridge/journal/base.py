@@ -1,0 +1,211 @@
+"""`Journal`: the interface every store implements (see `bridge.journal`)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from bridge.journal.records import (
+    ApprovalRecord,
+    ApprovalStatus,
+    CallRecord,
+    ConversationRecord,
+    MessageRecord,
+    MessageStatus,
+    PendingBatch,
+    PlatformConversationRecord,
+    PlatformStateRecord,
+    StateSnapshot,
+)
+from bridge.types import ToolBatch, ToolCall, ToolRun
+
+__all__ = ["Journal"]
+
+
+class Journal(ABC):
+    """Where conversations, messages and tool-call states are written down.
+
+    Implementations must be safe to call from several threads and must make each write durable
+    before returning (that is what lets the loop write a state *before* its step).
+    """
+
+    # --- conversations and messages -------------------------------------------------------------
+
+    @abstractmethod
+    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+        """Record a conversation (nothing happens if it is known already)."""
+
+    @abstractmethod
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        """One conversation, or None."""
+
+    @abstractmethod
+    def list_conversations(
+        self, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ConversationRecord], int]:
+        """A page of conversations, most recently updated first, and the total count."""
+
+    @abstractmethod
+    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+        """Record a query whose run starts now (status "running"); returns its message id.
+
+        `sent_by`: who sent it (the daemon's API key name), for attribution.
+        """
+
+    @abstractmethod
+    def end_message(
+        self,
+        message_id: int,
+        *,
+        status: MessageStatus,
+        answer: str = "",
+        error_code: str | None = None,
+        error_message: str | None = None,
+        request_ids: Sequence[str] = (),
+        rounds: int = 0,
+        interrupt_id: str | None = None,
+        platform_settled: bool = True,
+    ) -> None:
+        """Record how a message's run ended (`interrupt_id`: the human-input pause, if any;
+        `platform_settled`: the run ended with an answer or a question, see `MessageRecord`)."""
+
+    @abstractmethod
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        """Every message of a conversation, oldest first."""
+
+    @abstractmethod
+    def unfinished_messages(self) -> list[MessageRecord]:
+        """Messages still "running": after a restart, the ones a crash interrupted."""
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def receive(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        *,
+        message_id: int | None,
+        state: StateSnapshot | None = None,
+    ) -> None:
+        """Record a batch and its calls as "received" (calls seen before keep their state).
+
+        `state`: the platform's state with this batch pending, written in the same
+        transaction (see `save_platform_state`), so that a process which finds the batch in
+        the journal also finds what the platform needs to take its outputs.
+        """
+
+    @abstractmethod
+    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+        """Mark calls "started": written before any of them may run."""
+
+    @abstractmethod
+    def finish(self, conversation_id: str, run: ToolRun) -> None:
+        """Record a call's outcome ("finished")."""
+
+    @abstractmethod
+    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
+        """Mark a batch's outputs "submitting": written before they are posted."""
+
+    @abstractmethod
+    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        """Mark a batch's outputs "submitted": written once the platform accepted them."""
+
+    @abstractmethod
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        """One call's record, or None."""
+
+    @abstractmethod
+    def calls(self, conversation_id: str) -> list[CallRecord]:
+        """Every call of a conversation, in the order they were received."""
+
+    @abstractmethod
+    def pending(self, message_id: int) -> PendingBatch | None:
+        """The message's latest batch if the platform has not accepted its outputs."""
+
+    def pending_batch(self, message_id: int) -> ToolBatch | None:
+        """The message's latest batch if it was not submitted (what a crash left open)."""
+        pending = self.pending(message_id)
+        return pending.batch if pending is not None else None
+
+    # --- platform conversations -------------------------------------------------------------------
+
+    @abstractmethod
+    def replace_platform_conversation(
+        self, conversation_id: str, platform_conversation_id: str, *, reason: str
+    ) -> None:
+        """From now on the conversation continues in another platform conversation."""
+
+    @abstractmethod
+    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
+        """Every platform conversation it ran in, oldest (its own id) first."""
+
+    # --- platform state ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
+        """Replace the journaled state of one platform conversation (strings redacted)."""
+
+    @abstractmethod
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        """The latest state journaled for a platform conversation, or None."""
+
+    # --- approvals --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def request_approval(
+        self,
+        conversation_id: str,
+        call: ToolCall,
+        *,
+        message_id: int | None,
+        arguments_digest: str,
+        requested_by: str | None,
+        deadline: datetime,
+    ) -> ApprovalRecord:
+        """Record a pending approval for `call` (with these exact arguments), or return the
+        one recorded already for the same call id and digest, whatever its status."""
+
+    @abstractmethod
+    def find_approval(
+        self, conversation_id: str, call_id: str, arguments_digest: str
+    ) -> ApprovalRecord | None:
+        """The approval of this call with these exact arguments, if one was requested."""
+
+    @abstractmethod
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """One approval, or None."""
+
+    @abstractmethod
+    def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: Literal["approved", "rejected", "expired"],
+        decided_by: str | None,
+        note: str = "",
+    ) -> ApprovalRecord | None:
+        """Decide a pending approval; returns the decided record (None: unknown id).
+
+        Raises:
+            ApprovalDecidedError: it is not pending any more (decided, or expired).
+        """
+
+    @abstractmethod
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        conversation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ApprovalRecord], int]:
+        """A page of approvals (None: any status or conversation), newest first, and the
+        total count of those matching."""
+
+    def close(self) -> None:  # noqa: B027 - optional for stores without resources
+        """Release the store (idempotent)."""

@@ -1,0 +1,230 @@
+"""The journal's records: what a store writes down and gives back (see `bridge.journal`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.errors import BridgeError, redact
+from bridge.types import ErrorKind, ToolBatch, ToolRun
+
+__all__ = [
+    "INTERRUPTED_CODE",
+    "INTERRUPTED_MESSAGE",
+    "ApprovalDecidedError",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "CallRecord",
+    "CallState",
+    "ConversationRecord",
+    "MessageRecord",
+    "MessageStatus",
+    "PendingBatch",
+    "PlatformConversationRecord",
+    "PlatformStateRecord",
+    "StateSnapshot",
+    "now",
+    "redacted_arguments",
+    "redacted_state",
+]
+
+CallState = Literal["received", "started", "finished", "submitting", "submitted"]
+MessageStatus = Literal["running", "finished", "failed", "waiting_input"]
+ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
+
+INTERRUPTED_CODE = "interrupted"
+INTERRUPTED_MESSAGE = (
+    "the bridge restarted while the agent was answering, so the answer was lost (tool outputs "
+    "are never sent twice); ask again"
+)
+"""How a message ends when a restart lost the agent's answer stream."""
+
+
+def now() -> datetime:
+    """The current UTC time (journal timestamps are timezone-aware)."""
+    return datetime.now(timezone.utc)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ConversationRecord(_Record):
+    """A conversation as the journal knows it."""
+
+    conversation_id: str
+    end_user_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    status: MessageStatus | Literal["new"] = "new"
+    """The status of its latest message ("new" before the first one)."""
+    messages: int = 0
+    platform_conversation_id: str | None = None
+    """The platform conversation it continues in now (its own id unless one was replaced)."""
+
+    @property
+    def platform_id(self) -> str:
+        """The platform's id for this conversation today (its own id unless replaced)."""
+        return self.platform_conversation_id or self.conversation_id
+
+
+class PlatformConversationRecord(_Record):
+    """One platform conversation a conversation ran in, and why it was opened."""
+
+    platform_conversation_id: str
+    created_at: datetime
+    reason: str = ""
+    """Empty for the first one; for a replacement, what the old one refused."""
+
+
+class StateSnapshot(_Record):
+    """What a platform adapter needs to continue one platform conversation in another process
+    (`bridge.platforms.base.export_state_of`), as written to the journal."""
+
+    platform_conversation_id: str
+    platform: str
+    """The adapter's name: a state is only given back to the same kind of platform."""
+    state: dict[str, Any]
+    """JSON values; strings are written with registered secrets masked (`redacted_state`)."""
+    writer: str = ""
+    """Who wrote it (a `Bridge`'s token): a reader that wrote the latest state holds it already."""
+
+
+class PlatformStateRecord(StateSnapshot):
+    """The latest state journaled for one platform conversation."""
+
+    conversation_id: str
+    updated_at: datetime
+
+
+class MessageRecord(_Record):
+    """One user query and how its run ended."""
+
+    message_id: int
+    conversation_id: str
+    query: str
+    status: MessageStatus
+    answer: str = ""
+    error_code: str | None = None
+    error_message: str | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    rounds: int = 0
+    created_at: datetime
+    finished_at: datetime | None = None
+    interrupt_id: str | None = None
+    """With status "waiting_input": the pause to resume, so another process can answer it."""
+    platform_settled: bool = True
+    """False unless the run ended with an answer or a question (a crash, a lost stream, an
+    error of the bridge or of the platform): the platform may still be waiting for something
+    (tool outputs it asked for), so a refused next query moves to a new platform conversation."""
+    sent_by: str | None = None
+    """Who sent the query: the name of the daemon API key it came with (None without keys)."""
+
+
+class CallRecord(_Record):
+    """One tool call and the furthest state it reached."""
+
+    conversation_id: str
+    call_id: str
+    message_id: int | None = None
+    name: str
+    arguments: dict[str, Any] | str
+    state: CallState
+    output: str | None = None
+    error: ErrorKind | None = None
+    started_at: datetime | None = None
+    duration_ms: float | None = None
+    updated_at: datetime
+
+    @property
+    def done(self) -> bool:
+        """True once the call has an output (finished, submitting or submitted)."""
+        return self.state in ("finished", "submitting", "submitted")
+
+    def to_run(self) -> ToolRun:
+        """The `ToolRun` of a finished call (KeyError-free: callers check `done`)."""
+        return ToolRun(
+            call_id=self.call_id,
+            name=self.name,
+            arguments=self.arguments,
+            output=self.output or "",
+            error=self.error,
+            started_at=self.started_at or self.updated_at,
+            duration_ms=self.duration_ms or 0.0,
+        )
+
+
+class ApprovalRecord(_Record):
+    """A person's decision about one call of a `confirm=True` tool, asked for or taken."""
+
+    approval_id: str
+    conversation_id: str
+    message_id: int | None = None
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    """The call's arguments, registered secrets masked."""
+    arguments_digest: str
+    """SHA-256 of the tool name and the exact arguments: the decision binds these only."""
+    requested_by: str | None = None
+    """Who sent the message whose run asked (the API key's name; None without keys)."""
+    requested_at: datetime
+    deadline: datetime
+    """Past this, a pending request is expired (rejected) instead of decided."""
+    status: ApprovalStatus
+    decided_by: str | None = None
+    """Who decided (the API key's name, "anonymous" without keys); None when it expired."""
+    decided_at: datetime | None = None
+    note: str = ""
+    """The person's note (the model reads it with a rejection), or why it expired."""
+
+
+class ApprovalDecidedError(BridgeError):
+    """Only a pending approval can be decided: this one was decided already, or expired."""
+
+    def __init__(self, record: ApprovalRecord) -> None:
+        by = f" by {record.decided_by}" if record.decided_by else ""
+        when = f" at {record.decided_at.isoformat()}" if record.decided_at else ""
+        super().__init__(f"approval {record.approval_id} is already {record.status}{by}{when}")
+        self.record = record
+
+
+class PendingBatch(_Record):
+    """A message's latest tool batch that the platform has not accepted yet."""
+
+    batch: ToolBatch
+    submitting: bool
+    """True when its outputs were being posted: they may already have arrived."""
+
+
+def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
+    """The arguments with registered secrets masked (JSON round trip keeps the shape)."""
+    if isinstance(arguments, str):
+        return redact(arguments)
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    masked = redact(text)
+    if masked == text:
+        return arguments
+    try:
+        value = json.loads(masked)
+    except json.JSONDecodeError:
+        return masked
+    return value if isinstance(value, dict) else masked
+
+
+def redacted_state(state: Any) -> Any:
+    """A JSON value with registered secrets masked in every string (keys included).
+
+    String by string rather than on the serialised text: a mask must never eat a quote and
+    leave JSON that cannot be read back.
+    """
+    if isinstance(state, str):
+        return redact(state)
+    if isinstance(state, dict):
+        return {redact(str(key)): redacted_state(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return [redacted_state(value) for value in state]
+    return state
