@@ -174,10 +174,16 @@ def decode_object(data: str | bytes, request_id: str | None, *, what: str) -> di
     """Parse `data` as a JSON object, or raise `ProtocolError` naming `what` it was."""
     try:
         payload = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than Python's parser can follow (a hostile server).
+        problem = (
+            "is JSON nested too deeply to be read (expected a shallow object)"
+            if isinstance(exc, RecursionError)
+            else f"is not valid JSON ({exc})"
+        )
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         raise ProtocolError(
-            f"{what} is not valid JSON ({exc}): {text[:200]!r}",
+            f"{what} {problem}: {text[:200]!r}",
             request_id=request_id,
             body=trim(text),
         ) from exc

@@ -21,6 +21,7 @@ from bridge.platforms._openai_http import openai_transport
 from bridge.platforms._openai_wire import decode_object, error_details, trim
 from bridge.platforms._responses_wire import ResponseTurn, StreamAssembler, turn_from_body
 from bridge.platforms._sse import iter_sse_data
+from bridge.platforms._transport import read_body
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event
 
@@ -134,6 +135,16 @@ class ResponsesClient:
                     yield neutral
                 if assembler.finished:
                     break
+        if not assembler.finished and assembler.events == 0:
+            # Nothing was interrupted: the answer was never a stream of events (an HTML page of
+            # a proxy or login, a server lying about its content type).
+            kind = response.headers.get("content-type") or "none"
+            raise ProtocolError(
+                f"{self.url} answered a stream request without any server-sent event "
+                f"(content-type {kind!r}); expected text/event-stream of response.* events: "
+                "check the base URL (it should end in /v1 of an API, not a web page)",
+                request_id=request_id,
+            )
         if not assembler.finished:
             raise StreamInterruptedError(
                 f"the stream from {self.url} ended before the response did (no "
@@ -145,7 +156,7 @@ class ResponsesClient:
 
     def _read_body(self, response: requests.Response, request_id: str | None) -> ResponseTurn:
         with self._http.errors(self.url, request_id=request_id):
-            content = response.content
+            content = read_body(response)
         payload = decode_object(content, request_id, what="the response body")
         if payload.get("object") != "response" and "output" not in payload:
             error = error_details(payload)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ProtocolError, UsageError
+from bridge.platforms import _sse
 from bridge.platforms.base import parse_tool_choice
 from bridge.tools import to_dialect
 from bridge.types import Event, Other, TextDelta, ToolCall, ToolChoice
@@ -98,6 +99,8 @@ class StreamAssembler:
         self._index_of: dict[str, int] = {}
         self._last_sequence: int | None = None
         self._numbered: bool | None = None
+        self.events = 0
+        """Events fed so far."""
 
     @property
     def finished(self) -> bool:
@@ -111,6 +114,7 @@ class StreamAssembler:
             ProtocolError: a sequence gap or reordering, or an event that refers to an item
                 that was never announced.
         """
+        self.events += 1
         kind = event.get("type")
         if not isinstance(kind, str):
             raise ProtocolError(f"{self.where}: a stream event has no type: {dict(event)!r:.200}")
@@ -140,6 +144,7 @@ class StreamAssembler:
         elif kind == "response.function_call_arguments.delta":
             item = self._item(event, kind)
             item["arguments"] = str(item.get("arguments") or "") + str(event.get("delta") or "")
+            self._check_size(item, kind)
         elif kind == "response.function_call_arguments.done":
             item = self._item(event, kind)
             if isinstance(event.get("arguments"), str):
@@ -154,6 +159,19 @@ class StreamAssembler:
             if isinstance(delta, str) and delta:
                 return [Other(raw={"reasoning": delta})]
         return []
+
+    def _check_size(self, item: Mapping[str, Any], kind: str) -> None:
+        # Each delta is a bounded event, but their sum is not: a server that never sends the
+        # call's end would grow its arguments until memory runs out. One call's arguments get
+        # the bound of one event.
+        limit = _sse.MAX_EVENT_BYTES
+        if len(item["arguments"]) > limit:
+            call = item.get("call_id") or item.get("id")
+            raise ProtocolError(
+                f"{self.where}: the arguments of function call {call!r} "
+                f"grew past {limit} characters over {kind} events; expected a call's "
+                "arguments to stay far smaller, so the stream was not read further"
+            )
 
     def _check_sequence(self, kind: str, number: Any) -> None:
         numbered = isinstance(number, int) and not isinstance(number, bool)

@@ -5,7 +5,9 @@ space, CRLF/CR/LF line endings (also split across chunks), a leading UTF-8 BOM, 
 `event:`/`id:`/`retry:` lines and data-less events (skipped). A `[DONE]` sentinel ends the
 stream, and so does EOF (an event cut off by EOF without its blank line is still delivered).
 
-Bytes that are not UTF-8 raise `UnicodeDecodeError`; the adapter maps it.
+Bytes that are not UTF-8 raise `UnicodeDecodeError`, and an event that grows past
+`MAX_EVENT_BYTES` without its blank line raises `TooLargeError`; the adapter maps both. The
+bound is what keeps a broken or hostile server (one endless ``data:`` line) from filling memory.
 """
 
 from __future__ import annotations
@@ -14,10 +16,22 @@ from collections.abc import Iterable, Iterator
 
 import sseclient
 
-__all__ = ["DONE", "iter_sse_data", "iter_sse_events"]
+__all__ = ["DONE", "MAX_EVENT_BYTES", "TooLargeError", "iter_sse_data", "iter_sse_events"]
 
 DONE = "[DONE]"
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+"""Bytes one event may reach before its end: far above any real answer chunk or tool call."""
 _BOM = b"\xef\xbb\xbf"
+
+
+class TooLargeError(Exception):
+    """An answer (one stream event, or a whole body) is larger than its bound."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"{what} is larger than {limit} bytes")
+        self.what = what
+        """What grew too large ("an event", "the body")."""
+        self.limit = limit
 
 
 def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
@@ -87,14 +101,22 @@ def _whole_events(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
     sseclient-py stitches fragments with `bytes +=` per line, which is quadratic when a large
     event arrives in many small network reads; handing it whole events keeps parsing linear.
+    Only the unfinished event is held, so `MAX_EVENT_BYTES` (read at each call, so tests can
+    lower it) bounds the memory a stream takes, however long it runs.
     """
+    limit = MAX_EVENT_BYTES
     buffer = bytearray()
     for chunk in chunks:
         start = max(len(buffer) - 1, 0)  # a boundary may straddle the old and new bytes
         buffer += chunk
         end = buffer.rfind(b"\n\n", start)
         if end < 0:
+            if len(buffer) > limit:
+                raise TooLargeError("an event", limit)
             continue
+        # Whole events before `end` go to the parser; what follows is an event still arriving.
+        if len(buffer) - end - 2 > limit:
+            raise TooLargeError("an event", limit)
         yield bytes(buffer[: end + 2])
         del buffer[: end + 2]
     if buffer:

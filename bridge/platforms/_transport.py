@@ -7,8 +7,9 @@ run the agent, and its side effects, twice. Each retry is logged at INFO and ann
 `RetryPolicy.on_retry`.
 
 `Transport.errors` is the one place where exceptions of `requests`, urllib3, `json`, UTF-8
-decoding and pydantic become `bridge.errors`; `EXCEPTION_TABLE` lists, in order, which class
-maps to which error (a test fails when a class of `requests.exceptions` is missing from it).
+decoding, pydantic and the answer bounds (too large, nested too deeply) become
+`bridge.errors`; `EXCEPTION_TABLE` lists, in order, which class maps to which error (a test
+fails when a class of `requests.exceptions` is missing from it).
 
 An adapter supplies only what differs between platforms: a status-error reader (an
 `ErrorAnswer` in, a `PlatformStatusError` with the platform's code, message and hints out) and
@@ -47,17 +48,20 @@ from bridge.errors import (
     status_error_class,
 )
 from bridge.platforms._http import causes, connect_failure, new_session, origin
+from bridge.platforms._sse import TooLargeError
 from bridge.platforms.retry import ExcKind, RetryPolicy
 
 __all__ = [
     "ERROR_BODY_LIMIT",
     "EXCEPTION_TABLE",
     "KEPT_BODY",
+    "MAX_BODY_BYTES",
     "ErrorAnswer",
     "FailedCall",
     "Files",
     "StatusErrorReader",
     "Transport",
+    "read_body",
     "trim",
 ]
 
@@ -65,6 +69,10 @@ logger = logging.getLogger(__name__)
 
 ERROR_BODY_LIMIT = 64 * 1024
 """Bytes of an error answer read to find its message: enough for any JSON error, bounded."""
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""Bytes of a whole (non-streamed) answer read at most: far above any real answer, and what
+keeps a broken or hostile server from filling memory (a stream's events have their own bound,
+`_sse.MAX_EVENT_BYTES`)."""
 KEPT_BODY = 1000
 """Characters of a body kept on an exception's `body` (after redaction)."""
 _DETAIL = 300
@@ -151,6 +159,30 @@ class ErrorAnswer:
         if isinstance(error, RateLimitError):
             error.retry_after = self.retry_after
         return error
+
+
+def read_body(response: requests.Response) -> bytes:
+    """The whole body of `response`, read at most to `MAX_BODY_BYTES` (read at each call).
+
+    Call it inside `Transport.errors`, which maps a read failure, and `TooLargeError` when the
+    body is larger, to a `bridge.errors` error. The body is kept on the response, so that
+    `response.content` gives it again without reading.
+
+    Raises:
+        TooLargeError: the body is larger than `MAX_BODY_BYTES`.
+    """
+    if isinstance(response._content, bytes):  # already read (requests keeps it there)
+        return response._content
+    limit = MAX_BODY_BYTES
+    data = bytearray()
+    for piece in response.iter_content(chunk_size=64 * 1024):
+        data += piece
+        if len(data) > limit:
+            response.close()
+            raise TooLargeError("the body", limit)
+    body = bytes(data)
+    response._content = body  # what `response.content` would have kept
+    return body
 
 
 StatusErrorReader = Callable[[ErrorAnswer], PlatformStatusError]
@@ -380,7 +412,7 @@ class Transport:
         request_id = self.request_id(response)
         try:
             with self.errors(url, operation=operation, streaming=True, request_id=request_id):
-                _ = response.content
+                read_body(response)
         finally:
             response.close()
 
@@ -622,6 +654,41 @@ _undecodable = _says(ProtocolError, "{lead}cannot decode the answer of {url} ({r
 _not_json = _says(
     ProtocolError, "{lead}the answer of {url} cannot be decoded: it is not JSON ({text})"
 )
+
+
+def _too_large(exc: BaseException, call: FailedCall) -> PlatformError:
+    limit = exc.limit if isinstance(exc, TooLargeError) else MAX_BODY_BYTES
+    if isinstance(exc, TooLargeError) and exc.what == "an event":
+        what = (
+            f"the stream from {call.url} sent an event larger than {_mib(limit)} without "
+            "ending it (a blank line ends each server-sent event)"
+        )
+        where = f" {_count(call)}" if call.streaming else ""
+        return ProtocolError(
+            f"{_lead(call)}{what}{where}; the server's stream is malformed or its answer too "
+            "large, so it was not read further",
+            request_id=call.request_id,
+        )
+    return ProtocolError(
+        f"{_lead(call)}the answer of {call.url} is larger than {_mib(limit)}; expected a "
+        "JSON body far smaller than that, so it was not read further",
+        request_id=call.request_id,
+    )
+
+
+def _too_deep(exc: BaseException, call: FailedCall) -> PlatformError:
+    # Raised by `json` (and pydantic) on an answer nested deeper than Python's stack allows.
+    return ProtocolError(
+        f"{_lead(call)}the answer of {call.url} cannot be decoded: its JSON is nested too "
+        "deeply; expected the platform's usual shallow objects",
+        request_id=call.request_id,
+    )
+
+
+def _mib(limit: int) -> str:
+    return f"{limit / 1024 / 1024:g} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
 _redirects = _says(ProtocolError, "{lead}{url} redirected too many times")
 _failed = _says(PlatformConnectionError, "{lead}request to {url} failed ({reason})")
 
@@ -663,6 +730,8 @@ EXCEPTION_TABLE: tuple[tuple[tuple[type[BaseException], ...], Mapper], ...] = (
         _failed,
     ),
     ((UnicodeDecodeError,), _not_utf8),
+    ((TooLargeError,), _too_large),
+    ((RecursionError,), _too_deep),
     ((pydantic.ValidationError,), _unexpected_shape),
 )
 """(exception classes, how to map them), in order: the one translation of foreign errors."""

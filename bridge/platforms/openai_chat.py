@@ -55,6 +55,7 @@ from bridge.platforms._settings import (
     retry_policy_for,
 )
 from bridge.platforms._sse import iter_sse_data
+from bridge.platforms._transport import read_body
 from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
 from bridge.platforms.retry import RetryPolicy
 from bridge.platforms.text_tools import TextToolProtocol, _TextTurn
@@ -569,7 +570,7 @@ class OpenAIChatPlatform:
         self, response: requests.Response, request_id: str | None
     ) -> tuple[Completion, list[Event]]:
         with self._http.errors(request_id=request_id):
-            content = response.content
+            content = read_body(response)
         payload = decode_object(content, request_id, what="the response body")
         error = error_details(payload)
         if error is not None:
