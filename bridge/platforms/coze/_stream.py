@@ -19,6 +19,7 @@ pause must not leave the connection half-read.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from bridge.errors import ProtocolError
@@ -36,6 +37,8 @@ from bridge.types import (
 )
 
 __all__ = ["CHAT_EVENTS", "ChatReader", "pause_of"]
+
+logger = logging.getLogger(__name__)
 
 CHAT_EVENTS = frozenset(
     {
@@ -132,6 +135,16 @@ def pause_of(
             interrupt_id=question.id, prompt=prompt, request_id=request_id, raw=raw
         )
     functions = [c for c in calls if c.function is not None]
+    nameless = next((c for c in functions if not c.id.strip()), None)
+    if nameless is not None:
+        # Outputs go back by id: a call without one could never be answered.
+        raise ProtocolError(
+            f"chat {chat.id} requires action with a tool call that has an empty id; expected "
+            "every required_action.submit_tool_outputs.tool_calls entry to have the id its "
+            "output is submitted under",
+            request_id=request_id,
+            body=json.dumps(raw, ensure_ascii=False)[:1000],
+        )
     if not functions:
         raise ProtocolError(
             f"chat {chat.id} requires action but names no tool call: expected "
@@ -141,15 +154,19 @@ def pause_of(
         )
     batch = ToolBatch(
         batch_id=chat.id,
-        calls=tuple(
-            ToolCall(
-                call_id=c.id,
-                name=c.function.name,
-                arguments=_arguments(c.function.arguments),
-                raw_arguments=c.function.arguments,
-            )
-            for c in functions
-            if c.function is not None
+        calls=_distinct(
+            [
+                ToolCall(
+                    call_id=c.id,
+                    name=c.function.name,
+                    arguments=_arguments(c.function.arguments),
+                    raw_arguments=c.function.arguments,
+                )
+                for c in functions
+                if c.function is not None
+            ],
+            chat,
+            request_id,
         ),
         resume={
             "conversation_id": chat.conversation_id,
@@ -179,6 +196,35 @@ def failed(chat: Chat, request_id: str | None) -> RunFailed:
     return RunFailed(
         code=code, message=message, request_id=request_id, raw=chat.model_dump(exclude_none=True)
     )
+
+
+def _distinct(calls: list[ToolCall], chat: Chat, request_id: str | None) -> tuple[ToolCall, ...]:
+    """The calls with an id given twice for the same call kept once.
+
+    Outputs go back one per id, and the loop answers each call of a batch once: a repeated
+    entry (same name and arguments) is one call; an id naming two different calls cannot be
+    answered (one output would have to serve both).
+
+    Raises:
+        ProtocolError: one id names two calls with different names or arguments.
+    """
+    by_id: dict[str, ToolCall] = {}
+    for call in calls:
+        first = by_id.get(call.call_id)
+        if first is None:
+            by_id[call.call_id] = call
+        elif (first.name, first.raw_arguments) != (call.name, call.raw_arguments):
+            raise ProtocolError(
+                f"chat {chat.id} requires action with two different tool calls under one id "
+                f"{call.call_id!r} ({first.name} and {call.name}); expected a distinct id for "
+                "each call, since each output is submitted under its call's id",
+                request_id=request_id,
+            )
+        else:
+            logger.info(
+                "Coze chat %s lists tool call %s twice; running it once", chat.id, call.call_id
+            )
+    return tuple(by_id.values())
 
 
 def _arguments(text: str | None) -> dict[str, Any] | str:

@@ -27,20 +27,22 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
+from pydantic import TypeAdapter
 
 from bridge.errors import (
     ConfigurationError,
     PlatformError,
     PlatformStatusError,
     PlatformTimeoutError,
+    ProtocolError,
     UsageError,
 )
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
-from bridge.platforms._transport import ErrorAnswer, Files, Transport, trim
+from bridge.platforms._transport import ErrorAnswer, Files, Transport, read_body, trim
 from bridge.platforms.base import (
     PlatformLimits,
     parse_tool_choice,
@@ -61,6 +63,9 @@ COM_BASE_URL = "https://api.coze.com"
 _REGIONS = {"cn": CN_BASE_URL, "com": COM_BASE_URL}
 LOGID = "x-tt-logid"
 _WAITING = frozenset({"created", "in_progress"})
+_MESSAGES = TypeAdapter(list[ChatMessage])
+"""The ``data`` of ``/v3/chat/message/list``."""
+_T = TypeVar("_T")
 _IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
 
 
@@ -392,7 +397,8 @@ class CozePlatform:
         conversation_id = params["conversation_id"]
         if not stream or "event-stream" not in response.headers.get("content-type", ""):
             # Also where a refused stream request lands: Coze answers it with a JSON error.
-            chat = Chat.model_validate(self._envelope(response, url, operation, logid))
+            data = self._envelope(response, url, operation, logid)
+            chat = self._shaped(Chat.model_validate, data, path, operation, logid)
             self._chats[conversation_id] = chat.id
             return self._polled(chat, logid)
         return self._read(response, url, operation, conversation_id, chat_id, logid)
@@ -462,8 +468,9 @@ class CozePlatform:
                     )
                 if chat.status:
                     self._sleep(self.poll_interval)
-                chat = Chat.model_validate(
-                    self._json("POST", "/v3/chat/retrieve", "retrieve", params=params)
+                data = self._json("POST", "/v3/chat/retrieve", "retrieve", params=params)
+                chat = self._shaped(
+                    Chat.model_validate, data, "/v3/chat/retrieve", "retrieve", logid
                 )
         except KeyboardInterrupt:
             self._cancel(chat.conversation_id, chat.id)
@@ -473,7 +480,9 @@ class CozePlatform:
             yield failed(chat, logid)
             return
         listed = self._json("GET", "/v3/chat/message/list", "message list", params=params)
-        messages = [ChatMessage.model_validate(m) for m in listed or []]
+        messages = self._shaped(
+            _MESSAGES.validate_python, listed or [], "/v3/chat/message/list", "message list", logid
+        )
         # The list holds the whole chat: text already given (streamed, or polled before a
         # tool round) is not given again; a message without an id always counts as new.
         said = self._said.pop(chat.id, set()) | set(said_before)
@@ -554,13 +563,30 @@ class CozePlatform:
         )
         return self._envelope(response, url, operation, self._http.request_id(response))
 
+    def _shaped(
+        self, validate: Callable[[Any], _T], data: Any, path: str, operation: str, logid: str | None
+    ) -> _T:
+        """`data` read as the model `validate` builds; a `ProtocolError` naming what was
+        called and which fields are wrong when it is not of that shape."""
+        with self._http.errors(self.base_url + path, operation=operation, request_id=logid):
+            return validate(data)
+
     def _envelope(
         self, response: requests.Response, url: str, operation: str, logid: str | None
     ) -> Any:
         """The ``data`` of a ``{code, msg, data}`` answer; an error for a non-zero code."""
         with self._http.errors(url, operation=operation, request_id=logid):
-            text = response.content.decode("utf-8")
-            body = _loads_object(text)
+            text = read_body(response).decode("utf-8")
+            body = jsonlib.loads(text)
+        if not isinstance(body, dict):
+            # Valid JSON but no envelope (a string, a list, null): a proxy or a wrong base URL.
+            raise ProtocolError(
+                f"Coze {operation}: {url} answered {type(body).__name__} JSON "
+                f"{trim(text, 100)!r}; expected an object with code, msg and data: check the "
+                "base URL (--base-url or COZE_API_BASE)",
+                request_id=logid,
+                body=trim(text),
+            )
         code = body.get("code", 0)
         if isinstance(code, int) and code != 0:
             raise error_for_code(
@@ -599,13 +625,6 @@ def _base_url(base_url: str | None, region: str | None) -> str:
                 f"base URL {url!r} should stop before {suffix}; expected e.g. {url[: -len(suffix)]}"
             )
     return url
-
-
-def _loads_object(text: str) -> dict[str, Any]:
-    value = jsonlib.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object with code, msg and data, got {text[:100]!r}")
-    return value
 
 
 def _status_error(answer: ErrorAnswer) -> PlatformStatusError:

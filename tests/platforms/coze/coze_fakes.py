@@ -50,10 +50,12 @@ class _DroppedError(Exception):
 
 @dataclass
 class Reply:
-    """One scripted answer: a JSON body, or a stream of frames (tuples, bytes, DROP)."""
+    """One scripted answer: a JSON body, raw bytes, or a stream of frames (bytes, DROP)."""
 
     json: Any = None
     stream: list[Any] | None = None
+    body: bytes | None = None
+    """Sent as is (with `application/json`) instead of `json`: what JSON cannot express."""
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"x-tt-logid": "LOGID-1"})
 
@@ -168,6 +170,13 @@ class CozeServer:
                 status_code=reply.status,
                 headers=reply.headers,
                 media_type="text/event-stream",
+            )
+        if reply.body is not None:
+            return Response(
+                reply.body,
+                status_code=reply.status,
+                headers=reply.headers,
+                media_type="application/json",
             )
         return Response(
             json.dumps(reply.json, ensure_ascii=False),
