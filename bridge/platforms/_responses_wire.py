@@ -208,6 +208,15 @@ class StreamAssembler:
                 f"{self.where}: response.output_item.added without an item and an output_index: "
                 f"{dict(event)!r:.200}"
             )
+        held = self._items.get(index)
+        if held is not None and held.get("id") != item.get("id"):
+            # Deltas find their item by id through its index: a second item at the same index
+            # would take the first one's argument deltas, and a call would run with a mix.
+            raise ProtocolError(
+                f"{self.where}: response.output_item.added announces item {item.get('id')!r} "
+                f"at output_index {index}, where item {held.get('id')!r} already is; expected "
+                "a distinct output_index for each item, so the calls cannot be told apart"
+            )
         self._items[index] = dict(item)
         if isinstance(item.get("id"), str):
             self._index_of[item["id"]] = index

@@ -182,3 +182,30 @@ def test_json_nested_too_deeply_is_a_protocol_error(
         server.script(Reply(body=body))
     with pytest.raises(ProtocolError, match="nested too deeply"):
         ask(platform, stream=stream)
+
+
+def test_two_items_at_one_output_index_are_refused(
+    server: ResponsesServer, platform: OpenAIResponsesPlatform
+) -> None:
+    # Without the check, the deltas of call_1 would land in call_2's arguments.
+    first = events(response(call_item(1), call_item(2)))
+    for event in first:
+        if event.get("output_index") == 1:
+            event["output_index"] = 0
+    server.script(stream_reply(first))
+    with pytest.raises(ProtocolError, match="'fc_2' at output_index 0, where item 'fc_1'"):
+        ask(platform)
+
+
+def test_an_item_announced_again_at_its_own_index_is_kept(
+    server: ResponsesServer, platform: OpenAIResponsesPlatform
+) -> None:
+    stream = [e for e in events(response(call_item(1))) if "sequence_number" in e]
+    added = next(e for e in stream if e["type"] == "response.output_item.added")
+    at = stream.index(added)
+    stream = [{k: v for k, v in e.items() if k != "sequence_number"} for e in stream]
+    stream.insert(at + 1, stream[at])  # a server (without numbers) that repeats the event
+    server.script(stream_reply(stream))
+    got = ask(platform)
+    assert isinstance(got[-1], ToolCallsRequested)
+    assert got[-1].batch.calls[0].arguments_dict() == {"city": "Paris"}
