@@ -661,7 +661,7 @@ class Conversation:
         """Run the calls of a batch that never ran; yield their start/finish events."""
         ledger = self.ledger
         ledger.receive(batch, self._message, self._snapshot())
-        fresh, interrupted = ledger.plan(batch, self.bridge.toolbox)
+        fresh, interrupted = ledger.plan(batch, self.bridge.toolbox.is_idempotent)
         allowed, rejected, waiting = self._approve(fresh)
         for run in (*interrupted, *rejected):
             ledger.finish(run)

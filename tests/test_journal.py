@@ -220,7 +220,7 @@ def test_ledger_plans_after_a_crash() -> None:
     ledger.receive(batch, None)
     ledger.start(batch.calls[:3])
     ledger.finish(_run("done"))
-    fresh, interrupted = ledger.plan(batch, toolbox)
+    fresh, interrupted = ledger.plan(batch, toolbox.is_idempotent)
     assert [c.call_id for c in fresh] == ["again", "new"]
     [cut] = interrupted
     assert cut.call_id == "cut" and cut.error == "tool_error"

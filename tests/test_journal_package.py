@@ -110,3 +110,14 @@ def test_public_names_are_importable_where_they_were() -> None:
         assert name in bridge.journal.__all__
     for name in ("Journal", "MemoryJournal", "SQLiteJournal"):
         assert getattr(bridge, name) is getattr(bridge.journal, name)
+
+
+def test_the_journal_does_not_know_tools() -> None:
+    # `Ledger.plan` asks an `is_idempotent` callable: a store never imports the tool layer.
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                assert not node.module.startswith("bridge.tools"), f"{path.name}: {node.module}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("bridge.tools"), f"{path.name}: {alias.name}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +13,6 @@ from bridge.journal.records import INTERRUPTED_CODE, StateSnapshot, now
 from bridge.types import EventTally, HumanInputRequested, RunFailed, ToolBatch, ToolCall, ToolRun
 
 if TYPE_CHECKING:
-    from bridge.tools.toolbox import Toolbox
     from bridge.types import Event
 
 __all__ = ["INTERRUPTED_OUTPUT", "Ledger", "MessageTrail"]
@@ -61,11 +60,14 @@ class Ledger:
         platform's state that has it pending (`state`, if the platform keeps any)."""
         self.journal.receive(self.conversation_id, batch, message_id=message_id, state=state)
 
-    def plan(self, batch: ToolBatch, toolbox: Toolbox) -> tuple[list[ToolCall], list[ToolRun]]:
+    def plan(
+        self, batch: ToolBatch, is_idempotent: Callable[[str], bool]
+    ) -> tuple[list[ToolCall], list[ToolRun]]:
         """Split a received batch into calls to run now and records for interrupted calls.
 
         Finished calls are in neither list (their recorded output is sent); a call "started"
-        but never finished is run again only if its tool is idempotent.
+        but never finished is run again only if `is_idempotent(tool name)` says its tool is
+        safe to repeat (`Toolbox.is_idempotent`): the journal knows calls, not tools.
         """
         fresh: list[ToolCall] = []
         interrupted: list[ToolRun] = []
@@ -74,8 +76,7 @@ class Ledger:
             if record is not None and record.done:
                 logger.info("call %s already ran; sending its recorded output", call.call_id)
             elif record is not None and record.state == "started":
-                spec = toolbox.get(call.name)
-                if spec is not None and spec.options.idempotent:
+                if is_idempotent(call.name):
                     logger.warning(
                         "call %s was interrupted; re-running idempotent tool %r",
                         call.call_id,

@@ -242,6 +242,12 @@ class Toolbox:
         spec = self._specs.get(name)
         return spec if spec is not None and spec.enabled else None
 
+    def is_idempotent(self, name: str) -> bool:
+        """True if the enabled tool called `name` is safe to run twice (`idempotent=True`):
+        what the journal's `Ledger.plan` asks of a call a crash interrupted."""
+        spec = self.get(name)
+        return spec is not None and spec.options.idempotent
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
 
