@@ -37,6 +37,9 @@ The reply is hostile input, so the work is bounded (each limit is a module const
   problem, not a crash of the reading, and the reply's other calls are still read;
 - a fence's opening line holds at most 256 characters after the backticks (```json plus
   any info string); a longer line opens no block, so ``` repeated on one line is read once;
+- broken JSON is repaired only up to `MAX_REPAIR_CHARS` characters a text and
+  `REPAIR_BUDGET` in all per reply (json-repair's work grows with the square of some
+  inputs); past that it is unreadable: a problem when it tried to be a call, else text;
 - a problem quotes at most a short snippet of the reply (an unknown tool name too), so the
   corrective message stays small whatever the reply held;
 - numbers JSON cannot carry (``1e999999`` read as infinity, ``NaN``) make the call a problem:
@@ -53,6 +56,7 @@ import math
 import re
 import sys
 from collections.abc import Collection, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +64,9 @@ import json_repair
 
 __all__ = [
     "MAX_CALLS",
+    "MAX_REPAIR_CHARS",
     "MAX_REPLY_CHARS",
+    "REPAIR_BUDGET",
     "SCAN_BUDGET",
     "ParsedCall",
     "ParsedReply",
@@ -119,6 +125,15 @@ SCAN_BUDGET = 4_000_000
 """Characters read, in all, while looking for where calls and objects close in one reply."""
 
 
+MAX_REPAIR_CHARS = 8_000
+"""Longer broken JSON is not repaired: a call that long must be valid JSON."""
+REPAIR_BUDGET = 24_000
+"""Characters of broken JSON repaired, in all, in one reply."""
+# The budget of the reply being read, for `_repair`, which is reached from too many places
+# to take it as an argument (no budget: nothing is repaired).
+_BUDGET: ContextVar[_Budget | None] = ContextVar("_BUDGET", default=None)
+
+
 class _LimitError(Exception):
     """Reading stopped at a limit; the message is the problem reported to the model."""
 
@@ -127,6 +142,7 @@ class _LimitError(Exception):
 class _Budget:
     scanned: int = 0
     items: int = 0
+    repairs_left: int = REPAIR_BUDGET
 
     def scan(self, chars: int) -> None:
         self.scanned += chars
@@ -224,17 +240,20 @@ def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
 
 def _scan(text: str, names: frozenset[str]) -> list[_Found]:
     found: list[_Found] = []
+    budget = _Budget()
+    token = _BUDGET.set(budget)
     try:
-        _scan_into(found, text, names)
+        _scan_into(found, text, names, budget)
     except _LimitError as exc:
         # A reply that names no offered tool holds no call to lose: it stays the answer.
         if any(name in text for name in names):
             found.append(_Found(len(text), len(text), problems=(str(exc),)))
+    finally:
+        _BUDGET.reset(token)
     return found
 
 
-def _scan_into(found: list[_Found], text: str, names: frozenset[str]) -> None:
-    budget = _Budget()
+def _scan_into(found: list[_Found], text: str, names: frozenset[str], budget: _Budget) -> None:
     # The parts already read, as sorted disjoint [start, end) spans: checking a span is a
     # bisection, not a walk over every part (thousands of fenced blocks).
     starts: list[int] = []
@@ -691,6 +710,13 @@ def _is_json(text: str) -> bool:
 
 
 def _repair(text: str) -> Any:
+    # json-repair's work grows with the square of some inputs ("{Action: x\n" repeated: 6 s
+    # for 32 KB), so only short texts are repaired, and only so many characters per reply.
+    budget = _BUDGET.get()
+    if budget is None or len(text) > min(MAX_REPAIR_CHARS, budget.repairs_left):
+        logger.debug("not repairing %d characters of JSON (limits reached)", len(text))
+        return None
+    budget.repairs_left -= len(text)
     try:
         value = json_repair.loads(text)
     except Exception:  # a third-party repair must never end the run

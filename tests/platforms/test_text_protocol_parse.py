@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bridge.platforms._text_parse import (
     MAX_CALLS,
+    MAX_REPAIR_CHARS,
     MAX_REPLY_CHARS,
     SCAN_BUDGET,
     ParsedReply,
@@ -371,7 +372,10 @@ def test_numbers_json_cannot_carry_are_a_problem(text: str) -> None:
 
 
 HOSTILE_UNITS = st.sampled_from(
-    [*CALL_UNITS.values(), "[1] ", "{", "[", "(", '"', "'", "```json\n", "```\n", "-", '{"a":[']
+    [
+        *CALL_UNITS.values(),
+        *["[1] ", "{", "[", "(", '"', "'", "```json\n", "```\n", "-", '{"a":[', "{Action: x\n"],
+    ]
 )
 
 
@@ -405,3 +409,18 @@ def test_a_fence_opening_line_is_bounded() -> None:
     # Past 256 characters the line opens no block; the object is then read as bare JSON.
     reply = parse_reply(f"```json {'x' * 300}\n{body}\n```", NAMES)
     assert [(c.name, c.arguments, c.raw) for c in reply.calls] == [("add", {"a": 1}, body)]
+
+
+def test_broken_json_is_repaired_only_up_to_a_size() -> None:
+    def broken(size: int) -> str:  # a trailing comma: valid JSON but for it
+        return '{"tool": "add", "arguments": {"text": "' + "x" * size + '",}}'
+
+    short = parse_reply(broken(MAX_REPAIR_CHARS - 100), NAMES)
+    assert [call.name for call in short.calls] == ["add"] and short.problems == ()
+    long = parse_reply(broken(MAX_REPAIR_CHARS), NAMES)
+    assert long.calls == ()
+    assert len(long.problems) == 1 and "could not be read as a call" in long.problems[0]
+    # Within the size, the repairs of one reply share a budget: broken JSON json-repair is
+    # slow on ("{Action: x" repeated, quadratic) is read a few times, then is unreadable.
+    reply = parse_reply("{Action: x\n" * 20_000, NAMES)
+    assert reply.calls == () and 1 <= len(reply.problems) <= MAX_CALLS + 1
