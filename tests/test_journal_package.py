@@ -30,6 +30,7 @@ PUBLIC = [
     "Journal",
     "Ledger",
     "MemoryJournal",
+    "MessageEnd",
     "MessageRecord",
     "MessageStatus",
     "MessageTrail",

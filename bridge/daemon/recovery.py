@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 
 from bridge.daemon.service import Service
-from bridge.journal.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
+from bridge.journal.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE, MessageEnd
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover"]
 
@@ -68,12 +68,14 @@ def recover(service: Service) -> tuple[int, int]:
         )
         journal.end_message(
             message.message_id,
-            status="failed",
-            answer=message.answer,
-            error_code=INTERRUPTED_CODE,
-            error_message=INTERRUPTED_MESSAGE,
-            request_ids=message.request_ids,
-            platform_settled=False,
+            MessageEnd(
+                status="failed",
+                answer=message.answer,
+                error_code=INTERRUPTED_CODE,
+                error_message=INTERRUPTED_MESSAGE,
+                request_ids=tuple(message.request_ids),
+                platform_settled=False,
+            ),
         )
         service.metrics.recovered.inc("failed")
         failed += 1

@@ -5,15 +5,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
+from bridge.errors import UsageError
 from bridge.journal.records import (
     ApprovalRecord,
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    MessageEnd,
     MessageRecord,
-    MessageStatus,
     PendingBatch,
     PlatformConversationRecord,
     PlatformStateRecord,
@@ -54,22 +55,26 @@ class Journal(ABC):
         `sent_by`: who sent it (the daemon's API key name), for attribution.
         """
 
+    def end_message(self, message_id: int, end: MessageEnd | None = None, /, **fields: Any) -> None:
+        """Record how a message's run ended: `end`, or its fields as keywords
+        (``end_message(id, status="finished", answer="hi")`` is ``MessageEnd(status=...)``).
+
+        Raises:
+            UsageError: both `end` and keywords were given.
+            pydantic.ValidationError: a keyword is unknown or a value does not fit.
+        """
+        if end is None:
+            end = MessageEnd(**fields)
+        elif fields:
+            raise UsageError(
+                f"end_message takes a MessageEnd or its fields as keywords, not both "
+                f"(got a MessageEnd and {', '.join(sorted(fields))})"
+            )
+        self.record_end(message_id, end)
+
     @abstractmethod
-    def end_message(
-        self,
-        message_id: int,
-        *,
-        status: MessageStatus,
-        answer: str = "",
-        error_code: str | None = None,
-        error_message: str | None = None,
-        request_ids: Sequence[str] = (),
-        rounds: int = 0,
-        interrupt_id: str | None = None,
-        platform_settled: bool = True,
-    ) -> None:
-        """Record how a message's run ended (`interrupt_id`: the human-input pause, if any;
-        `platform_settled`: the run ended with an answer or a question, see `MessageRecord`)."""
+    def record_end(self, message_id: int, end: MessageEnd) -> None:
+        """Write `end` onto the message (what `end_message` calls; stores implement this)."""
 
     @abstractmethod
     def messages(self, conversation_id: str) -> list[MessageRecord]:

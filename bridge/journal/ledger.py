@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bridge.errors import BridgeError, RunInterruptedError
 from bridge.journal.base import Journal
-from bridge.journal.records import INTERRUPTED_CODE, StateSnapshot, now
+from bridge.journal.records import INTERRUPTED_CODE, MessageEnd, StateSnapshot, now
 from bridge.types import EventTally, HumanInputRequested, RunFailed, ToolBatch, ToolCall, ToolRun
 
 if TYPE_CHECKING:
@@ -141,45 +141,48 @@ class MessageTrail:
     def close(self, error: BaseException | None, *, rounds: int) -> None:
         """Write the message's end: from the terminal event, or from `error`."""
         end = self._tally.end
-        text = "".join(self._tally.text)
-        common: dict[str, Any] = {"request_ids": self._tally.request_ids, "rounds": rounds}
         if isinstance(error, GeneratorExit) and end is not None:
             error = None  # closed after its last event (e.g. a failed run): record that event
         if isinstance(error, GeneratorExit):
             # Nobody is left to tell: the caller abandoned the stream (or it is being
             # garbage-collected), so a failed write is logged rather than raised.
             try:
-                self.journal.end_message(
-                    self.message_id,
-                    status="failed",
-                    answer=text,
-                    error_code="abandoned",
-                    error_message="the caller stopped reading the run before it ended",
-                    platform_settled=False,
-                    **common,
-                )
+                self.journal.end_message(self.message_id, self._end(error, rounds))
             except Exception:
                 logger.exception("could not record the end of message %s", self.message_id)
-        elif error is not None:
+        else:
+            self.journal.end_message(self.message_id, self._end(error, rounds))
+
+    def _end(self, error: BaseException | None, rounds: int) -> MessageEnd:
+        end = self._tally.end
+        text = "".join(self._tally.text)
+        common: dict[str, Any] = {"request_ids": self._tally.request_ids, "rounds": rounds}
+        if isinstance(error, GeneratorExit):
+            return MessageEnd(
+                status="failed",
+                answer=text,
+                error_code="abandoned",
+                error_message="the caller stopped reading the run before it ended",
+                platform_settled=False,
+                **common,
+            )
+        if error is not None:
             if isinstance(error, BridgeError) and not isinstance(error, RunInterruptedError):
                 code = type(error).__name__
             else:
                 code = INTERRUPTED_CODE
-            message = str(error) or type(error).__name__
-            self.journal.end_message(
-                self.message_id,
+            return MessageEnd(
                 status="failed",
                 answer=text,
                 error_code=code,
-                error_message=message,
+                error_message=str(error) or type(error).__name__,
                 platform_settled=False,
                 **common,
             )
-        elif isinstance(end, RunFailed):
+        if isinstance(end, RunFailed):
             # A platform that fails a run may still wait for what it asked (an in-band error
             # answering tool outputs leaves their calls pending): not a state to build on.
-            self.journal.end_message(
-                self.message_id,
+            return MessageEnd(
                 status="failed",
                 answer=text,
                 error_code=end.code,
@@ -187,14 +190,11 @@ class MessageTrail:
                 platform_settled=False,
                 **common,
             )
-        elif isinstance(end, HumanInputRequested):
-            self.journal.end_message(
-                self.message_id,
+        if isinstance(end, HumanInputRequested):
+            return MessageEnd(
                 status="waiting_input",
                 answer=text or end.prompt,
                 interrupt_id=end.interrupt_id,
                 **common,
             )
-        else:
-            answer = self._tally.answer
-            self.journal.end_message(self.message_id, status="finished", answer=answer, **common)
+        return MessageEnd(status="finished", answer=self._tally.answer, **common)

@@ -17,8 +17,8 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    MessageEnd,
     MessageRecord,
-    MessageStatus,
     PendingBatch,
     PlatformConversationRecord,
     PlatformStateRecord,
@@ -146,34 +146,22 @@ class MemoryJournal(Journal):
             self._touch(conv)
             return message_id
 
-    def end_message(
-        self,
-        message_id: int,
-        *,
-        status: MessageStatus,
-        answer: str = "",
-        error_code: str | None = None,
-        error_message: str | None = None,
-        request_ids: Sequence[str] = (),
-        rounds: int = 0,
-        interrupt_id: str | None = None,
-        platform_settled: bool = True,
-    ) -> None:
+    def record_end(self, message_id: int, end: MessageEnd) -> None:
         with self._lock:
             message = self._messages.get(message_id)
             if message is None:
                 return
             self._messages[message_id] = message.model_copy(
                 update={
-                    "status": status,
-                    "answer": redact(answer),
-                    "error_code": error_code,
-                    "error_message": redact(error_message) if error_message else None,
-                    "request_ids": list(request_ids),
-                    "rounds": rounds,
+                    "status": end.status,
+                    "answer": redact(end.answer),
+                    "error_code": end.error_code,
+                    "error_message": redact(end.error_message) if end.error_message else None,
+                    "request_ids": list(end.request_ids),
+                    "rounds": end.rounds,
                     "finished_at": now(),
-                    "interrupt_id": interrupt_id,
-                    "platform_settled": platform_settled,
+                    "interrupt_id": end.interrupt_id,
+                    "platform_settled": end.platform_settled,
                 }
             )
             conv = self._convs.get(message.conversation_id)

@@ -20,6 +20,7 @@ __all__ = [
     "CallRecord",
     "CallState",
     "ConversationRecord",
+    "MessageEnd",
     "MessageRecord",
     "MessageStatus",
     "PendingBatch",
@@ -122,6 +123,23 @@ class MessageRecord(_Record):
     (tool outputs it asked for), so a refused next query moves to a new platform conversation."""
     sent_by: str | None = None
     """Who sent the query: the name of the daemon API key it came with (None without keys)."""
+
+
+class MessageEnd(_Record):
+    """How a message's run ended: what `Journal.end_message` writes onto its `MessageRecord`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: MessageStatus
+    answer: str = ""
+    error_code: str | None = None
+    error_message: str | None = None
+    request_ids: tuple[str, ...] = ()
+    rounds: int = 0
+    interrupt_id: str | None = None
+    """With status "waiting_input": the human-input pause to resume."""
+    platform_settled: bool = True
+    """The run ended with an answer or a question (see `MessageRecord.platform_settled`)."""
 
 
 class CallRecord(_Record):

@@ -45,8 +45,8 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    MessageEnd,
     MessageRecord,
-    MessageStatus,
     PendingBatch,
     PlatformConversationRecord,
     PlatformStateRecord,
@@ -184,19 +184,7 @@ class SQLiteJournal(Journal):
 
         return self._write("message", op)
 
-    def end_message(
-        self,
-        message_id: int,
-        *,
-        status: MessageStatus,
-        answer: str = "",
-        error_code: str | None = None,
-        error_message: str | None = None,
-        request_ids: Sequence[str] = (),
-        rounds: int = 0,
-        interrupt_id: str | None = None,
-        platform_settled: bool = True,
-    ) -> None:
+    def record_end(self, message_id: int, end: MessageEnd) -> None:
         stamp = now().isoformat()
 
         def op(db: sqlite3.Connection) -> None:
@@ -205,15 +193,15 @@ class SQLiteJournal(Journal):
                 "request_ids = ?, rounds = ?, finished_at = ?, interrupt_id = ?, "
                 "platform_settled = ? WHERE id = ?",
                 (
-                    status,
-                    redact(answer),
-                    error_code,
-                    redact(error_message) if error_message else None,
-                    json.dumps(list(request_ids)),
-                    rounds,
+                    end.status,
+                    redact(end.answer),
+                    end.error_code,
+                    redact(end.error_message) if end.error_message else None,
+                    json.dumps(list(end.request_ids)),
+                    end.rounds,
                     stamp,
-                    interrupt_id,
-                    int(platform_settled),
+                    end.interrupt_id,
+                    int(end.platform_settled),
                     message_id,
                 ),
             )
