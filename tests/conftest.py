@@ -6,7 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.journal_stores import journal
 from tests.support.postgres import PostgresServer, postgres_session
+
+# The `journal` fixture: an empty store of each kind, for the journal's behavioural suites.
+__all__ = ["journal"]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -75,17 +74,6 @@ SCENARIO: dict[str, Any] = {
         }
     ]
 }
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
-    store: Journal = (
-        MemoryJournal() if request.param == "memory" else SQLiteJournal(tmp_path / "j.db")
-    )
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(call_id: str, output: str = "out") -> ToolRun:
