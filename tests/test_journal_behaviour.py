@@ -14,27 +14,7 @@ from pydantic import ValidationError
 
 from bridge.errors import UsageError
 from bridge.journal import Journal, Ledger, MessageEnd, PendingBatch
-from bridge.types import ToolBatch, ToolCall, ToolRun
-
-BATCH = ToolBatch(
-    batch_id="b1",
-    calls=(
-        ToolCall(call_id="c1", name="pay", arguments={"invoice": "A1"}),
-        ToolCall(call_id="c2", name="price", arguments={"item": "tea"}),
-    ),
-    resume={"request_id": "r-1"},
-)
-
-
-def _run(call_id: str, output: str = "out") -> ToolRun:
-    return ToolRun(
-        call_id=call_id,
-        name="pay",
-        arguments={"invoice": "A1"},
-        output=output,
-        started_at=datetime.now(timezone.utc),
-        duration_ms=2.0,
-    )
+from tests.test_journal import BATCH, _run
 
 
 def test_a_message_end_is_written_whole(journal: Journal) -> None:
