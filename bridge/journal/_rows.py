@@ -1,10 +1,10 @@
-"""How the SQLite journal's rows become records (and records become column values)."""
+"""How the SQL journals' rows become records (and records become column values)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime
+from typing import Any, Protocol
 
 from bridge.journal.records import (
     ApprovalRecord,
@@ -39,6 +39,12 @@ CONVERSATION_SELECT = """
 """
 
 
+class Row(Protocol):
+    """A row by column name: a `sqlite3.Row` or a psycopg dict row (both stores share these)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
 def arguments_json(call: ToolCall) -> str:
     return json.dumps(redacted_arguments(call.arguments), ensure_ascii=False, default=str)
 
@@ -51,7 +57,7 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def conversation_record(row: sqlite3.Row) -> ConversationRecord:
+def conversation_record(row: Row) -> ConversationRecord:
     return ConversationRecord(
         conversation_id=row["id"],
         end_user_id=row["end_user_id"],
@@ -63,7 +69,7 @@ def conversation_record(row: sqlite3.Row) -> ConversationRecord:
     )
 
 
-def message_record(row: sqlite3.Row) -> MessageRecord:
+def message_record(row: Row) -> MessageRecord:
     return MessageRecord(
         message_id=row["id"],
         conversation_id=row["conversation_id"],
@@ -82,7 +88,7 @@ def message_record(row: sqlite3.Row) -> MessageRecord:
     )
 
 
-def call_record(row: sqlite3.Row) -> CallRecord:
+def call_record(row: Row) -> CallRecord:
     return CallRecord(
         conversation_id=row["conversation_id"],
         call_id=row["call_id"],
@@ -98,7 +104,7 @@ def call_record(row: sqlite3.Row) -> CallRecord:
     )
 
 
-def approval_record(row: sqlite3.Row) -> ApprovalRecord:
+def approval_record(row: Row) -> ApprovalRecord:
     return ApprovalRecord(
         approval_id=row["id"],
         conversation_id=row["conversation_id"],
@@ -117,7 +123,7 @@ def approval_record(row: sqlite3.Row) -> ApprovalRecord:
     )
 
 
-def platform_state_record(row: sqlite3.Row) -> PlatformStateRecord:
+def platform_state_record(row: Row) -> PlatformStateRecord:
     return PlatformStateRecord(
         conversation_id=row["conversation_id"],
         platform_conversation_id=row["platform_conversation_id"],

@@ -9,20 +9,32 @@ no test changes.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from bridge.journal import Journal, MemoryJournal, SQLiteJournal
+from tests.support.postgres import PostgresServer
 
 __all__ = ["STORES", "journal"]
+
+
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Journal:
+    """A `PostgresJournal` on a fresh database of the session's test server."""
+    from bridge.journal.postgres import PostgresJournal
+
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return PostgresJournal(server.create_database(f"j_{uuid.uuid4().hex[:12]}"))
+
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], Journal]
 
 STORES: dict[str, StoreFactory] = {
     "memory": lambda request, tmp_path: MemoryJournal(),
     "sqlite": lambda request, tmp_path: SQLiteJournal(tmp_path / "j.db"),
+    "postgres": _postgres,
 }
 
 

@@ -1,0 +1,788 @@
+"""`PostgresJournal`: the journal in a PostgreSQL database, shared by any number of processes.
+
+Durability: every write is one transaction, committed (``synchronous_commit`` as the server
+says, ``on`` by default: flushed to the server's WAL) before its method returns, exactly the
+points where `SQLiteJournal` commits, so recovery reads the same states after a crash.
+
+Threads: a `psycopg_pool.ConnectionPool`; each operation borrows a connection for one
+transaction. Writes that read-then-insert for one conversation (`receive`) take a
+transaction-scoped advisory lock on it, so two writers of one conversation serialise the way
+SQLite's single writer does.
+
+Schema: `bridge.journal.postgres_migrations`, the version in ``toolbridge_schema``; `migrate`
+applies missing steps under ``pg_advisory_lock`` so two daemons starting together apply each
+step once. A database from a newer toolbridge is refused.
+
+Secrets: the password (in the URL, ``PGPASSWORD`` or ``~/.pgpass``, which libpq reads itself)
+is never in `repr`, logs or errors: `safe_dsn` drops it and every error text goes through
+`bridge.errors.redact`, with the password registered.
+
+psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from bridge.errors import UsageError, redact, register_secret
+from bridge.journal._rows import (
+    CONVERSATION_SELECT,
+    approval_record,
+    arguments_json,
+    call_record,
+    conversation_record,
+    message_record,
+    platform_state_record,
+    state_json,
+)
+from bridge.journal.base import Journal
+from bridge.journal.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
+from bridge.journal.records import (
+    ApprovalDecidedError,
+    ApprovalRecord,
+    ApprovalStatus,
+    CallRecord,
+    ConversationRecord,
+    MessageEnd,
+    MessageRecord,
+    PendingBatch,
+    PlatformConversationRecord,
+    PlatformStateRecord,
+    StateSnapshot,
+    now,
+    redacted_arguments,
+)
+from bridge.types import ToolBatch, ToolCall, ToolRun
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresJournal",
+    "SchemaStatus",
+    "is_postgres_url",
+    "migrate",
+    "safe_dsn",
+    "schema_status",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+INSTALL_HINT = "pip install 'toolbridge[postgres]'"
+# One key for every toolbridge migration, on any database: pg_advisory_lock is per database.
+MIGRATION_LOCK = 0x746F6F6C62726467  # "toolbrdg"
+CONNECT_TIMEOUT = 30
+POOL_MAX = 10
+
+
+def is_postgres_url(value: str) -> bool:
+    """Whether `value` names a PostgreSQL database rather than a SQLite file."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError(
+            f"a postgresql:// journal needs psycopg, which is not installed: {INSTALL_HINT}"
+        ) from None
+    return psycopg
+
+
+def _parts(dsn: str) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return conninfo_to_dict(dsn)
+    except Exception:
+        raise UsageError(
+            "the PostgreSQL URL cannot be parsed; expected postgresql://user[:password]@host"
+            "[:port]/database[?options]"
+        ) from None
+
+
+def safe_dsn(dsn: str) -> str:
+    """`dsn` without its password, for logs, errors, `repr` and the API."""
+    _psycopg()
+    from psycopg.conninfo import make_conninfo
+
+    parts = _parts(dsn)
+    parts.pop("password", None)
+    host = parts.get("host", "")
+    port = parts.get("port", "")
+    user = parts.get("user", "")
+    database = parts.get("dbname", "")
+    if set(parts) <= {"host", "port", "user", "dbname"}:
+        who = f"{user}@" if user else ""
+        where = f"{host}:{port}" if port else str(host)
+        return f"postgresql://{who}{where}/{database}"
+    return make_conninfo("", **parts)
+
+
+def _secret(dsn: str) -> str | None:
+    password = _parts(dsn).get("password")
+    return str(password) if password else None
+
+
+def _clean(dsn: str, exc: BaseException) -> str:
+    """An error's text with the password masked (psycopg may echo the conninfo)."""
+    text = str(exc).strip() or type(exc).__name__
+    password = _secret(dsn)
+    if password:
+        text = text.replace(password, "[secure]")
+    return redact(text)
+
+
+def _text(value: Any) -> Any:
+    # PostgreSQL text cannot hold NUL, which hostile input (an answer, a tool output, an id)
+    # may contain; SQLite stores it. Replaced, not rejected: a run must not fail on it.
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
+def _params(params: Sequence[Any]) -> list[Any]:
+    return [_text(value) for value in params]
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    pg = _psycopg()
+    try:
+        conn: psycopg.Connection[Any] = pg.connect(
+            dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        )
+    except pg.Error as exc:
+        raise UsageError(
+            f"cannot connect to the journal {safe_dsn(dsn)}: {_clean(dsn, exc)}"
+        ) from None
+    return conn
+
+
+def _version(conn: psycopg.Connection[Any]) -> int:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS toolbridge_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE "
+        "CHECK (one), version INTEGER NOT NULL)"
+    )
+    row = conn.execute("SELECT version FROM toolbridge_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
+class SchemaStatus:
+    """A database's schema version and the steps this toolbridge would apply."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.latest = SCHEMA_VERSION
+        self.pending = list(range(version + 1, SCHEMA_VERSION + 1))
+
+    @property
+    def newer(self) -> bool:
+        return self.version > self.latest
+
+
+def schema_status(dsn: str) -> SchemaStatus:
+    """Read the schema version without changing anything (creates no tables)."""
+    psycopg = _psycopg()
+    conn = _connect(dsn)
+    try:
+        row = conn.execute("SELECT to_regclass('toolbridge_schema')").fetchone()
+        if row is None or row[0] is None:
+            return SchemaStatus(0)
+        got = conn.execute("SELECT version FROM toolbridge_schema").fetchone()
+        return SchemaStatus(int(got[0]) if got else 0)
+    except psycopg.Error as exc:
+        raise UsageError(f"cannot read the journal {safe_dsn(dsn)}: {_clean(dsn, exc)}") from None
+    finally:
+        conn.close()
+
+
+def migrate(dsn: str) -> list[int]:
+    """Apply missing schema steps; returns the versions applied (empty: already current).
+
+    Holds a session advisory lock meanwhile, so of two processes starting together one waits
+    and then finds the schema current. Each step commits with its version.
+
+    Raises:
+        UsageError: unreachable database, or a schema newer than this toolbridge.
+    """
+    psycopg = _psycopg()
+    conn = _connect(dsn)
+    applied: list[int] = []
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            version = _version(conn)
+            if version > SCHEMA_VERSION:
+                raise UsageError(
+                    f"the journal {safe_dsn(dsn)} has schema version {version}, newer than "
+                    f"this toolbridge understands ({SCHEMA_VERSION}); upgrade toolbridge"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                with conn.transaction():
+                    conn.execute(MIGRATIONS[target - 1])
+                    conn.execute(
+                        "INSERT INTO toolbridge_schema (one, version) VALUES (TRUE, %s) "
+                        "ON CONFLICT (one) DO UPDATE SET version = excluded.version",
+                        (target,),
+                    )
+                applied.append(target)
+                logger.info("journal %s migrated to schema version %d", safe_dsn(dsn), target)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    except psycopg.Error as exc:
+        raise UsageError(
+            f"cannot migrate the journal {safe_dsn(dsn)}: {_clean(dsn, exc)}"
+        ) from None
+    finally:
+        conn.close()
+    return applied
+
+
+class PostgresJournal(Journal):
+    """A journal in a PostgreSQL database, safe across threads and processes.
+
+    Args:
+        dsn: ``postgresql://user[:password]@host[:port]/database`` (or a libpq conninfo);
+            without a password libpq takes ``PGPASSWORD`` or ``~/.pgpass``.
+        on_write: as for `SQLiteJournal`: called with the step name once each write is
+            committed.
+        pool_size: at most this many connections.
+
+    Raises:
+        UsageError: psycopg missing, the database unreachable, or its schema newer than this
+            toolbridge.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        on_write: Callable[[str], None] | None = None,
+        pool_size: int = POOL_MAX,
+    ) -> None:
+        psycopg = _psycopg()
+        self._dsn = dsn
+        register_secret(_secret(dsn))
+        self.path = safe_dsn(dsn)
+        self.on_write = on_write
+        migrate(dsn)
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self._error = psycopg.Error
+        try:
+            self._pool: Any = ConnectionPool(
+                dsn,
+                min_size=1,
+                max_size=max(1, pool_size),
+                kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
+                open=True,
+                name="toolbridge-journal",
+            )
+            self._pool.wait(timeout=CONNECT_TIMEOUT)
+        except Exception as exc:
+            raise UsageError(f"cannot open the journal {self.path}: {_clean(dsn, exc)}") from None
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({self.path!r})"
+
+    def _run(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                return fn(conn)
+        except self._error as exc:
+            raise UsageError(f"journal {self.path}: {_clean(self._dsn, exc)}") from None
+
+    def _write(self, step: str, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
+        """Run `fn` in one transaction; `on_write(step)` once it is committed."""
+        result = self._run(fn)
+        if self.on_write is not None:
+            self.on_write(step)
+        return result
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._run(lambda db: db.execute(sql, _params(params)).fetchall())
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # --- conversations and messages ---------------------------------------------------------------
+
+    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                "INSERT INTO conversations (id, end_user_id, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id)",
+                _params((conversation_id, end_user_id, stamp, stamp)),
+            )
+
+        self._write("conversation", op)
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        rows = self._read(CONVERSATION_SELECT + " WHERE c.id = %s", (conversation_id,))
+        return conversation_record(rows[0]) if rows else None
+
+    def list_conversations(
+        self, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ConversationRecord], int]:
+        rows = self._read(
+            CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rid DESC LIMIT %s OFFSET %s",
+            (limit, offset),
+        )
+        total = self._read("SELECT count(*) AS n FROM conversations")[0]["n"]
+        return [conversation_record(row) for row in rows], int(total)
+
+    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> int:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
+                _params((conversation_id, stamp, stamp)),
+            )
+            row = db.execute(
+                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by) "
+                "VALUES (%s, %s, 'running', %s, %s) RETURNING id",
+                _params((conversation_id, redact(query), stamp, sent_by)),
+            ).fetchone()
+            assert row is not None
+            return int(row["id"])
+
+        return self._write("message", op)
+
+    def record_end(self, message_id: int, end: MessageEnd) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                "UPDATE messages SET status = %s, answer = %s, error_code = %s, "
+                "error_message = %s, request_ids = %s, rounds = %s, finished_at = %s, "
+                "interrupt_id = %s, platform_settled = %s WHERE id = %s",
+                _params(
+                    (
+                        end.status,
+                        redact(end.answer),
+                        end.error_code,
+                        redact(end.error_message) if end.error_message else None,
+                        json.dumps(list(end.request_ids)),
+                        end.rounds,
+                        stamp,
+                        end.interrupt_id,
+                        int(end.platform_settled),
+                        message_id,
+                    )
+                ),
+            )
+            db.execute(
+                "UPDATE conversations SET updated_at = %s WHERE id = "
+                "(SELECT conversation_id FROM messages WHERE id = %s)",
+                (stamp, message_id),
+            )
+
+        self._write("message_end", op)
+
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        rows = self._read(
+            "SELECT * FROM messages WHERE conversation_id = %s ORDER BY id", (conversation_id,)
+        )
+        return [message_record(row) for row in rows]
+
+    def unfinished_messages(self) -> list[MessageRecord]:
+        rows = self._read("SELECT * FROM messages WHERE status = 'running' ORDER BY id")
+        return [message_record(row) for row in rows]
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    def receive(
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        *,
+        message_id: int | None,
+        state: StateSnapshot | None = None,
+    ) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            # Read-then-insert below: one writer per conversation at a time, as in SQLite.
+            db.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                _params((conversation_id,)),
+            )
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                _params((conversation_id, stamp, stamp)),
+            )
+            last = db.execute(
+                "SELECT seq, batch_id, submitted_at FROM batches WHERE conversation_id = %s "
+                "ORDER BY seq DESC LIMIT 1",
+                _params((conversation_id,)),
+            ).fetchone()
+            if (
+                last is not None
+                and last["batch_id"] == _text(batch.batch_id)
+                and not last["submitted_at"]
+            ):
+                seq = int(last["seq"])  # the same batch again (recovery): keep the first row
+            else:
+                calls = [call.model_dump(mode="json") for call in batch.calls]
+                row = db.execute(
+                    "INSERT INTO batches (conversation_id, batch_id, message_id, calls, resume, "
+                    "received_at) VALUES (%s, %s, %s, %s, %s, %s) RETURNING seq",
+                    _params(
+                        (
+                            conversation_id,
+                            batch.batch_id,
+                            message_id,
+                            redact(json.dumps(calls, ensure_ascii=False)),
+                            redact(json.dumps(batch.resume, ensure_ascii=False, default=str)),
+                            stamp,
+                        )
+                    ),
+                ).fetchone()
+                assert row is not None
+                seq = int(row["seq"])
+            with db.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO calls (conversation_id, call_id, seq, message_id, name, "
+                    "arguments, state, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'received', "
+                    "%s) ON CONFLICT (conversation_id, call_id) DO NOTHING",
+                    [
+                        _params(
+                            (
+                                conversation_id,
+                                c.call_id,
+                                seq,
+                                message_id,
+                                c.name,
+                                arguments_json(c),
+                                stamp,
+                            )
+                        )
+                        for c in batch.calls
+                    ],
+                )
+            if state is not None:
+                _upsert_state(db, conversation_id, state, stamp)
+
+        self._write("received", op)
+
+    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            with db.cursor() as cursor:
+                cursor.executemany(
+                    "UPDATE calls SET state = 'started', started_at = %s, updated_at = %s "
+                    "WHERE conversation_id = %s AND call_id = %s "
+                    "AND state IN ('received', 'started')",
+                    [_params((stamp, stamp, conversation_id, call_id)) for call_id in call_ids],
+                )
+
+        self._write("started", op)
+
+    def finish(self, conversation_id: str, run: ToolRun) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            # An upsert: a call finished without being received (direct use) is recorded too.
+            db.execute(
+                "INSERT INTO calls (conversation_id, call_id, seq, name, arguments, state, "
+                "output, error, started_at, duration_ms, updated_at) "
+                "VALUES (%s, %s, 0, %s, %s, 'finished', %s, %s, %s, %s, %s) "
+                "ON CONFLICT (conversation_id, call_id) DO UPDATE SET state = 'finished', "
+                "output = excluded.output, error = excluded.error, "
+                "started_at = excluded.started_at, duration_ms = excluded.duration_ms, "
+                "updated_at = excluded.updated_at",
+                _params(
+                    (
+                        conversation_id,
+                        run.call_id,
+                        run.name,
+                        json.dumps(
+                            redacted_arguments(run.arguments), ensure_ascii=False, default=str
+                        ),
+                        redact(run.output),
+                        run.error,
+                        run.started_at.isoformat(),
+                        run.duration_ms,
+                        stamp,
+                    )
+                ),
+            )
+
+        self._write("finished", op)
+
+    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitting", ("finished",))
+
+    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
+        self._mark_batch(conversation_id, batch, "submitted", ("finished", "submitting"))
+
+    def _mark_batch(
+        self, conversation_id: str, batch: ToolBatch, state: str, before: tuple[str, ...]
+    ) -> None:
+        stamp = now().isoformat()
+        column = f"{state}_at"  # a column name of ours, never input
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                f"UPDATE batches SET {column} = %s WHERE seq = (SELECT max(seq) FROM batches "
+                "WHERE conversation_id = %s AND batch_id = %s AND submitted_at IS NULL)",
+                _params((stamp, conversation_id, batch.batch_id)),
+            )
+            with db.cursor() as cursor:
+                cursor.executemany(
+                    "UPDATE calls SET state = %s, updated_at = %s "
+                    "WHERE conversation_id = %s AND call_id = %s AND state = ANY(%s)",
+                    [
+                        _params((state, stamp, conversation_id, call.call_id, list(before)))
+                        for call in batch.calls
+                    ],
+                )
+
+        self._write(state, op)
+
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        rows = self._read(
+            "SELECT * FROM calls WHERE conversation_id = %s AND call_id = %s",
+            (conversation_id, call_id),
+        )
+        return call_record(rows[0]) if rows else None
+
+    def calls(self, conversation_id: str) -> list[CallRecord]:
+        rows = self._read(
+            "SELECT * FROM calls WHERE conversation_id = %s ORDER BY seq, rid", (conversation_id,)
+        )
+        return [call_record(row) for row in rows]
+
+    def pending(self, message_id: int) -> PendingBatch | None:
+        rows = self._read(
+            "SELECT * FROM batches WHERE message_id = %s ORDER BY seq DESC LIMIT 1", (message_id,)
+        )
+        if not rows or rows[0]["submitted_at"]:
+            return None
+        row = rows[0]
+        batch = ToolBatch(
+            batch_id=row["batch_id"],
+            calls=tuple(ToolCall.model_validate(c) for c in json.loads(row["calls"])),
+            resume=json.loads(row["resume"]),
+        )
+        return PendingBatch(batch=batch, submitting=bool(row["submitting_at"]))
+
+    # --- platform conversations -------------------------------------------------------------------
+
+    def replace_platform_conversation(
+        self, conversation_id: str, platform_conversation_id: str, *, reason: str
+    ) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                "INSERT INTO platform_conversations (conversation_id, platform_conversation_id, "
+                "created_at, reason) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                _params((conversation_id, platform_conversation_id, stamp, redact(reason))),
+            )
+            db.execute(
+                "UPDATE conversations SET platform_conversation_id = %s, updated_at = %s "
+                "WHERE id = %s",
+                _params((platform_conversation_id, stamp, conversation_id)),
+            )
+
+        self._write("platform_conversation", op)
+
+    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
+        first = self._read("SELECT created_at FROM conversations WHERE id = %s", (conversation_id,))
+        if not first:
+            return []
+        rows = self._read(
+            "SELECT * FROM platform_conversations WHERE conversation_id = %s "
+            "ORDER BY created_at, rid",
+            (conversation_id,),
+        )
+        return [
+            PlatformConversationRecord(
+                platform_conversation_id=conversation_id,
+                created_at=datetime.fromisoformat(first[0]["created_at"]),
+            ),
+            *(
+                PlatformConversationRecord(
+                    platform_conversation_id=row["platform_conversation_id"],
+                    created_at=datetime.fromisoformat(row["created_at"]),
+                    reason=row["reason"],
+                )
+                for row in rows
+            ),
+        ]
+
+    # --- platform state ---------------------------------------------------------------------------
+
+    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                _params((conversation_id, stamp, stamp)),
+            )
+            _upsert_state(db, conversation_id, snapshot, stamp)
+
+        self._write("platform_state", op)
+
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        rows = self._read(
+            "SELECT * FROM platform_states WHERE conversation_id = %s "
+            "AND platform_conversation_id = %s",
+            (conversation_id, platform_conversation_id),
+        )
+        return platform_state_record(rows[0]) if rows else None
+
+    # --- approvals --------------------------------------------------------------------------------
+
+    def request_approval(
+        self,
+        conversation_id: str,
+        call: ToolCall,
+        *,
+        message_id: int | None,
+        arguments_digest: str,
+        requested_by: str | None,
+        deadline: datetime,
+    ) -> ApprovalRecord:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> None:
+            db.execute(
+                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                _params((conversation_id, stamp, stamp)),
+            )
+            db.execute(
+                "INSERT INTO approvals (id, conversation_id, message_id, call_id, tool, "
+                "arguments, arguments_digest, requested_by, requested_at, deadline, status) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'pending') "
+                "ON CONFLICT (conversation_id, call_id, arguments_digest) DO NOTHING",
+                _params(
+                    (
+                        uuid.uuid4().hex,
+                        conversation_id,
+                        message_id,
+                        call.call_id,
+                        call.name,
+                        arguments_json(call),
+                        arguments_digest,
+                        requested_by,
+                        stamp,
+                        deadline.isoformat(),
+                    )
+                ),
+            )
+
+        self._write("approval", op)
+        record = self.find_approval(conversation_id, call.call_id, arguments_digest)
+        assert record is not None
+        return record
+
+    def find_approval(
+        self, conversation_id: str, call_id: str, arguments_digest: str
+    ) -> ApprovalRecord | None:
+        rows = self._read(
+            "SELECT * FROM approvals WHERE conversation_id = %s AND call_id = %s "
+            "AND arguments_digest = %s",
+            (conversation_id, call_id, arguments_digest),
+        )
+        return approval_record(rows[0]) if rows else None
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        rows = self._read("SELECT * FROM approvals WHERE id = %s", (approval_id,))
+        return approval_record(rows[0]) if rows else None
+
+    def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: Literal["approved", "rejected", "expired"],
+        decided_by: str | None,
+        note: str = "",
+    ) -> ApprovalRecord | None:
+        stamp = now().isoformat()
+
+        def op(db: psycopg.Connection[Row]) -> int:
+            # Conditional: of two deciders (a person and the deadline) only the first one wins.
+            cursor = db.execute(
+                "UPDATE approvals SET status = %s, decided_by = %s, decided_at = %s, note = %s "
+                "WHERE id = %s AND status = 'pending'",
+                _params((status, decided_by, stamp, redact(note), approval_id)),
+            )
+            return cursor.rowcount
+
+        changed = self._write("approval_decided", op)
+        record = self.get_approval(approval_id)
+        if record is None:
+            return None
+        if not changed:
+            raise ApprovalDecidedError(record)
+        return record
+
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        conversation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ApprovalRecord], int]:
+        where: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if conversation_id is not None:
+            where.append("conversation_id = %s")
+            params.append(conversation_id)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        rows = self._read(
+            f"SELECT * FROM approvals{clause} ORDER BY requested_at DESC, rid DESC "
+            "LIMIT %s OFFSET %s",
+            (*params, limit, offset),
+        )
+        total = self._read(f"SELECT count(*) AS n FROM approvals{clause}", params)[0]["n"]
+        return [approval_record(row) for row in rows], int(total)
+
+
+def _upsert_state(
+    db: psycopg.Connection[Row], conversation_id: str, snapshot: StateSnapshot, stamp: str
+) -> None:
+    db.execute(
+        "INSERT INTO platform_states (conversation_id, platform_conversation_id, platform, "
+        "state, writer, updated_at) VALUES (%s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (conversation_id, platform_conversation_id) DO UPDATE SET "
+        "platform = excluded.platform, state = excluded.state, writer = excluded.writer, "
+        "updated_at = excluded.updated_at",
+        _params(
+            (
+                conversation_id,
+                snapshot.platform_conversation_id,
+                snapshot.platform,
+                state_json(snapshot),
+                snapshot.writer,
+                stamp,
+            )
+        ),
+    )

@@ -1,0 +1,138 @@
+"""`PostgresJournal` beyond the behavioural suite (which runs on it via journal_stores):
+migrations under an advisory lock, hostile values PostgreSQL would refuse, and the password
+kept out of repr, logs and errors. A real server: `tests/support/postgres.py`."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+
+from bridge.errors import UsageError
+from bridge.journal.postgres import (
+    SCHEMA_VERSION,
+    PostgresJournal,
+    migrate,
+    safe_dsn,
+    schema_status,
+)
+from bridge.types import ToolBatch, ToolCall, ToolRun
+from tests.support.postgres import PostgresServer
+
+
+def _fresh(postgres: PostgresServer) -> str:
+    return postgres.create_database(f"m_{uuid.uuid4().hex[:12]}")
+
+
+def test_two_threads_migrating_an_empty_database_apply_each_step_once(
+    postgres: PostgresServer,
+) -> None:
+    dsn = _fresh(postgres)
+    barrier = threading.Barrier(2)
+    results: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait(timeout=30)
+            results.append(migrate(dsn))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert sorted(results, key=len) == [[], list(range(1, SCHEMA_VERSION + 1))]
+    status = schema_status(dsn)
+    assert (status.version, status.pending) == (SCHEMA_VERSION, [])
+
+
+def test_status_of_an_empty_database_lists_every_step_and_creates_nothing(
+    postgres: PostgresServer,
+) -> None:
+    dsn = _fresh(postgres)
+    status = schema_status(dsn)
+    assert (status.version, status.pending) == (0, list(range(1, SCHEMA_VERSION + 1)))
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT to_regclass('toolbridge_schema')").fetchone() == (None,)
+
+
+def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
+    dsn = _fresh(postgres)
+    migrate(dsn)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE toolbridge_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(UsageError, match="newer than this toolbridge"):
+        PostgresJournal(dsn)
+
+
+def test_nan_arguments_and_nul_characters_are_stored(postgres: PostgresServer) -> None:
+    journal = PostgresJournal(_fresh(postgres))
+    try:
+        call = ToolCall(call_id="c\x001", name="t", arguments={"x": math.nan, "y": math.inf})
+        journal.receive("conv\x00", ToolBatch(batch_id="b", calls=(call,)), message_id=None)
+        journal.finish(
+            "conv\x00",
+            ToolRun(
+                call_id="c\x001",
+                name="t",
+                arguments=call.arguments,
+                output="out\x00put",
+                started_at=datetime.now(timezone.utc),
+                duration_ms=1.0,
+            ),
+        )
+        record = journal.get_call("conv\x00", "c\x001")
+        assert record is not None
+        assert record.state == "finished"
+        assert record.output == "out\ufffdput"
+        assert isinstance(record.arguments, dict) and math.isnan(record.arguments["x"])
+    finally:
+        journal.close()
+
+
+def test_the_password_is_never_in_repr_logs_or_errors(
+    postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    dsn = _fresh(postgres)
+    journal = PostgresJournal(dsn)
+    try:
+        assert postgres.password not in repr(journal)
+        assert postgres.password not in journal.path
+        assert postgres.password not in safe_dsn(dsn)
+    finally:
+        journal.close()
+    wrong = dsn.replace(postgres.password, "not-the-password-at-all")
+    with pytest.raises(UsageError) as info:
+        PostgresJournal(wrong)
+    assert "not-the-password-at-all" not in str(info.value)
+    assert "cannot connect" in str(info.value)
+    missing = dsn.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(UsageError) as info:
+        PostgresJournal(missing)
+    assert postgres.password not in str(info.value)
+    assert postgres.password not in caplog.text
+    assert "not-the-password-at-all" not in caplog.text
+
+
+def test_the_password_may_come_from_pgpassword(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsn = _fresh(postgres)
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    bare = dsn.replace(f":{postgres.password}@", "@")
+    journal = PostgresJournal(bare)
+    try:
+        journal.add_conversation("c")
+        assert journal.get_conversation("c") is not None
+    finally:
+        journal.close()
