@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bridge.cli import (  # noqa: F401
     call_cmd,
+    db_cmd,
     demo_cmd,
     doctor_cmd,
     emulator_cmd,

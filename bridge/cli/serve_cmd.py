@@ -60,8 +60,10 @@ def serve(
         str | None,
         typer.Option(
             "--db",
-            help="SQLite journal (default $XDG_STATE_HOME/toolbridge/toolbridge.db, i.e. "
-            "~/.local/state/toolbridge/toolbridge.db); ':memory:' for none.",
+            help="Journal: a SQLite file (default $XDG_STATE_HOME/toolbridge/toolbridge.db, "
+            "i.e. ~/.local/state/toolbridge/toolbridge.db), ':memory:' for none, or a "
+            "postgresql://user@host/db URL (password from the URL, PGPASSWORD or ~/.pgpass; "
+            "env TOOLBRIDGE_DB).",
         ),
     ] = None,
     api_key: Annotated[
@@ -234,9 +236,14 @@ def _check_platform_settings(settings: DaemonSettings) -> None:
 def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
     """What an operator must know before the first request: where the journal is, and what
     is missing."""
+    from bridge.journal.stores import db_label
     from bridge.platforms.registry import get_entry
 
-    journal = "in memory (nothing survives a restart)" if settings.db == ":memory:" else settings.db
+    journal = (
+        "in memory (nothing survives a restart)"
+        if settings.db == ":memory:"
+        else db_label(settings.db)
+    )
     logger.info("journal: %s", journal)
     if server is not None:
         logger.info(

@@ -31,7 +31,7 @@ from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
 from bridge.errors import register_secret
 from bridge.journal.base import Journal
-from bridge.journal.sqlite import SQLiteJournal
+from bridge.journal.stores import is_postgres_url, open_journal
 from bridge.platforms.base import Platform
 
 __all__ = ["create_app"]
@@ -50,7 +50,8 @@ def create_app(
     Args:
         settings: what to serve and how.
         platform: the agent platform; default: built from `settings`.
-        journal: default: a `SQLiteJournal` at `settings.db`.
+        journal: default: the one `settings.db` names (`bridge.journal.stores.open_journal`:
+            a SQLite path or a PostgreSQL URL).
 
     Raises:
         UsageError: bad configuration (missing token, unloadable tools, unusable db).
@@ -64,11 +65,16 @@ def create_app(
     if platform is None:
         platform = _platform(settings)
     own_journal = journal is None
-    fresh = own_journal and settings.db != ":memory:" and not Path(settings.db).exists()
+    fresh = (
+        own_journal
+        and settings.db != ":memory:"
+        and not is_postgres_url(settings.db)
+        and not Path(settings.db).exists()
+    )
     if journal is None:
         if fresh:  # the default lives in the user's state directory, which may not exist yet
             Path(settings.db).parent.mkdir(parents=True, exist_ok=True)
-        journal = SQLiteJournal(settings.db, on_write=failpoint_from_env())
+        journal = open_journal(settings.db, on_write=failpoint_from_env())
     try:
         service = Service(settings, platform, journal)
     except BaseException:

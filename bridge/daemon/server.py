@@ -25,6 +25,7 @@ from bridge.daemon.app import create_app
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
+from bridge.journal.stores import is_postgres_url
 
 __all__ = ["serve"]
 
@@ -95,7 +96,11 @@ def serve(settings: DaemonSettings) -> int:
     Raises:
         UsageError: bad configuration, found before anything listens.
     """
-    fresh = settings.db != ":memory:" and not Path(settings.db).exists()
+    fresh = (
+        settings.db != ":memory:"
+        and not is_postgres_url(settings.db)
+        and not Path(settings.db).exists()
+    )
     app = create_app(settings)
     service: Service = app.state.service
     grace: GraceClock = app.state.grace

@@ -31,6 +31,7 @@ from pydantic import (
 
 from bridge.daemon.hosts import HostGate
 from bridge.errors import UsageError
+from bridge.journal.stores import db_password
 from bridge.platforms.registry import DAEMON_RENAMES, DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
@@ -198,7 +199,9 @@ class DaemonSettings(BaseModel):
     def secrets(self) -> list[str]:
         """Every secret value in these settings (for log redaction)."""
         values = [self.api_key, *self.platform_settings.values()]
-        return [value.get_secret_value() for value in values if isinstance(value, SecretStr)]
+        found = [value.get_secret_value() for value in values if isinstance(value, SecretStr)]
+        password = db_password(self.db)  # a postgresql:// journal URL may carry one
+        return [*found, password] if password else found
 
 
 def platform_fields() -> dict[str, Setting]:

@@ -66,7 +66,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "PostgresJournal",
     "SchemaStatus",
-    "is_postgres_url",
     "migrate",
     "safe_dsn",
     "schema_status",
@@ -82,11 +81,6 @@ INSTALL_HINT = "pip install 'toolbridge[postgres]'"
 MIGRATION_LOCK = 0x746F6F6C62726467  # "toolbrdg"
 CONNECT_TIMEOUT = 30
 POOL_MAX = 10
-
-
-def is_postgres_url(value: str) -> bool:
-    """Whether `value` names a PostgreSQL database rather than a SQLite file."""
-    return value.startswith(("postgresql://", "postgres://"))
 
 
 def _psycopg() -> Any:

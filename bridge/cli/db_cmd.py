@@ -1,0 +1,110 @@
+"""`toolbridge db status|upgrade`: a journal's schema version, and applying what is missing.
+
+The daemon migrates at start anyway (under an advisory lock on PostgreSQL); these let an
+operator see and apply an upgrade before rolling out new daemons. ``--db`` takes what
+``toolbridge serve --db`` takes: a SQLite file or a ``postgresql://`` URL (``TOOLBRIDGE_DB``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bridge.cli._app import app
+from bridge.cli._common import fail
+from bridge.errors import UsageError, register_secret
+from bridge.journal.stores import db_label, db_password, is_postgres_url
+
+__all__ = ["db_app"]
+
+db_app = typer.Typer(
+    help="The journal's schema: status (version, pending steps) and upgrade.",
+    no_args_is_help=True,
+)
+app.add_typer(db_app, name="db")
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="A SQLite journal file or a postgresql://user@host/db URL (env TOOLBRIDGE_DB; "
+        "default: the daemon's default SQLite file). Passwords: the URL, PGPASSWORD or "
+        "~/.pgpass.",
+        envvar="TOOLBRIDGE_DB",
+        show_default=False,
+    ),
+]
+
+
+def _target(db: str | None) -> str:
+    if db is None:
+        from bridge.daemon.settings import default_db
+
+        db = default_db()
+    register_secret(db_password(db))
+    return db
+
+
+def _sqlite_version(path: str) -> int:
+    if not Path(path).exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return int(db.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise UsageError(f"cannot read the journal {path}: {exc}") from None
+
+
+@db_app.command("status")
+def status(db: DbOpt = None) -> None:
+    """Print the journal's schema version and the migrations this toolbridge would apply."""
+    target = _target(db)
+    try:
+        if is_postgres_url(target):
+            from bridge.journal.postgres import schema_status
+
+            found = schema_status(target)
+            version, latest, pending = found.version, found.latest, found.pending
+        else:
+            from bridge.journal.migrations import SCHEMA_VERSION
+
+            version, latest = _sqlite_version(target), SCHEMA_VERSION
+            pending = list(range(version + 1, latest + 1))
+    except UsageError as exc:
+        fail(exc)
+    typer.echo(f"journal: {db_label(target)}")
+    typer.echo(f"schema version: {version} (this toolbridge: {latest})")
+    if version > latest:
+        typer.echo("newer than this toolbridge: upgrade toolbridge")
+        raise typer.Exit(1)
+    if pending:
+        typer.echo("pending migrations: " + ", ".join(str(step) for step in pending))
+    else:
+        typer.echo("pending migrations: none")
+
+
+@db_app.command("upgrade")
+def upgrade(db: DbOpt = None) -> None:
+    """Apply the journal's pending migrations (safe while daemons start: one applies them)."""
+    target = _target(db)
+    try:
+        if is_postgres_url(target):
+            from bridge.journal.postgres import migrate
+
+            applied = migrate(target)
+        else:
+            from bridge.journal.sqlite import SQLiteJournal
+
+            before = _sqlite_version(target)
+            SQLiteJournal(target).close()
+            applied = list(range(before + 1, _sqlite_version(target) + 1))
+    except UsageError as exc:
+        fail(exc)
+    label = db_label(target)
+    if applied:
+        typer.echo(f"journal {label}: applied " + ", ".join(str(step) for step in applied))
+    else:
+        typer.echo(f"journal {label}: already current")

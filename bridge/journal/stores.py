@@ -1,0 +1,59 @@
+"""`open_journal`: a SQLite path or a PostgreSQL URL becomes the journal it names.
+
+The daemon's ``--db`` (``TOOLBRIDGE_DB``) takes either; this is the one place that decides.
+Nothing here imports psycopg: a SQLite daemon runs without the ``postgres`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import unquote, urlsplit
+
+from bridge.journal.base import Journal
+from bridge.journal.sqlite import SQLiteJournal
+
+__all__ = ["db_label", "db_password", "is_postgres_url", "open_journal"]
+
+
+def is_postgres_url(value: str) -> bool:
+    """Whether `value` names a PostgreSQL database rather than a SQLite file."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def db_password(value: str) -> str | None:
+    """The password written in a PostgreSQL URL (to register for redaction), else None."""
+    if not is_postgres_url(value):
+        return None
+    try:
+        password = urlsplit(value).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def db_label(value: str) -> str:
+    """`value` fit for logs and the API: a URL without its password, or the path."""
+    if not is_postgres_url(value):
+        return value
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "postgresql://[unparsable URL]"
+    user = f"{unquote(parts.username)}@" if parts.username else ""
+    return f"postgresql://{user}{host}{port}{parts.path}"
+
+
+def open_journal(url_or_path: str, *, on_write: Callable[[str], None] | None = None) -> Journal:
+    """A `PostgresJournal` for a ``postgresql://`` URL, else a `SQLiteJournal` at the path.
+
+    Raises:
+        UsageError: the journal cannot be opened (psycopg missing, database unreachable,
+            schema newer than this toolbridge...); the message never holds the password.
+    """
+    if is_postgres_url(url_or_path):
+        from bridge.journal.postgres import PostgresJournal
+
+        return PostgresJournal(url_or_path, on_write=on_write)
+    return SQLiteJournal(url_or_path, on_write=on_write)
