@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import logging
 import math
+import subprocess
+import sys
 import threading
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,6 +24,7 @@ from bridge.journal.postgres import (
     safe_dsn,
     schema_status,
 )
+from bridge.journal.postgres_migrations import MIGRATIONS
 from bridge.types import ToolBatch, ToolCall, ToolRun
 from tests.support.postgres import PostgresServer
 
@@ -136,3 +140,84 @@ def test_the_password_may_come_from_pgpassword(
         assert journal.get_conversation("c") is not None
     finally:
         journal.close()
+
+
+def test_the_password_may_come_from_a_pgpass_file(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    dsn = _fresh(postgres)
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"*:*:*:{postgres.user}:{postgres.password}\n", encoding="utf-8")
+    passfile.chmod(0o600)  # libpq ignores a file others can read
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    journal = PostgresJournal(dsn.replace(f":{postgres.password}@", "@"))
+    try:
+        journal.add_conversation("c")
+        assert journal.get_conversation("c") is not None
+    finally:
+        journal.close()
+
+
+def test_a_database_of_the_previous_version_is_migrated_with_its_rows(
+    postgres: PostgresServer,
+) -> None:
+    dsn = _fresh(postgres)
+    with psycopg.connect(dsn) as conn:
+        for step in MIGRATIONS[:-1]:
+            conn.execute(step)
+        conn.execute(
+            "CREATE TABLE toolbridge_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), "
+            "version INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO toolbridge_schema VALUES (TRUE, %s)", (SCHEMA_VERSION - 1,))
+        conn.execute(
+            "INSERT INTO conversations (id, created_at, updated_at) VALUES ('old', %s, %s)",
+            ("2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"),
+        )
+    assert schema_status(dsn).pending == [SCHEMA_VERSION]
+    journal = PostgresJournal(dsn)
+    try:
+        assert journal.get_conversation("old") is not None
+        assert schema_status(dsn).pending == []
+    finally:
+        journal.close()
+
+
+def test_commits_are_synchronous_whatever_the_role_default(postgres: PostgresServer) -> None:
+    dsn = _fresh(postgres)
+    postgres.psql(f"ALTER ROLE {postgres.user} SET synchronous_commit = off;\n")
+    try:
+        journal = PostgresJournal(dsn)
+        try:
+            setting = journal._read("SHOW synchronous_commit")[0]["synchronous_commit"]
+            assert setting == "on"
+        finally:
+            journal.close()
+    finally:
+        postgres.psql(f"ALTER ROLE {postgres.user} RESET synchronous_commit;\n")
+
+
+def test_without_psycopg_the_error_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "import bridge, bridge.daemon.settings\n"
+        "from bridge.journal.stores import open_journal\n"
+        "try:\n"
+        "    open_journal('postgresql://u:secret-password-1@127.0.0.1:1/db')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "UsageError" in out and "pip install 'toolbridge[postgres]'" in out
+    assert "secret-password-1" not in out
+
+
+def test_import_bridge_does_not_import_psycopg() -> None:
+    code = "import sys, bridge, bridge.journal, bridge.daemon.app; print('psycopg' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert out.strip() == "False"

@@ -240,6 +240,13 @@ def migrate(dsn: str) -> list[int]:
     return applied
 
 
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    # A commit must be on disk before the next step (a lost "started" would let a call run
+    # twice), whatever the server's or the role's default says: SQLite's synchronous=FULL.
+    conn.execute("SET synchronous_commit = on")
+    conn.commit()
+
+
 class PostgresJournal(Journal):
     """A journal in a PostgreSQL database, safe across threads and processes.
 
@@ -272,17 +279,19 @@ class PostgresJournal(Journal):
         from psycopg_pool import ConnectionPool
 
         self._error = psycopg.Error
+        self._pool: Any = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
+            configure=_configure,
+            open=False,
+            name="toolbridge-journal",
+        )
         try:
-            self._pool: Any = ConnectionPool(
-                dsn,
-                min_size=1,
-                max_size=max(1, pool_size),
-                kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
-                open=True,
-                name="toolbridge-journal",
-            )
-            self._pool.wait(timeout=CONNECT_TIMEOUT)
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         except Exception as exc:
+            self._pool.close()
             raise UsageError(f"cannot open the journal {self.path}: {_clean(dsn, exc)}") from None
 
     def __repr__(self) -> str:
