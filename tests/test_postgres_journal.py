@@ -221,3 +221,19 @@ def test_import_bridge_does_not_import_psycopg() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_the_journal_keeps_working_after_the_server_is_killed_and_restarted(
+    postgres: PostgresServer,  # only so that the test is skipped where no server exists
+) -> None:
+    with PostgresServer() as server:
+        journal = PostgresJournal(server.dsn)
+        try:
+            journal.add_conversation("before")
+            server.kill()
+            server.start()
+            journal.add_conversation("after")
+            assert journal.get_conversation("before") is not None
+            assert journal.get_conversation("after") is not None
+        finally:
+            journal.close()

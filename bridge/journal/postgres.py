@@ -285,6 +285,9 @@ class PostgresJournal(Journal):
             max_size=max(1, pool_size),
             kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
             configure=_configure,
+            # A connection the server dropped (restart, failover to a standby) is replaced
+            # before use instead of failing the step that drew it: one round trip per step.
+            check=ConnectionPool.check_connection,
             open=False,
             name="toolbridge-journal",
         )
