@@ -33,10 +33,13 @@ with it (`bridge.conversation`).
 
 The package: `records` (what is written down), `base` (`Journal`, the interface every store
 implements), `memory` (`MemoryJournal`, the library default), `sqlite` (`SQLiteJournal`, the
-durable one, its schema steps in `migrations`), `ledger` (`Ledger`, one conversation's view,
-and `MessageTrail`, used by `bridge.conversation`). Every public name is importable from here;
-the modules import each other only downwards (records <- base <- stores, ledger), never from
-this package's `__init__`, so any of them can be imported alone. Text written to a journal
+durable one, its schema steps in `migrations`), `postgres` (`PostgresJournal`, shared by
+several processes; its steps in `postgres_migrations`; psycopg is imported only when one is
+opened), `stores` (`open_journal`: a path or a ``postgresql://`` URL), `ledger` (`Ledger`,
+one conversation's view, and `MessageTrail`, used by `bridge.conversation`). Every public
+name is importable from here; the modules import each other only downwards (records <- base
+<- stores, ledger), never from this package's `__init__`, so any of them can be imported
+alone. Text written to a journal
 goes through `bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
 
 Approvals: a call of a `confirm=True` tool that waits for a person is an `ApprovalRecord`,
@@ -49,6 +52,7 @@ the same record for the same call and arguments (`find_approval`), never for oth
 from bridge.journal.base import Journal
 from bridge.journal.ledger import INTERRUPTED_OUTPUT, Ledger, MessageTrail
 from bridge.journal.memory import MemoryJournal
+from bridge.journal.postgres import PostgresJournal
 from bridge.journal.records import (
     INTERRUPTED_CODE,
     INTERRUPTED_MESSAGE,
@@ -70,6 +74,7 @@ from bridge.journal.records import (
     redacted_state,
 )
 from bridge.journal.sqlite import SQLiteJournal
+from bridge.journal.stores import open_journal
 
 __all__ = [
     "INTERRUPTED_CODE",
@@ -91,9 +96,11 @@ __all__ = [
     "PendingBatch",
     "PlatformConversationRecord",
     "PlatformStateRecord",
+    "PostgresJournal",
     "SQLiteJournal",
     "StateSnapshot",
     "now",
+    "open_journal",
     "redacted_arguments",
     "redacted_state",
 ]
