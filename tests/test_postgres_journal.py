@@ -237,3 +237,27 @@ def test_the_journal_keeps_working_after_the_server_is_killed_and_restarted(
             assert journal.get_conversation("after") is not None
         finally:
             journal.close()
+
+
+def test_a_role_without_create_rights_opens_an_upgraded_journal(
+    postgres: PostgresServer,
+) -> None:
+    dsn = _fresh(postgres)
+    database = dsn.rsplit("/", 1)[1]
+    migrate(dsn)  # an admin's `toolbridge db upgrade`
+    role, password = f"dml_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    postgres.psql(
+        f"CREATE ROLE {role} LOGIN PASSWORD '{password}';\n"
+        f"REVOKE CREATE ON SCHEMA public FROM PUBLIC;\n"
+        f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role};\n"
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};\n",
+        database=database,
+    )
+    journal = PostgresJournal(
+        f"postgresql://{role}:{password}@{postgres.host}:{postgres.port}/{database}"
+    )
+    try:
+        journal.begin_message("c", "hello")
+        assert [m.query for m in journal.messages("c")] == ["hello"]
+    finally:
+        journal.close()

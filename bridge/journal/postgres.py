@@ -161,10 +161,14 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
 
 
 def _version(conn: psycopg.Connection[Any]) -> int:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS toolbridge_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE "
-        "CHECK (one), version INTEGER NOT NULL)"
-    )
+    # Created only when missing: CREATE ... IF NOT EXISTS still needs CREATE on the schema,
+    # which a daemon's role (DML only, after an admin's `toolbridge db upgrade`) may lack.
+    found = conn.execute("SELECT to_regclass('toolbridge_schema')").fetchone()
+    if found is None or found[0] is None:
+        conn.execute(
+            "CREATE TABLE toolbridge_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE "
+            "CHECK (one), version INTEGER NOT NULL)"
+        )
     row = conn.execute("SELECT version FROM toolbridge_schema").fetchone()
     return int(row[0]) if row else 0
 
