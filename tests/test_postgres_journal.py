@@ -17,7 +17,9 @@ import psycopg
 import pytest
 
 from bridge.errors import UsageError
+from bridge.journal import open_journal
 from bridge.journal.postgres import (
+    POOL_MAX,
     SCHEMA_VERSION,
     PostgresJournal,
     migrate,
@@ -259,5 +261,21 @@ def test_a_role_without_create_rights_opens_an_upgraded_journal(
     try:
         journal.begin_message("c", "hello")
         assert [m.query for m in journal.messages("c")] == ["hello"]
+    finally:
+        journal.close()
+
+
+def test_open_journal_sizes_the_pool_as_asked(postgres: PostgresServer) -> None:
+    # The daemon asks for one connection per worker and some room (bridge/daemon/app.py), so
+    # 16 workers never queue behind the default 10 connections.
+    dsn = _fresh(postgres)
+    journal = open_journal(dsn, pool_size=20)
+    try:
+        assert journal._pool.max_size == 20  # type: ignore[attr-defined]
+    finally:
+        journal.close()
+    journal = open_journal(dsn)
+    try:
+        assert journal._pool.max_size == POOL_MAX  # type: ignore[attr-defined]
     finally:
         journal.close()

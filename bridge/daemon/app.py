@@ -74,7 +74,10 @@ def create_app(
     if journal is None:
         if fresh:  # the default lives in the user's state directory, which may not exist yet
             Path(settings.db).parent.mkdir(parents=True, exist_ok=True)
-        journal = open_journal(settings.db, on_write=failpoint_from_env())
+        # One connection per worker, plus room for the HTTP side (approvals, listings, events).
+        journal = open_journal(
+            settings.db, on_write=failpoint_from_env(), pool_size=settings.workers + 4
+        )
     try:
         service = Service(settings, platform, journal)
     except BaseException:

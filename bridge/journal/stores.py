@@ -45,8 +45,16 @@ def db_label(value: str) -> str:
     return f"postgresql://{user}{host}{port}{parts.path}"
 
 
-def open_journal(url_or_path: str, *, on_write: Callable[[str], None] | None = None) -> Journal:
+def open_journal(
+    url_or_path: str,
+    *,
+    on_write: Callable[[str], None] | None = None,
+    pool_size: int | None = None,
+) -> Journal:
     """A `PostgresJournal` for a ``postgresql://`` URL, else a `SQLiteJournal` at the path.
+
+    `pool_size` caps PostgreSQL connections (default `POOL_MAX`); a daemon passes its worker
+    count and some room, so no worker waits for a connection while another holds one.
 
     Raises:
         UsageError: the journal cannot be opened (psycopg missing, database unreachable,
@@ -55,5 +63,7 @@ def open_journal(url_or_path: str, *, on_write: Callable[[str], None] | None = N
     if is_postgres_url(url_or_path):
         from bridge.journal.postgres import PostgresJournal
 
-        return PostgresJournal(url_or_path, on_write=on_write)
+        if pool_size is None:
+            return PostgresJournal(url_or_path, on_write=on_write)
+        return PostgresJournal(url_or_path, on_write=on_write, pool_size=pool_size)
     return SQLiteJournal(url_or_path, on_write=on_write)
