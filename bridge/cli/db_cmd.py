@@ -16,7 +16,6 @@ import typer
 from bridge.cli._app import app
 from bridge.cli._common import fail
 from bridge.errors import UsageError, register_secret
-from bridge.journal.stores import db_label, db_password, is_postgres_url
 
 __all__ = ["db_app"]
 
@@ -40,6 +39,8 @@ DbOpt = Annotated[
 
 
 def _target(db: str | None) -> str:
+    from bridge.journal.stores import db_password
+
     if db is None:
         from bridge.daemon.settings import default_db
 
@@ -61,6 +62,10 @@ def _sqlite_version(path: str) -> int:
 @db_app.command("status")
 def status(db: DbOpt = None) -> None:
     """Print the journal's schema version and the migrations this toolbridge would apply."""
+    # Imported here: registering the command must not load the journal (and pydantic) for
+    # every other command's start-up.
+    from bridge.journal.stores import db_label, is_postgres_url
+
     target = _target(db)
     try:
         if is_postgres_url(target):
@@ -89,6 +94,8 @@ def status(db: DbOpt = None) -> None:
 @db_app.command("upgrade")
 def upgrade(db: DbOpt = None) -> None:
     """Apply the journal's pending migrations (safe while daemons start: one applies them)."""
+    from bridge.journal.stores import db_label, is_postgres_url
+
     target = _target(db)
     try:
         if is_postgres_url(target):
