@@ -15,18 +15,16 @@ platform's body ``{"request_id", "code", "message"}``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -65,9 +63,8 @@ from bridge.emulator.state import (
 from bridge.emulator.transport import (
     BlockResponse,
     DroppedConnectionError,
-    RecordingMiddleware,
     bearer_problem,
-    install_drop_log_filter,
+    protocol_app,
     sse_block,
 )
 
@@ -123,22 +120,13 @@ class EmulatorApp:
             Route(APP_PATH, self._console, methods=["POST"]),
             Route(APPS_PATH, self._app_list, methods=["GET"]),
         ]
-        starlette = Starlette(
-            routes=routes,
-            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
-            lifespan=self._lifespan,
+        self._asgi = protocol_app(
+            routes, state=self.state, http_error=self._http_error, crash=self._crash
         )
-        self._asgi = RecordingMiddleware(starlette, self.state)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         await self._asgi(scope, receive, send)
-
-    @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        # After uvicorn configured its loggers, so the filter is not lost.
-        install_drop_log_filter()
-        yield
 
     # --- endpoints ------------------------------------------------------------------------
 

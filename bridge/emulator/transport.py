@@ -18,11 +18,15 @@ import hmac
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bridge.emulator.state import EmulatorState, RecordedRequest
@@ -34,6 +38,7 @@ __all__ = [
     "RecordingMiddleware",
     "bearer_problem",
     "install_drop_log_filter",
+    "protocol_app",
     "sse_block",
 ]
 
@@ -72,6 +77,35 @@ def bearer_problem(headers: Mapping[str, str], token: str) -> str | None:
     ):
         return "wrong"
     return None
+
+
+ErrorPage = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def protocol_app(
+    routes: list[Route],
+    *,
+    state: EmulatorState,
+    http_error: ErrorPage,
+    crash: ErrorPage,
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> ASGIApp:
+    """The ASGI app of one emulator protocol: its `routes` on Starlette with the wire's own
+    error pages (`http_error` for 404/405..., `crash` for anything raised), optionally wrapped
+    (e.g. a header on every answer), every request recorded in `state`."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # After uvicorn configured its loggers, so the filter is not lost.
+        install_drop_log_filter()
+        yield
+
+    starlette = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: crash},
+        lifespan=lifespan,
+    )
+    return RecordingMiddleware(wrap(starlette) if wrap is not None else starlette, state)
 
 
 def sse_block(payload: bytes) -> bytes:

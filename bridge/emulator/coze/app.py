@@ -19,13 +19,11 @@ Checks, in order: token (HTTP 401, code 4100), body (4000), bot (4200), conversa
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -68,9 +66,8 @@ from bridge.emulator.state import (
 from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
     DroppedConnectionError,
-    RecordingMiddleware,
     bearer_problem,
-    install_drop_log_filter,
+    protocol_app,
 )
 
 __all__ = ["LOGID_HEADER", "ChatRecord", "CozeApp"]
@@ -115,21 +112,17 @@ class CozeApp:
             Route("/v1/files/upload", self._upload, methods=["POST"]),
             Route("/v1/files/retrieve", self._file, methods=["GET"]),
         ]
-        starlette = Starlette(
-            routes=routes,
-            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
-            lifespan=self._lifespan,
+        self._asgi = protocol_app(
+            routes,
+            state=self.state,
+            http_error=self._http_error,
+            crash=self._crash,
+            wrap=_LogIdMiddleware,
         )
-        self._asgi = RecordingMiddleware(_LogIdMiddleware(starlette), self.state)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         await self._asgi(scope, receive, send)
-
-    @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        install_drop_log_filter()
-        yield
 
     # --- endpoints ------------------------------------------------------------------------
 

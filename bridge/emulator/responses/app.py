@@ -18,14 +18,12 @@ the number of tool rounds the transcript already holds; ``inband`` becomes an ``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -59,9 +57,8 @@ from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
 from bridge.emulator.transport import (
     DroppedConnectionError,
-    RecordingMiddleware,
     bearer_problem,
-    install_drop_log_filter,
+    protocol_app,
 )
 
 __all__ = ["ResponsesApp"]
@@ -99,21 +96,13 @@ class ResponsesApp:
             Route("/v1/responses/{response_id}", self._retrieve, methods=["GET"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ]
-        starlette = Starlette(
-            routes=routes,
-            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
-            lifespan=self._lifespan,
+        self._asgi = protocol_app(
+            routes, state=self.state, http_error=self._http_error, crash=self._crash
         )
-        self._asgi = RecordingMiddleware(starlette, self.state)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         await self._asgi(scope, receive, send)
-
-    @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        install_drop_log_filter()
-        yield
 
     def response_conversation(self, response_id: str) -> str:
         """The emulator conversation (`Emulator.conversation`) a response belongs to.
