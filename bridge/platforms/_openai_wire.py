@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.errors import ProtocolError
+from bridge.errors import ConfigurationError, ProtocolError
 from bridge.platforms._transport import trim
 from bridge.types import Event, Other, TextDelta, ToolCall
 
@@ -23,6 +23,7 @@ __all__ = [
     "add_usage",
     "decode_object",
     "error_details",
+    "model_verdict",
     "trim",
 ]
 
@@ -224,3 +225,19 @@ def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dic
         else:
             summed[key] = value
     return summed
+
+
+def model_verdict(base_url: str, model: str, served: list[str]) -> str:
+    """What a ``GET /models`` listing `served` proves about `model`, in one sentence.
+
+    Raises:
+        ConfigurationError: the server lists its models and `model` is not among them.
+    """
+    if served and model not in served:
+        raise ConfigurationError(
+            f"model {model!r} is not served by {base_url}; "
+            f"it serves: {', '.join(served)} (set --model or OPENAI_MODEL)"
+        )
+    if not served:
+        return f"{base_url} answered (it lists no models to confirm {model!r})"
+    return f"{base_url} answered and serves model {model!r}"

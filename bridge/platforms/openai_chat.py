@@ -32,7 +32,6 @@ import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bridge.errors import (
-    ConfigurationError,
     ConversationLostError,
     InBandError,
     ProtocolError,
@@ -45,6 +44,7 @@ from bridge.platforms._openai_wire import (
     add_usage,
     decode_object,
     error_details,
+    model_verdict,
     trim,
 )
 from bridge.platforms._settings import (
@@ -387,15 +387,8 @@ class OpenAIChatPlatform:
         finally:
             response.close()
         models = body.get("data") if isinstance(body, dict) else None
-        served = [m.get("id") for m in models or [] if isinstance(m, dict)]
-        if served and self.model not in served:
-            raise ConfigurationError(
-                f"model {self.model!r} is not served by {self.base_url}; "
-                f"it serves: {', '.join(str(s) for s in served)} (set --model or OPENAI_MODEL)"
-            )
-        if not served:
-            return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
-        return f"{self.base_url} answered and serves model {self.model!r}"
+        served = [str(m.get("id")) for m in models or [] if isinstance(m, dict)]
+        return model_verdict(self.base_url, self.model, served)
 
     def check_chat(self) -> str:
         """Prove chat completions answer, with one completion of at most one token.

@@ -42,7 +42,7 @@ from bridge.errors import (
     ProtocolError,
     UsageError,
 )
-from bridge.platforms._openai_wire import add_usage
+from bridge.platforms._openai_wire import add_usage, model_verdict
 from bridge.platforms._responses_http import ResponsesClient
 from bridge.platforms._responses_wire import (
     ResponseTurn,
@@ -313,14 +313,7 @@ class OpenAIResponsesPlatform:
             return self._check_response()
         if served is None:
             return f"{self.base_url} answered (its /models reply is not JSON)"
-        if served and self.model not in served:
-            raise ConfigurationError(
-                f"model {self.model!r} is not served by {self.base_url}; "
-                f"it serves: {', '.join(served)} (set --model or OPENAI_MODEL)"
-            )
-        if not served:
-            return f"{self.base_url} answered (it lists no models to confirm {self.model!r})"
-        return f"{self.base_url} answered and serves model {self.model!r}"
+        return model_verdict(self.base_url, self.model, served)
 
     def _check_response(self) -> str:
         body = {
