@@ -15,18 +15,21 @@ Peak RSS is the daemon process's VmHWM from /proc. Timings go to stdout; nothing
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import requests
+from _daemons import FAILOVER_RULES, Process, failover, postgres_server, serve_has
 from requests.adapters import HTTPAdapter
 
 from bridge import Bridge, manifest
@@ -35,6 +38,7 @@ from bridge.platforms.appbuilder import AppBuilderPlatform
 __all__ = ["main"]
 
 PER_CLIENT = 2
+PARTS = ("sqlite", "postgres", "failover")
 SCENARIO = {
     "settings": {"chunk_chars": 16},
     "rules": [
@@ -68,38 +72,6 @@ def get_weather(city: str) -> dict[str, object]:
         city: City name.
     """
     return {"city": city, "temp": 18}
-
-
-def _start(argv: list[str], marker: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        argv,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if marker in line:
-            url = line.split(marker, 1)[1].split()[0].strip().strip('"')
-            # Keep reading, or a chatty process blocks on a full pipe.
-            threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
-            return proc, url
-    raise RuntimeError(f"{argv[3]} did not start")
-
-
-def _drain(stream: object) -> None:
-    for _ in stream:  # type: ignore[attr-defined]
-        pass
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _drive(clients: int, one: Callable[[], None]) -> tuple[list[float], float]:
@@ -157,48 +129,114 @@ def _direct(emulator: dict[str, str], clients: int) -> tuple[list[float], float]
 
 
 def _daemon(
-    emulator: dict[str, str], clients: int, folder: Path, db: str
-) -> tuple[list[float], float, float]:
-    argv = [sys.executable, "-m", "bridge", "serve", "--tools", str(folder / "tools.py")]
-    argv += ["--port", "0", "--db", db, "--workers", str(clients), "--queue-limit", "0"]
-    proc, url = _start(argv, "listening on ", emulator)
-    local = threading.local()
+    emulator: dict[str, str],
+    clients: int,
+    folder: Path,
+    db: str,
+    replicas: int = 1,
+    cross: bool = False,
+    replica_ids: bool = False,
+) -> tuple[list[float], float, list[float]]:
+    """Latencies, wall and each replica's peak RSS (MiB) of `replicas` daemons on `db`.
 
-    def one() -> None:
-        session = getattr(local, "session", None) or requests.Session()
-        local.session = session
-        created = session.post(url + "/v1/conversations", json={}, timeout=120)
-        cid = created.json()["conversation_id"]
-        reply = session.post(
-            f"{url}/v1/conversations/{cid}/messages",
-            json={"query": "weather in Paris"},
-            timeout=120,
-        )
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["answer"] == "Paris: 18 degrees"
-
+    Client i talks to replica i % replicas (client-side round robin); with `cross` it sends
+    its messages to the next replica, not the one that created the conversation."""
+    # The URL (and its password) goes by the environment: argv is public in the process list.
+    env = {**emulator, "TOOLBRIDGE_DB": db}
+    daemons: list[Process] = []
     try:
+        for n in range(replicas):
+            args = ["serve", "--tools", str(folder / "tools.py"), "--port", "0"]
+            args += ["--workers", str(clients), "--queue-limit", "0"]
+            if replica_ids:
+                args += ["--replica-id", f"bench-r{n + 1}"]
+            daemons.append(Process(args, "listening on ", env))
+        urls = [daemon.url for daemon in daemons]
+        local = threading.local()
+        counter = itertools.count()
+
+        def one() -> None:
+            session = getattr(local, "session", None)
+            if session is None:
+                session = local.session = requests.Session()
+                local.index = next(counter)
+            creator = urls[local.index % replicas]
+            runner = urls[(local.index + cross) % replicas]
+            created = session.post(creator + "/v1/conversations", json={}, timeout=120)
+            cid = created.json()["conversation_id"]
+            reply = session.post(
+                f"{runner}/v1/conversations/{cid}/messages",
+                json={"query": "weather in Paris"},
+                timeout=120,
+            )
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["answer"] == "Paris: 18 degrees"
+
         latencies, wall = _drive(clients, one)
-        status = Path(f"/proc/{proc.pid}/status").read_text(encoding="utf-8")
-        peak_kib = next(int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line)
+        peaks = [daemon.peak_mib() for daemon in daemons]
     finally:
-        _stop(proc)
-    return latencies, wall, peak_kib / 1024
+        for daemon in daemons:
+            daemon.stop()
+    return latencies, wall, peaks
+
+
+def _row(
+    emulator: dict[str, str],
+    clients: int,
+    label: str,
+    run: Callable[[], tuple[list[float], float, list[float]]],
+) -> None:
+    direct, direct_wall = _direct(emulator, clients)
+    daemon, daemon_wall, peaks = run()
+    d50, d99 = _percentile(direct, 50) * 1e3, _percentile(direct, 99) * 1e3
+    s50, s99 = _percentile(daemon, 50) * 1e3, _percentile(daemon, 99) * 1e3
+    rss = " + ".join(f"{peak:.0f}" for peak in peaks)
+    print(
+        f"| {clients} | {label} "
+        f"| {len(direct) / direct_wall:.0f} | {len(daemon) / daemon_wall:.0f} "
+        f"| {d50:.0f} / {d99:.0f} ms | {s50:.0f} / {s99:.0f} ms "
+        f"| {s50 - d50:+.0f} / {s99 - d99:+.0f} ms | {rss} MiB |",
+        flush=True,
+    )
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=PARTS,
+        help="Run only this part (repeat for more; default all: " + ", ".join(PARTS) + ").",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
+        help="50 clients only, fewer failover conversations (env BENCH_QUICK=1).",
+    )
+    parser.add_argument("--failover-conversations", type=int, default=20)
+    parser.add_argument("--lease-seconds", type=float, default=3.0)
+    return parser.parse_args()
 
 
 def main() -> int:
-    """Print one table row per concurrency level."""
+    """Print one table row per configuration, then the failover figures."""
+    args = _args()
+    parts = args.only or list(PARTS)
+    levels = (50,) if args.quick else (50, 200)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
-        (folder / "scenario.json").write_text(json.dumps(SCENARIO), encoding="utf-8")
-        argv = [sys.executable, "-m", "bridge", "emulator", "--port", "0"]
-        emu, gateway = _start(
-            [*argv, "--scenario", str(folder / "scenario.json")], "export GATEWAY_URL_V2=", {}
+        scenario = {**SCENARIO, "rules": [*SCENARIO["rules"], *FAILOVER_RULES]}
+        (folder / "scenario.json").write_text(json.dumps(scenario), encoding="utf-8")
+        emu = Process(
+            ["emulator", "--port", "0", "--scenario", str(folder / "scenario.json")],
+            "export GATEWAY_URL_V2=",
+            {},
         )
         try:
             emulator = {
-                "GATEWAY_URL_V2": gateway,
+                "GATEWAY_URL_V2": emu.url,
                 "APPBUILDER_TOKEN": "emulator-token",
                 "APPBUILDER_APP_ID": "emulator-app",
             }
@@ -207,23 +245,61 @@ def main() -> int:
             print("| clients | journal | direct conv/s | daemon conv/s | direct p50 / p99 | "
                   "daemon p50 / p99 | added p50 / p99 | daemon peak RSS |")  # fmt: skip
             print("|---|---|---|---|---|---|---|---|")
-            for clients, db in ((50, "file"), (200, "file"), (200, ":memory:")):
-                direct, direct_wall = _direct(emulator, clients)
-                path = str(folder / f"journal-{clients}.db") if db == "file" else db
-                daemon, daemon_wall, rss = _daemon(emulator, clients, folder, path)
-                n = len(direct)
-                d50, d99 = _percentile(direct, 50) * 1e3, _percentile(direct, 99) * 1e3
-                s50, s99 = _percentile(daemon, 50) * 1e3, _percentile(daemon, 99) * 1e3
-                print(
-                    f"| {clients} | {'SQLite file' if db == 'file' else db} "
-                    f"| {n / direct_wall:.0f} | {len(daemon) / daemon_wall:.0f} "
-                    f"| {d50:.0f} / {d99:.0f} ms | {s50:.0f} / {s99:.0f} ms "
-                    f"| {s50 - d50:+.0f} / {s99 - d99:+.0f} ms | {rss:.0f} MiB |",
-                    flush=True,
-                )
+            if "sqlite" in parts:
+                for clients, db in ((50, "file"), (200, "file"), (200, ":memory:")):
+                    if clients not in levels:
+                        continue
+                    path = str(folder / f"journal-{clients}.db") if db == "file" else db
+                    label = "SQLite file" if db == "file" else db
+                    _row(
+                        emulator, clients, label, partial(_daemon, emulator, clients, folder, path)
+                    )
+            if "postgres" in parts or "failover" in parts:
+                _postgres(emulator, folder, parts, levels, args)
         finally:
-            _stop(emu)
+            emu.stop()
     return 0
+
+
+def _postgres(
+    emulator: dict[str, str],
+    folder: Path,
+    parts: list[str],
+    levels: tuple[int, ...],
+    args: argparse.Namespace,
+) -> None:
+    replica_ids = serve_has("--replica-id")
+    runs = [(c, n, cross) for c in levels for n, cross in ((1, False), (2, False), (2, True))]
+    connections = 2 * (max(levels) + 4) + args.failover_conversations * 2 + 20
+    with postgres_server(max_connections=connections) as server:
+        if server is None:
+            print("PostgreSQL: skipped, no server binaries (install Debian's postgresql)")
+            return
+        if "postgres" in parts:
+            for number, (clients, replicas, cross) in enumerate(runs):
+                dsn = server.create_database(f"bench_{number}")
+                label = f"PostgreSQL, {replicas} replica{'s' if replicas > 1 else ''}"
+                label += ", message on the other" if cross else ""
+                run = partial(_daemon, emulator, clients, folder, dsn, replicas, cross, replica_ids)
+                _row(emulator, clients, label, run)
+        if "failover" in parts:
+            lease = args.lease_seconds if serve_has("--lease-seconds") else None
+            conversations = min(args.failover_conversations, 10 if args.quick else 1000)
+            print()
+            print("Failover: 2 replicas on one PostgreSQL database, kill -9 of one mid-run")
+            if lease is None:
+                print("  (serve has no --lease-seconds yet: the survivor will not take over)")
+            result = failover(
+                emulator,
+                folder,
+                server.create_database("bench_failover"),
+                conversations,
+                lease,
+                replica_ids,
+                timeout=max(30.0, 10 * (lease or 3.0) + 20),
+            )
+            for line in result.lines():
+                print("  " + line, flush=True)
 
 
 if __name__ == "__main__":
