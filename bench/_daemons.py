@@ -24,7 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support.postgres when run as a script
 
-__all__ = ["FailoverResult", "Process", "failover", "postgres_server", "serve_has"]
+__all__ = [
+    "FailoverResult",
+    "Process",
+    "cpu_seconds",
+    "failover",
+    "postgres_pids",
+    "postgres_server",
+    "serve_has",
+]
 
 LOG_LINES = 40
 FAILOVER_TOOLS = '''
@@ -137,6 +145,37 @@ class Process:
                 self.proc.wait()
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the live processes `pids` have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+        except OSError:  # exited meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+def postgres_pids(server: Any) -> list[int]:
+    """The postmaster and its children (backends, WAL writer, checkpointer...); backends
+    call setsid(), so the postmaster's process group does not hold them."""
+    leader = int((server.data_dir / "postmaster.pid").read_text().splitlines()[0])
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            pid, parent = int(entry.name), int(stat.rsplit(")", 1)[1].split()[1])
+            if leader in (pid, parent):
+                pids.append(pid)
+    return pids
+
+
 def serve_has(option: str) -> bool:
     """Whether ``toolbridge serve --help`` lists `option` (the lead adds options as we go)."""
     done = subprocess.run(
@@ -173,6 +212,7 @@ class FailoverResult:
     seconds_to_all_ended: float | None = None
     first_ended: float | None = None
     statuses: collections.Counter[str] = field(default_factory=collections.Counter)
+    finished_by: collections.Counter[str] = field(default_factory=collections.Counter)
     lost: int = 0
     duplicates: int = 0
     reruns: int = 0
@@ -191,7 +231,8 @@ class FailoverResult:
             f" (tool running in {self.started_before_kill} at the kill), --lease-seconds"
             f" {self.lease_seconds if self.lease_seconds is not None else '(not supported)'}",
             f"kill -9 -> first message ended on the survivor: {first}; all ended: {ended}",
-            f"message statuses on the survivor: {dict(sorted(self.statuses.items()))}",
+            f"message statuses on the survivor: {dict(sorted(self.statuses.items()))}, ended by"
+            f" replica: {dict(sorted(self.finished_by.items()))}",
             f"lost messages: {self.lost}; duplicate executions of non-idempotent calls:"
             f" {self.duplicates}; re-runs of idempotent calls: {self.reruns}",
             f"tool call states on the survivor: {dict(sorted(self.call_states.items()))}",
@@ -280,6 +321,8 @@ def failover(
         for body in detail.values():
             messages = body["messages"]
             result.statuses[messages[-1]["status"] if messages else "missing"] += 1
+            if messages:
+                result.finished_by[str(messages[-1].get("replica"))] += 1
             for call in body["tool_calls"]:
                 state = call["state"] + (f" ({call['error']})" if call.get("error") else "")
                 result.call_states[f"{call['name']}: {state}"] += 1

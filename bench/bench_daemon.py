@@ -25,11 +25,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import requests
-from _daemons import FAILOVER_RULES, Process, failover, postgres_server, serve_has
+from _daemons import (
+    FAILOVER_RULES,
+    Process,
+    cpu_seconds,
+    failover,
+    postgres_pids,
+    postgres_server,
+    serve_has,
+)
 from requests.adapters import HTTPAdapter
 
 from bridge import Bridge, manifest
@@ -39,6 +49,19 @@ __all__ = ["main"]
 
 PER_CLIENT = 2
 PARTS = ("sqlite", "postgres", "failover")
+
+
+@dataclass
+class Run:
+    """What one daemon run measured."""
+
+    latencies: list[float]
+    wall: float
+    peaks: list[float]
+    daemon_cpu: float
+    database_cpu: float
+
+
 SCENARIO = {
     "settings": {"chunk_chars": 16},
     "rules": [
@@ -136,8 +159,10 @@ def _daemon(
     replicas: int = 1,
     cross: bool = False,
     replica_ids: bool = False,
-) -> tuple[list[float], float, list[float]]:
-    """Latencies, wall and each replica's peak RSS (MiB) of `replicas` daemons on `db`.
+    server: Any = None,
+) -> Run:
+    """Latencies, wall, each replica's peak RSS (MiB) and CPU of `replicas` daemons on `db`
+    (and of the PostgreSQL `server`'s processes, when given).
 
     Client i talks to replica i % replicas (client-side round robin); with `cross` it sends
     its messages to the next replica, not the one that created the conversation."""
@@ -172,22 +197,30 @@ def _daemon(
             assert reply.status_code == 200, reply.text
             assert reply.json()["answer"] == "Paris: 18 degrees"
 
+        pids = [daemon.proc.pid for daemon in daemons]
+        database = postgres_pids(server) if server is not None else []
+        cpu = cpu_seconds(pids), cpu_seconds(database)
         latencies, wall = _drive(clients, one)
+        # Backends opened during the run count too (the pools grow under load).
+        database += [pid for pid in postgres_pids(server) if pid not in database] if server else []
+        cpu = cpu_seconds(pids) - cpu[0], cpu_seconds(database) - cpu[1]
         peaks = [daemon.peak_mib() for daemon in daemons]
     finally:
         for daemon in daemons:
             daemon.stop()
-    return latencies, wall, peaks
+    return Run(latencies, wall, peaks, *cpu)
 
 
 def _row(
     emulator: dict[str, str],
     clients: int,
     label: str,
-    run: Callable[[], tuple[list[float], float, list[float]]],
+    run: Callable[[], Run],
+    cpu_rows: list[str],
 ) -> None:
     direct, direct_wall = _direct(emulator, clients)
-    daemon, daemon_wall, peaks = run()
+    result = run()
+    daemon, daemon_wall, peaks = result.latencies, result.wall, result.peaks
     d50, d99 = _percentile(direct, 50) * 1e3, _percentile(direct, 99) * 1e3
     s50, s99 = _percentile(daemon, 50) * 1e3, _percentile(daemon, 99) * 1e3
     rss = " + ".join(f"{peak:.0f}" for peak in peaks)
@@ -197,6 +230,12 @@ def _row(
         f"| {d50:.0f} / {d99:.0f} ms | {s50:.0f} / {s99:.0f} ms "
         f"| {s50 - d50:+.0f} / {s99 - d99:+.0f} ms | {rss} MiB |",
         flush=True,
+    )
+    n = len(daemon)
+    database = f"{1e3 * result.database_cpu / n:.1f} ms" if "PostgreSQL" in label else "-"
+    cpu_rows.append(
+        f"| {clients} | {label} | {1e3 * result.daemon_cpu / n:.1f} ms | {database} "
+        f"| {100 * (result.daemon_cpu + result.database_cpu) / (2 * daemon_wall):.0f} % |"
     )
 
 
@@ -245,17 +284,19 @@ def main() -> int:
             print("| clients | journal | direct conv/s | daemon conv/s | direct p50 / p99 | "
                   "daemon p50 / p99 | added p50 / p99 | daemon peak RSS |")  # fmt: skip
             print("|---|---|---|---|---|---|---|---|")
+            cpu_rows: list[str] = []
             if "sqlite" in parts:
                 for clients, db in ((50, "file"), (200, "file"), (200, ":memory:")):
                     if clients not in levels:
                         continue
                     path = str(folder / f"journal-{clients}.db") if db == "file" else db
                     label = "SQLite file" if db == "file" else db
-                    _row(
-                        emulator, clients, label, partial(_daemon, emulator, clients, folder, path)
-                    )
+                    run = partial(_daemon, emulator, clients, folder, path)
+                    _row(emulator, clients, label, run, cpu_rows)
             if "postgres" in parts or "failover" in parts:
-                _postgres(emulator, folder, parts, levels, args)
+                _postgres(emulator, folder, parts, levels, args, cpu_rows)
+            else:
+                _cpu_table(cpu_rows)
         finally:
             emu.stop()
     return 0
@@ -267,12 +308,14 @@ def _postgres(
     parts: list[str],
     levels: tuple[int, ...],
     args: argparse.Namespace,
+    cpu_rows: list[str],
 ) -> None:
     replica_ids = serve_has("--replica-id")
     runs = [(c, n, cross) for c in levels for n, cross in ((1, False), (2, False), (2, True))]
     connections = 2 * (max(levels) + 4) + args.failover_conversations * 2 + 20
     with postgres_server(max_connections=connections) as server:
         if server is None:
+            _cpu_table(cpu_rows)
             print("PostgreSQL: skipped, no server binaries (install Debian's postgresql)")
             return
         if "postgres" in parts:
@@ -280,8 +323,11 @@ def _postgres(
                 dsn = server.create_database(f"bench_{number}")
                 label = f"PostgreSQL, {replicas} replica{'s' if replicas > 1 else ''}"
                 label += ", message on the other" if cross else ""
-                run = partial(_daemon, emulator, clients, folder, dsn, replicas, cross, replica_ids)
-                _row(emulator, clients, label, run)
+                run = partial(
+                    _daemon, emulator, clients, folder, dsn, replicas, cross, replica_ids, server
+                )
+                _row(emulator, clients, label, run, cpu_rows)
+        _cpu_table(cpu_rows)
         if "failover" in parts:
             lease = args.lease_seconds if serve_has("--lease-seconds") else None
             conversations = min(args.failover_conversations, 10 if args.quick else 1000)
@@ -300,6 +346,19 @@ def _postgres(
             )
             for line in result.lines():
                 print("  " + line, flush=True)
+
+
+def _cpu_table(rows: list[str]) -> None:
+    if not rows:
+        return
+    print()
+    print("CPU per conversation during the run (the emulator and the clients share the cores)")
+    print("| clients | journal | daemon CPU (all replicas) | PostgreSQL server CPU | busy cores "
+          "(daemons + server, of 2) |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(row, flush=True)
+    rows.clear()
 
 
 if __name__ == "__main__":
