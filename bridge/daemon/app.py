@@ -25,6 +25,7 @@ from bridge.daemon.hosts import HostGate
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.recovery import recover
+from bridge.daemon.relay import start_relay
 from bridge.daemon.routers import approvals, console, conversations, events, health, tools
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
@@ -94,6 +95,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.start()
+        # Other replicas on the same PostgreSQL journal: live events both ways (from before
+        # recovery, so they see the runs it resumes).
+        app.state.relay = relay = await start_relay(service)
         recover(service)
         reloads_keys = _reload_keys_on_sighup(api_keys)
         try:
@@ -103,6 +107,8 @@ def create_app(
                 _stop_reloading_keys()
             left = await service.drain()
             app.state.runs_left = left
+            if relay is not None:
+                await relay.close()
             await service.close(left)
 
     app = FastAPI(
@@ -117,6 +123,7 @@ def create_app(
     app.state.service = service
     app.state.api_keys = api_keys
     app.state.runs_left = 0
+    app.state.relay = None
     app.state.grace = GraceClock(settings.grace)  # armed by the server when a shutdown begins
     install_error_handlers(app)
     app.include_router(conversations.router)

@@ -18,6 +18,7 @@ a decision is never found for other arguments.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -44,7 +45,20 @@ ANONYMOUS = "anonymous"
 
 POLL_SECONDS = 1.0
 """How often a waiting call looks at the journal besides being woken (a stopped run, a
-decision written by another process)."""
+decision written by another process that no notification brought)."""
+
+POLL_ENV = "TOOLBRIDGE_APPROVAL_POLL_SECONDS"
+"""Overrides `POLL_SECONDS` (tests make it long to show that a decision taken on another
+replica wakes the waiting call through `bridge.daemon.relay`, not through the poll)."""
+
+
+def _poll_seconds() -> float:
+    try:
+        value = float(os.environ.get(POLL_ENV, ""))
+    except ValueError:
+        return POLL_SECONDS
+    return value if value > 0 else POLL_SECONDS
+
 
 ORPHANED = "the run that asked for it ended before anyone decided"
 
@@ -83,6 +97,7 @@ class ApprovalDesk:
         self._lock = threading.Lock()
         self._waiting: dict[str, tuple[str, threading.Event]] = {}
         """Approval id -> (conversation id, wakeup) of each call waiting in this process."""
+        self.poll_seconds = _poll_seconds()
 
     def __repr__(self) -> str:
         return f"ApprovalDesk(timeout={self.timeout:g}, waiting={len(self._waiting)})"
@@ -156,7 +171,7 @@ class ApprovalDesk:
                     return self._expire(current, _expired_note(current))
                 if cancelled.is_set():
                     return self._expire(current, ORPHANED)
-                wakeup.wait(min(remaining, POLL_SECONDS))
+                wakeup.wait(min(remaining, self.poll_seconds))
                 wakeup.clear()
         finally:
             with self._lock:
@@ -213,12 +228,19 @@ class ApprovalDesk:
                 details={"status": exc.record.status},
             ) from None
         assert decided is not None
-        with self._lock:
-            waiting = self._waiting.get(approval_id)
-        if waiting is not None:
-            waiting[1].set()
+        self.wake(approval_id)
         self._decided(decided)
         return decided
+
+    def wake(self, approval_id: str) -> bool:
+        """Have the call waiting here for `approval_id` read the journal now (a decision was
+        written, here or by another replica); False when no call here waits for it."""
+        with self._lock:
+            waiting = self._waiting.get(approval_id)
+        if waiting is None:
+            return False
+        waiting[1].set()
+        return True
 
     def expire_orphans(self, running: set[int]) -> int:
         """Expire pending requests that no run waits for (their message is not `running`).

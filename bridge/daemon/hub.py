@@ -10,6 +10,10 @@ then live ones. When ``n`` is older than the history, it gets a ``reset`` event 
 it missed is gone, so it should reload what it shows.
 Chatty events (answer text as it streams) go to live followers only and are never replayed:
 the run's end carries the whole answer.
+
+A `tap` sees every event published here (the `bridge.daemon.relay` sends them to the other
+replicas); events that came from another replica are published with ``forward=False`` so they
+never travel back.
 """
 
 from __future__ import annotations
@@ -19,18 +23,21 @@ import contextlib
 import json
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["HUB_HISTORY", "EventHub", "SseEvent"]
+__all__ = ["HUB_HISTORY", "EventHub", "HubTap", "SseEvent"]
 
 HUB_HISTORY = 2000
 """Events kept for followers that reconnect."""
 
 FOLLOWER_BACKLOG = 5000
 """Events a slow follower may fall behind by before it is dropped (it reconnects and resumes)."""
+
+HubTap = Callable[[str, dict[str, Any], bool], None]
+"""Called with each event's name, data and `replay` flag, in id order; it must not block."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class EventHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._followers: set[asyncio.Queue[SseEvent | None]] = set()
         self._closed = False
+        self._taps: list[HubTap] = []
 
     def __repr__(self) -> str:
         return f"EventHub(last_id={self.last_id}, followers={len(self._followers)})"
@@ -82,13 +90,27 @@ class EventHub:
         """Deliver to followers on `loop` (the serving loop) from now on."""
         self._loop = loop
 
-    def publish(self, name: str, data: dict[str, Any], *, replay: bool = True) -> None:
+    def tap(self, listener: HubTap) -> None:
+        """Hand every event published from now on (except ``forward=False`` ones) to `listener`."""
+        with self._lock:
+            self._taps.append(listener)
+
+    def untap(self, listener: HubTap) -> None:
+        """Stop handing events to `listener`."""
+        with self._lock:
+            if listener in self._taps:
+                self._taps.remove(listener)
+
+    def publish(
+        self, name: str, data: dict[str, Any], *, replay: bool = True, forward: bool = True
+    ) -> None:
         """Publish one event (thread-safe; callable from worker threads).
 
         Args:
             name: the event's name, e.g. ``run_started``.
             data: its JSON data; ``at`` (now, ISO 8601) is added when missing.
             replay: False for chatty events that followers reconnecting need not see again.
+            forward: False for an event another replica sent: the taps do not see it.
         """
         body = data if "at" in data else {**data, "at": _now()}
         with self._lock:
@@ -98,6 +120,10 @@ class EventHub:
                 if len(self._history) == self._history.maxlen:
                     self._forgotten = self._history[0].id
                 self._history.append(event)
+            if forward:
+                # Under the lock, so a tap sees the events in id order.
+                for listener in self._taps:
+                    listener(name, body, replay)
         loop = self._loop
         if loop is None:
             return

@@ -775,6 +775,15 @@ class PostgresJournal(Journal):
         total = self._read(f"SELECT count(*) AS n FROM approvals{clause}", params)[0]["n"]
         return [approval_record(row) for row in rows], int(total)
 
+    def notify_connection(self) -> psycopg.Connection[Any]:
+        """A new autocommit connection of its own, outside the pool, for LISTEN/NOTIFY
+        (`bridge.daemon.relay`); the caller closes it.
+
+        Raises:
+            UsageError: the database is unreachable (the message never holds the password).
+        """
+        return _connect(self._dsn)
+
 
 def _upsert_state(
     db: psycopg.Connection[Row], conversation_id: str, snapshot: StateSnapshot, stamp: str

@@ -28,6 +28,7 @@ from bridge.daemon.models import (
     SendMessage,
     title_of,
 )
+from bridge.daemon.relay import relay_of
 from bridge.daemon.runs import RunHandle
 from bridge.daemon.service import Service
 from bridge.daemon.shutdown import SHUTTING_DOWN, GraceClock
@@ -130,16 +131,20 @@ def list_conversations(
 
 
 @router.get("/{conversation_id}", summary="One conversation", responses=_NOT_FOUND)
-def get_conversation(service: ServiceDep, conversation_id: ConversationId) -> ConversationDetail:
+def get_conversation(
+    request: Request, service: ServiceDep, conversation_id: ConversationId
+) -> ConversationDetail:
     """A conversation with every message and tool call the journal holds."""
     record = service.journal.get_conversation(conversation_id)
     if record is None:
         raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
     messages = service.journal.messages(conversation_id)
+    relay = relay_of(request)
     return ConversationDetail(
         conversation=record,
         title=title_of(messages),
-        busy=service.active(conversation_id) is not None,
+        busy=service.active(conversation_id) is not None
+        or (relay is not None and relay.busy(conversation_id)),
         messages=messages,
         tool_calls=service.journal.calls(conversation_id),
         platform_conversations=service.journal.platform_conversations(conversation_id),
@@ -213,15 +218,23 @@ async def send_message(
     responses={200: {"content": _SSE, "description": "SSE stream"}, **_NOT_FOUND},
 )
 async def follow_conversation(
-    service: ServiceDep, grace: GraceDep, conversation_id: ConversationId
+    request: Request, service: ServiceDep, grace: GraceDep, conversation_id: ConversationId
 ) -> Any:
     """The events of the conversation's run in progress (from its start), as SSE.
 
-    Without a run in progress the stream holds a single `idle` event.
+    With several replicas on one PostgreSQL journal, a run that another replica is doing is
+    followed too: its events from when this replica heard of it (each with that `replica`),
+    and a last `done` whose result is read from the journal. Without a run in progress the
+    stream holds a single `idle` event.
     """
     handle = service.active(conversation_id)
     if handle is not None:
         return _sse(handle, grace)
+    relay = relay_of(request)
+    if relay is not None:
+        remote = await relay.remote_run(conversation_id)
+        if remote is not None:
+            return _sse(remote, grace)
     if service.journal.get_conversation(conversation_id) is None:
         raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
     return StreamingResponse(
