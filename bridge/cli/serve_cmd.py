@@ -130,6 +130,21 @@ def serve(
         float | None,
         typer.Option("--idle-timeout", help="Idle seconds before a conversation's tools let go."),
     ] = None,
+    replica_id: Annotated[
+        str | None,
+        typer.Option(
+            "--replica-id",
+            help="Name among replicas sharing a PostgreSQL journal (default host:port).",
+        ),
+    ] = None,
+    lease_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--lease-seconds",
+            help="Seconds a dead replica's conversations wait before another takes them "
+            "(default 15).",
+        ),
+    ] = None,
     connection: Connection = FROM_FLAGS,
 ) -> None:
     """Run the bridge daemon: an HTTP API (and web console at /) that answers conversations.
@@ -168,6 +183,8 @@ def serve(
         "max_rounds": max_rounds,
         "tool_timeout": tool_timeout,
         "idle_timeout": idle_timeout,
+        "replica_id": replica_id,
+        "lease_seconds": lease_seconds,
     }
     flags.update(
         {DAEMON_RENAMES.get(option, option): value for option, value in connection.settings.items()}
@@ -179,7 +196,11 @@ def serve(
             server, settings = _start_emulator(settings)
         else:
             _check_platform_settings(settings)
-        configure_logging(json_lines=settings.log_json, verbose=bool(state.get("verbose")))
+        configure_logging(
+            json_lines=settings.log_json,
+            verbose=bool(state.get("verbose")),
+            replica=settings.replica(),
+        )
         _announce(settings, server)
         code = run_server(settings)
     except BridgeError as exc:
@@ -236,7 +257,7 @@ def _check_platform_settings(settings: DaemonSettings) -> None:
 def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
     """What an operator must know before the first request: where the journal is, and what
     is missing."""
-    from bridge.journal.stores import db_label
+    from bridge.journal.stores import db_label, is_postgres_url
     from bridge.platforms.registry import get_entry
 
     journal = (
@@ -245,6 +266,13 @@ def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
         else db_label(settings.db)
     )
     logger.info("journal: %s", journal)
+    if is_postgres_url(settings.db):
+        logger.info(
+            "replica: %s (leases of %g s; other replicas on this journal take over its "
+            "conversations if it stops renewing them)",
+            settings.replica(),
+            settings.lease_seconds,
+        )
     if server is not None:
         logger.info(
             "platform: the embedded %s emulator at %s (--emulator)",

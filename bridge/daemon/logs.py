@@ -32,9 +32,16 @@ _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 
 class RequestIdFilter(logging.Filter):
-    """Adds `request_id` (from the context) and the other correlation fields to a record."""
+    """Adds `request_id` (from the context) and the other correlation fields to a record,
+    and `replica` (the daemon's replica id) when one is given."""
+
+    def __init__(self, replica: str | None = None) -> None:
+        super().__init__()
+        self.replica = replica
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.replica is not None and getattr(record, "replica", None) is None:
+            record.replica = self.replica
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get() or "-"
         for name in _CONTEXT_FIELDS[1:]:
@@ -74,7 +81,7 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value not in (None, "-"):
                 entry[name] = value
-        for name in ("method", "path", "status", "duration_ms", "outcome", "tool"):
+        for name in ("replica", "method", "path", "status", "duration_ms", "outcome", "tool"):
             value = getattr(record, name, None)
             if value is not None:
                 entry[name] = value
@@ -83,14 +90,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure_logging(*, json_lines: bool, verbose: bool = False) -> None:
+def configure_logging(
+    *, json_lines: bool, verbose: bool = False, replica: str | None = None
+) -> None:
     """Send every log record to stderr, filtered and formatted for the daemon.
+
+    `replica`: the daemon's replica id, a field of every JSON line (logs of several replicas
+    gathered in one place stay apart); text lines name it once, at start.
 
     Replaces the root logger's handlers (the CLI's `basicConfig` one included); uvicorn's
     loggers propagate to it (the server is started with ``log_config=None``).
     """
     handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(RequestIdFilter())
+    handler.addFilter(RequestIdFilter(replica))
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(_TEXT_FORMAT))
     root = logging.getLogger()

@@ -140,8 +140,14 @@ class Metrics:
         queued: Callable[[], float],
         tools_loaded: Callable[[], float],
         approvals_pending: Callable[[], float] = _no_pending,
+        replica: str = "",
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
+        prometheus_client.Info(
+            "toolbridge_replica",
+            "This daemon among replicas sharing a journal.",
+            registry=registry,
+        ).info({"replica": replica})
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         # GCCollector registers nothing where the interpreter has no gc.get_stats (PyPy).
@@ -204,6 +210,16 @@ class Metrics:
             "toolbridge_recovered_messages_total",
             "Messages a restart found interrupted, by what recovery did.",
             ["action"],
+        )
+        self.takeovers = Counter(
+            registry,
+            "toolbridge_takeovers_total",
+            "Unfinished messages this replica took over from replicas whose leases expired.",
+        )
+        self.leases_lost = Counter(
+            registry,
+            "toolbridge_leases_lost_total",
+            "Leases this replica lost to another while running (paused or cut off too long).",
         )
         self.reloads = Counter(
             registry, "toolbridge_tool_reloads_total", "Tool reloads by outcome.", ["outcome"]

@@ -264,6 +264,10 @@ class Health(BaseModel):
     """Liveness."""
 
     status: Literal["ok"] = "ok"
+    replica: str = Field(
+        description="This daemon's replica id (`--replica-id`; default host:port), the name "
+        "other replicas on a shared journal and the message records know it by."
+    )
 
 
 class Readiness(BaseModel):

@@ -18,6 +18,13 @@ For each message the journal still shows "running":
 
 No message is dropped: every one ends finished or failed.
 
+Replicas (a shared PostgreSQL journal): at start a replica recovers only the messages whose
+conversations it can lease, its own from before a restart and those of replicas whose leases
+expired, never one another replica is running. While it serves it looks every third of
+`--lease-seconds` for more (`take_over`): a replica that died (kill -9, machine gone) stops
+renewing its leases, and once they expire exactly one other replica claims each of its
+unfinished messages (`Journal.claim_orphans`) and continues it by the same rules as above.
+
 A resumed batch may hold a call waiting for a person's approval: the resumed run finds the
 same pending request in the journal (same call id and arguments) and waits again until its
 deadline (`bridge.daemon.approvals`). A pending request that no resumed run waits for expires.
@@ -26,44 +33,110 @@ deadline (`bridge.daemon.approvals`). A pending request that no resumed run wait
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from bridge.daemon.service import Service
-from bridge.journal.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE, MessageEnd
+from bridge.journal.records import (
+    INTERRUPTED_CODE,
+    INTERRUPTED_MESSAGE,
+    Lease,
+    MessageEnd,
+    MessageRecord,
+    PendingBatch,
+)
 
-__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover"]
+__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover", "take_over"]
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class _Plan:
+    """What to do with claimed messages: the runs to resume (started on the event loop)."""
+
+    resume: list[tuple[MessageRecord, PendingBatch, Lease]] = field(default_factory=list)
+    failed: int = 0
+
+
 def recover(service: Service) -> tuple[int, int]:
-    """Resume or fail each interrupted message; returns (resumed, failed)."""
+    """On start: resume or fail each interrupted message this replica may take; returns
+    (resumed, failed)."""
     journal = service.journal
-    resumed = failed = 0
-    running: set[int] = set()
-    for message in journal.unfinished_messages():
+    claimed = journal.claim_orphans(
+        service.replica_id, service.settings.lease_seconds, own=True, exclude=service.running()
+    )
+    plan = _plan(service, claimed)
+    running = _start(service, plan)
+    # A pending approval whose message no run here resumes and no other replica runs has
+    # nobody waiting for it any more.
+    still_running = {m.message_id for m in journal.unfinished_messages()}
+    service.approvals.expire_orphans(running | still_running)
+    if plan.resume or plan.failed:
+        logger.info(
+            "recovery: %d message(s) resumed, %d marked failed", len(plan.resume), plan.failed
+        )
+    return len(plan.resume), plan.failed
+
+
+async def take_over(service: Service) -> tuple[int, int]:
+    """Claim and continue the unfinished messages of replicas whose leases expired (run
+    periodically by the service on a shared journal); returns (resumed, failed)."""
+    import asyncio
+
+    journal = service.journal
+    claimed = await asyncio.to_thread(
+        journal.claim_orphans,
+        service.replica_id,
+        service.settings.lease_seconds,
+        exclude=service.running(),
+    )
+    if not claimed:
+        return 0, 0
+    before = sorted({m.replica or "(unknown)" for m, _ in claimed})
+    logger.warning(
+        "taking over %d unfinished message(s) in %d conversation(s) from replica(s) %s, whose "
+        "leases expired",
+        len(claimed),
+        len({lease.conversation_id for _, lease in claimed}),
+        ", ".join(before),
+    )
+    plan = await asyncio.to_thread(_plan, service, claimed)
+    _start(service, plan)
+    service.metrics.takeovers.inc(amount=len(claimed))
+    return len(plan.resume), plan.failed
+
+
+def _plan(service: Service, claimed: Sequence[tuple[MessageRecord, Lease]]) -> _Plan:
+    """Read what each claimed message left; fail those that cannot continue (journal I/O)."""
+    journal = service.journal
+    plan = _Plan()
+    resuming: set[str] = set()
+    leases: dict[str, Lease] = {}
+    for message, lease in claimed:
+        leases[lease.conversation_id] = lease
         extra = {"conversation_id": message.conversation_id, "message_id": message.message_id}
         pending = journal.pending(message.message_id)
-        if pending is not None and service.active(message.conversation_id) is None:
+        cid = message.conversation_id
+        if pending is not None and cid not in resuming and service.active(cid) is None:
             logger.warning(
                 "resuming message %d of conversation %s: %d tool call(s) were pending%s",
                 message.message_id,
-                message.conversation_id,
+                cid,
                 len(pending.batch.calls),
                 " (their outputs were being posted: posting them again)"
                 if pending.submitting
                 else "",
                 extra=extra,
             )
-            service.start_recovery(message.message_id, message.conversation_id, pending)
-            running.add(message.message_id)
-            service.metrics.recovered.inc("resumed")
-            resumed += 1
+            plan.resume.append((message, pending, lease))
+            resuming.add(cid)
             continue
         logger.warning(
             "message %d of conversation %s was interrupted while the agent was answering; "
             "marking it failed",
             message.message_id,
-            message.conversation_id,
+            cid,
             extra=extra,
         )
         journal.end_message(
@@ -78,8 +151,30 @@ def recover(service: Service) -> tuple[int, int]:
             ),
         )
         service.metrics.recovered.inc("failed")
-        failed += 1
-    service.approvals.expire_orphans(running)
-    if resumed or failed:
-        logger.info("recovery: %d message(s) resumed, %d marked failed", resumed, failed)
-    return resumed, failed
+        plan.failed += 1
+    for cid, lease in leases.items():
+        if cid not in resuming:
+            journal.release_lease(lease)  # nothing runs: the next message may take it
+    return plan
+
+
+def _start(service: Service, plan: _Plan) -> set[int]:
+    """Queue the resumed runs (on the event loop); returns their message ids."""
+    running: set[int] = set()
+    for message, pending, lease in plan.resume:
+        try:
+            service.start_recovery(message.message_id, message.conversation_id, pending, lease)
+        except Exception as exc:
+            # Full (503) or already running here: give the lease back so it is claimed again.
+            logger.warning(
+                "could not resume message %d of conversation %s now (%s); it is taken up again "
+                "on a later pass",
+                message.message_id,
+                message.conversation_id,
+                exc,
+            )
+            service.journal.release_lease(lease)
+            continue
+        running.add(message.message_id)
+        service.metrics.recovered.inc("resumed")
+    return running

@@ -25,6 +25,7 @@ from bridge.errors import (
     UsageError,
     redact,
 )
+from bridge.journal.records import LeaseLostError
 from bridge.types import (
     Event,
     EventTally,
@@ -85,6 +86,8 @@ class RunFailure:
         """Map a loop error to an HTTP status and code."""
         request_id = getattr(exc, "request_id", None)
         message = redact(str(exc)) or type(exc).__name__
+        if isinstance(exc, LeaseLostError):
+            return cls(409, "lease_lost", message, request_id)
         if isinstance(exc, RunFailedError):
             return cls(502, "run_failed", message, request_id)
         if isinstance(exc, MaxRoundsError):

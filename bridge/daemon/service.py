@@ -7,6 +7,13 @@
       _execute()            worker thread: Conversation.stream -> events -> RunHandle
       drain()               SIGTERM: refuse new work, wait `grace` for running runs
       approvals             the `ApprovalDesk` confirm calls wait at (`bridge.daemon.approvals`)
+      _keep_leases()        replicas on a shared journal: renew this one's leases, take over
+                            the messages of replicas that died (`bridge.daemon.recovery`)
+
+Replicas: a run holds its conversation's lease (`bridge.journal` leases) from before its
+message is written until its last write, so another daemon on the same PostgreSQL journal
+answers 409 for that conversation meanwhile, takes the message over if this one dies, and a
+run whose lease was taken over can write nothing more (fencing).
 
 Conversations stay in memory between messages, with their `ToolContext` state and resources,
 until they have been idle for `idle_timeout` seconds; then their resources are released.
@@ -37,7 +44,14 @@ from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, even
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal.base import Journal
-from bridge.journal.records import ConversationRecord, PendingBatch, now
+from bridge.journal.records import (
+    ConversationRecord,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    PendingBatch,
+    now,
+)
 from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
 from bridge.types import (
@@ -88,6 +102,7 @@ class _Job:
     end_user_id: str | None = None
     recover: tuple[int, PendingBatch] | None = None
     sent_by: str | None = None
+    lease: Lease | None = None
 
 
 @dataclass
@@ -95,6 +110,9 @@ class _Live:
     conversation: Conversation
     last_used: float = field(default_factory=time.monotonic)
     running: bool = False
+    generation: int | None = None
+    """The lease generation of its last run here: if the next lease is not the one after it,
+    another replica ran the conversation meanwhile and this in-memory state is stale."""
 
 
 class Service:
@@ -113,6 +131,8 @@ class Service:
         self.settings = settings
         self.platform = platform
         self.journal = journal
+        self.replica_id = settings.replica()
+        journal.bind_replica(self.replica_id)
         self.hub = EventHub()
         self.started_at = now()
         self.public_url = ""
@@ -141,10 +161,12 @@ class Service:
             queued=lambda: self.pool.waiting if self.pool else 0,
             tools_loaded=lambda: len(self.generation.toolbox),
             approvals_pending=self.approvals.pending,
+            replica=self.replica_id,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reload_lock: asyncio.Lock | None = None
         self._janitor: asyncio.Task[None] | None = None
+        self._lease_keeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -155,6 +177,8 @@ class Service:
         self._reload_lock = asyncio.Lock()
         self.pool = RunPool(self.settings.workers)
         self._janitor = asyncio.create_task(self._sweep_idle())
+        if self.journal.shared:
+            self._lease_keeper = asyncio.create_task(self._keep_leases())
 
     def begin_drain(self) -> None:
         """Refuse new work from now on; runs in progress get `grace` seconds."""
@@ -190,10 +214,11 @@ class Service:
 
     async def close(self, runs_left: int) -> None:
         """Release everything; with runs left, keep what they still use (they are abandoned)."""
-        if self._janitor is not None:
-            self._janitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._janitor
+        for task in (self._janitor, self._lease_keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.pool is not None:
             self.pool.close()
         with self._live_lock:
@@ -295,6 +320,10 @@ class Service:
         """Runs in progress or queued."""
         return len(self._active)
 
+    def running(self) -> list[str]:
+        """The conversations with a run here (in progress or queued)."""
+        return list(self._active)
+
     def active(self, conversation_id: str) -> RunHandle | None:
         """The run in progress in a conversation, if any."""
         return self._active.get(conversation_id)
@@ -372,21 +401,47 @@ class Service:
         job = _Job(
             query=query, tool_choice=tool_choice, end_user_id=record.end_user_id, sent_by=sent_by
         )
-        return self._submit(RunHandle(conversation_id, request_id), job)
+        handle = RunHandle(conversation_id, request_id)
+        self._reserve(handle)
+        try:
+            job.lease = await asyncio.to_thread(
+                self.journal.acquire_lease,
+                conversation_id,
+                self.replica_id,
+                self.settings.lease_seconds,
+            )
+        except LeaseHeldError as exc:
+            self._unreserve(handle)
+            raise ApiError(
+                409,
+                "conversation_busy",
+                f"{exc}; send the next message when it is done: follow it at GET "
+                f"/v1/conversations/{conversation_id}/events or poll until busy is false",
+            ) from None
+        except BaseException:
+            self._unreserve(handle)
+            raise
+        return self._launch(handle, job)
 
     def start_recovery(
-        self, message_id: int, conversation_id: str, pending: PendingBatch
+        self, message_id: int, conversation_id: str, pending: PendingBatch, lease: Lease
     ) -> RunHandle:
-        """Queue the run that finishes a message a crash interrupted."""
+        """Queue the run that finishes a message a crash interrupted (its lease held)."""
         record = self.journal.get_conversation(conversation_id)
         end_user_id = record.end_user_id if record else None
-        job = _Job(end_user_id=end_user_id, recover=(message_id, pending))
+        job = _Job(end_user_id=end_user_id, recover=(message_id, pending), lease=lease)
         handle = RunHandle(conversation_id, f"recovery-{message_id}", recovered=True)
         handle.message_id = message_id
+        self._reserve(handle)
         self.recovering += 1
-        return self._submit(handle, job)
+        return self._launch(handle, job)
 
-    def _submit(self, handle: RunHandle, job: _Job) -> RunHandle:
+    def _unreserve(self, handle: RunHandle) -> None:
+        if self._active.get(handle.conversation_id) is handle:
+            del self._active[handle.conversation_id]
+
+    def _reserve(self, handle: RunHandle) -> None:
+        """Count the run in (409 when the conversation runs here, 503 when full)."""
         busy = self._active.get(handle.conversation_id)
         if busy is not None:
             waits = self.approvals.waiting_in(handle.conversation_id)
@@ -415,6 +470,9 @@ class Service:
             )
         assert self.pool is not None, "Service.start() was not called"
         self._active[handle.conversation_id] = handle
+
+    def _launch(self, handle: RunHandle, job: _Job) -> RunHandle:
+        assert self.pool is not None, "Service.start() was not called"
         self.hub.publish(
             "run_started",
             {
@@ -424,6 +482,7 @@ class Service:
                 "sent_by": job.sent_by,
                 "request_id": handle.request_id,
                 "recovered": handle.recovered,
+                "replica": self.replica_id,
             },
         )
         context = contextvars.copy_context()
@@ -434,7 +493,7 @@ class Service:
 
     def _execute(self, handle: RunHandle, job: _Job) -> None:
         cid = handle.conversation_id
-        live = self._checkout(cid, job.end_user_id)
+        live = self._checkout(cid, job.end_user_id, job.lease)
         conversation = live.conversation
         tally = RunTally()
         with self._live_lock:
@@ -463,13 +522,20 @@ class Service:
                     self._tell_hub(cid, conversation.message_id, *payload)
             outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
         except Exception as exc:
-            if not isinstance(exc, BridgeError):
+            if isinstance(exc, LeaseLostError):
+                logger.warning(
+                    "run stopped: %s",
+                    exc,
+                    extra={"conversation_id": cid, "message_id": conversation.message_id},
+                )
+            elif not isinstance(exc, BridgeError):
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
             self._call_soon(handle.publish, "failed", failure.to_json())
             self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
             outcome = RunOutcome("failed", failure=failure)
         finally:
+            self._release(job.lease, cid)
             with self._live_lock:
                 live.running = False
                 live.last_used = time.monotonic()
@@ -489,16 +555,47 @@ class Service:
         )
         self._call_soon(self._finish, handle, outcome)
 
-    def _checkout(self, conversation_id: str, end_user_id: str | None) -> _Live:
+    def _release(self, lease: Lease | None, conversation_id: str) -> None:
+        if lease is None:
+            return
+        try:
+            self.journal.release_lease(lease)
+        except Exception as exc:  # it expires on its own: only the next message waits longer
+            logger.warning(
+                "could not release the lease of conversation %s (%s); it expires in %g s",
+                conversation_id,
+                exc,
+                self.settings.lease_seconds,
+                extra={"conversation_id": conversation_id},
+            )
+
+    def _checkout(
+        self, conversation_id: str, end_user_id: str | None, lease: Lease | None
+    ) -> _Live:
+        stale: _Live | None = None
         with self._live_lock:
             live = self._live.get(conversation_id)
+            if (
+                live is not None
+                and lease is not None
+                and live.generation is not None
+                and lease.generation != live.generation + 1
+            ):
+                # Another replica ran it since: its paused question, platform state and
+                # history are in the journal, not in this object.
+                stale, live = self._live.pop(conversation_id), None
             if live is None:
                 conversation = self.generation.bridge.conversation(
                     conversation_id, end_user_id=end_user_id
                 )
                 live = self._live[conversation_id] = _Live(conversation)
             live.running = True
-            return live
+            if lease is not None:
+                live.generation = lease.generation
+        if stale is not None:
+            logger.debug("conversation %s ran elsewhere since; reloading it", conversation_id)
+            stale.conversation.close()
+        return live
 
     def _observe(self, event: Event, conversation_id: str) -> None:
         if isinstance(event, ToolCallFinished):
@@ -555,6 +652,42 @@ class Service:
             "error": outcome.failure.to_json() if outcome.failure else None,
         }
         self.hub.publish("run_ended", ended)
+
+    async def _keep_leases(self) -> None:
+        """Renew this replica's leases every third of `lease_seconds`; claim and resume the
+        messages of replicas whose leases expired (`bridge.daemon.recovery.take_over`)."""
+        from bridge.daemon.recovery import take_over
+
+        seconds = self.settings.lease_seconds
+        period = seconds / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                lost = await asyncio.to_thread(self.journal.renew_leases, self.replica_id, seconds)
+            except Exception as exc:
+                logger.warning(
+                    "could not renew this replica's leases (%s); runs here stop writing if "
+                    "the database stays out of reach for %g s and another replica takes over",
+                    exc,
+                    seconds,
+                )
+                continue
+            for cid in lost:
+                self.metrics.leases_lost.inc()
+                logger.warning(
+                    "lost the lease of conversation %s: another replica took it over (this one "
+                    "was paused or cut off from the database for more than %g s); its run here "
+                    "stops at its next write",
+                    cid,
+                    seconds,
+                    extra={"conversation_id": cid},
+                )
+            if self.draining:
+                continue
+            try:
+                await take_over(self)
+            except Exception as exc:
+                logger.warning("could not look for conversations to take over: %s", exc)
 
     async def _sweep_idle(self) -> None:
         """Release the tool resources of conversations idle for `idle_timeout` seconds."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 ENV_PREFIX = "TOOLBRIDGE_"
+REPLICA_ID = re.compile(r"[A-Za-z0-9._:@-]{1,100}")
 MIN_API_KEY_CHARS = 16
 
 
@@ -103,11 +106,28 @@ class DaemonSettings(BaseModel):
     tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
     idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
     """Seconds after its last message before a conversation's tool resources are released."""
+    replica_id: str | None = None
+    """This daemon's name among replicas sharing one PostgreSQL journal (logs, /healthz,
+    /metrics, message records, lease owner). Default: host name and port. Must be unique and
+    stable across restarts (a restarted replica takes its own leases back at once)."""
+    lease_seconds: float = Field(default=15.0, ge=1, le=3600)
+    """How long a replica's lease on a running conversation lasts unless renewed (every third
+    of it): after a replica dies, others take its messages over within about this long."""
     platform_settings: dict[str, Any] = Field(default_factory=dict)
     """The platform's settings by adapter option (`bridge.platforms.registry`), secrets as
     `SecretStr`. Given under their own names: ``--app-id``, ``TOOLBRIDGE_APP_ID``, ``app_id`` in
     the file (the platform's ``api_key`` is ``platform_api_key``, as ``api_key`` is the
     daemon's own key); unset ones fall back to the platform's variables (``APPBUILDER_TOKEN``)."""
+
+    @field_validator("replica_id")
+    @classmethod
+    def _replica_name(cls, value: str | None) -> str | None:
+        if value is not None and not REPLICA_ID.fullmatch(value):
+            raise ValueError(
+                f"{value[:80]!r} is not a replica id: use 1-100 letters, digits and . _ : @ - "
+                "(e.g. the host name, or host:port)"
+            )
+        return value
 
     @field_validator("api_key")
     @classmethod
@@ -183,6 +203,13 @@ class DaemonSettings(BaseModel):
         if value not in PLATFORMS:
             raise ValueError(f"unknown platform {value!r}; expected one of: {', '.join(PLATFORMS)}")
         return value
+
+    def replica(self) -> str:
+        """`replica_id`, or the host name and port (the pid with ``--port 0``)."""
+        if self.replica_id:
+            return self.replica_id
+        host = socket.gethostname() or "localhost"
+        return f"{host}:{self.port}" if self.port else f"{host}:pid{os.getpid()}"
 
     def platform_options(self) -> dict[str, Any]:
         """Keyword arguments for `bridge.platforms.create_platform` (absent: from the env)."""

@@ -42,6 +42,14 @@ name is importable from here; the modules import each other only downwards (reco
 alone. Text written to a journal
 goes through `bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
 
+Leases: daemon replicas sharing one journal run a conversation one at a time. `acquire_lease`
+takes a conversation's `Lease` (or raises `LeaseHeldError`), `renew_leases` keeps the running
+ones, `claim_orphans` takes over the unfinished messages of replicas whose leases expired
+(`FOR UPDATE SKIP LOCKED` in PostgreSQL: each is claimed by exactly one replica), and a store
+bound to a replica (`bind_replica`) checks the lease's generation in every write of a
+conversation (`LeaseLostError`: fencing). The embedded stores (memory, SQLite) belong to one
+process: their leases never conflict and they do not fence.
+
 Approvals: a call of a `confirm=True` tool that waits for a person is an `ApprovalRecord`,
 pending -> approved | rejected | expired, bound to its call id and a hash of its exact arguments
 (`bridge.tools.approval.arguments_digest`). Only a pending one can be decided
@@ -62,6 +70,9 @@ from bridge.journal.records import (
     CallRecord,
     CallState,
     ConversationRecord,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
     MessageEnd,
     MessageRecord,
     MessageStatus,
@@ -87,6 +98,9 @@ __all__ = [
     "CallState",
     "ConversationRecord",
     "Journal",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseLostError",
     "Ledger",
     "MemoryJournal",
     "MessageEnd",

@@ -85,6 +85,7 @@ def message_record(row: Row) -> MessageRecord:
         interrupt_id=row["interrupt_id"],
         platform_settled=bool(row["platform_settled"]),
         sent_by=row["sent_by"],
+        replica=row["replica"],
     )
 
 

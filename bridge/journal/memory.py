@@ -141,6 +141,7 @@ class MemoryJournal(Journal):
                 status="running",
                 created_at=now(),
                 sent_by=sent_by,
+                replica=self.replica,
             )
             conv.message_ids.append(message_id)
             self._touch(conv)

@@ -123,5 +123,19 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (conversation_id, platform_conversation_id)
     );
     """,
+    # 5 -> 6: daemon replicas. Which replica ran a message; one lease per conversation (who
+    # may run and write it, until when; the generation fences a replica that lost it). An
+    # embedded store has one process, so its leases stay local (`Journal` defaults); the
+    # table keeps the schema the same as PostgreSQL's at every version.
+    """
+    ALTER TABLE messages ADD COLUMN replica TEXT;
+    CREATE TABLE leases (
+        conversation_id TEXT PRIMARY KEY,
+        owner TEXT,
+        generation INTEGER NOT NULL DEFAULT 0,
+        expires_at TEXT NOT NULL,
+        taken_at TEXT
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

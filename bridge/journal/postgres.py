@@ -9,6 +9,15 @@ transaction. Writes that read-then-insert for one conversation (`receive`) take 
 transaction-scoped advisory lock on it, so two writers of one conversation serialise the way
 SQLite's single writer does.
 
+Leases (daemon replicas): one row per conversation in ``leases`` (owner, generation,
+expires_at on the database's clock). `acquire_lease` takes a free, expired or own lease and
+bumps its generation; `claim_orphans` takes the expired leases of conversations with running
+messages under ``SELECT ... FOR UPDATE SKIP LOCKED`` (two replicas scanning together never
+claim the same one); after `bind_replica` every write of a conversation first reads its lease
+row ``FOR SHARE`` in the same transaction and refuses (`LeaseLostError`) unless this replica
+holds it at the generation it took: a takeover's UPDATE waits for a write in progress, and
+a write after a takeover sees the new generation (fencing).
+
 Schema: `bridge.journal.postgres_migrations`, the version in ``toolbridge_schema``; `migrate`
 applies missing steps under ``pg_advisory_lock`` so two daemons starting together apply each
 step once. A database from a newer toolbridge is refused.
@@ -24,8 +33,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -48,6 +58,9 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
     MessageEnd,
     MessageRecord,
     PendingBatch,
@@ -283,6 +296,9 @@ class PostgresJournal(Journal):
         from psycopg_pool import ConnectionPool
 
         self._error = psycopg.Error
+        self._held: dict[str, int] = {}
+        """Conversation -> the lease generation this replica holds (what writes check)."""
+        self._held_lock = threading.Lock()
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
@@ -311,8 +327,27 @@ class PostgresJournal(Journal):
         except self._error as exc:
             raise UsageError(f"journal {self.path}: {_clean(self._dsn, exc)}") from None
 
-    def _write(self, step: str, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
-        """Run `fn` in one transaction; `on_write(step)` once it is committed."""
+    def _write(
+        self,
+        step: str,
+        fn: Callable[[psycopg.Connection[Row]], T],
+        *,
+        conversation: str | None = None,
+        message: int | None = None,
+    ) -> T:
+        """Run `fn` in one transaction; `on_write(step)` once it is committed.
+
+        `conversation` (or the `message` of one): whose write this is; once a replica is
+        bound, the transaction first checks that it still holds that conversation's lease.
+        """
+        if self.replica is not None and (conversation is not None or message is not None):
+            body = fn
+
+            def fenced(db: psycopg.Connection[Row]) -> T:
+                self._check_lease(db, conversation, message)
+                return body(db)
+
+            fn = fenced
         result = self._run(fn)
         if self.on_write is not None:
             self.on_write(step)
@@ -323,6 +358,179 @@ class PostgresJournal(Journal):
 
     def close(self) -> None:
         self._pool.close()
+
+    # --- leases ---------------------------------------------------------------------------------
+
+    shared = True
+
+    def _check_lease(
+        self, db: psycopg.Connection[Row], conversation: str | None, message: int | None
+    ) -> None:
+        if conversation is None:
+            row = db.execute(
+                "SELECT conversation_id FROM messages WHERE id = %s", (message,)
+            ).fetchone()
+            if row is None:
+                return  # no such message: the write changes nothing
+            conversation = str(row["conversation_id"])
+        # FOR SHARE: a takeover (an UPDATE of this row) waits until this write commits.
+        lease = db.execute(
+            "SELECT owner, generation FROM leases WHERE conversation_id = %s FOR SHARE",
+            _params((conversation,)),
+        ).fetchone()
+        with self._held_lock:
+            held = self._held.get(conversation)
+        if (
+            held is None
+            or lease is None
+            or lease["owner"] != self.replica
+            or int(lease["generation"]) != held
+        ):
+            owner = lease["owner"] if lease is not None else None
+            raise LeaseLostError(conversation, held, owner)
+
+    def _hold(self, lease: Lease) -> Lease:
+        with self._held_lock:
+            self._held[lease.conversation_id] = lease.generation
+        return lease
+
+    def acquire_lease(self, conversation_id: str, owner: str, seconds: float) -> Lease:
+        def op(db: psycopg.Connection[Row]) -> Lease:
+            # A message a dead replica left running is claimed and recovered first
+            # (`claim_orphans`), never overtaken by a new one.
+            orphan = db.execute(
+                "SELECT 1 FROM messages WHERE conversation_id = %s AND status = 'running' LIMIT 1",
+                _params((conversation_id,)),
+            ).fetchone()
+            taken = None
+            if orphan is None:
+                taken = db.execute(
+                    "INSERT INTO leases (conversation_id, owner, generation, expires_at, "
+                    "taken_at) VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s), "
+                    "clock_timestamp()) ON CONFLICT (conversation_id) DO UPDATE SET "
+                    "owner = excluded.owner, generation = leases.generation + 1, "
+                    "expires_at = excluded.expires_at, taken_at = excluded.taken_at "
+                    "WHERE leases.owner IS NULL OR leases.owner = excluded.owner "
+                    "OR leases.expires_at < clock_timestamp() RETURNING generation",
+                    _params((conversation_id, owner, float(seconds))),
+                ).fetchone()
+            if taken is not None:
+                return Lease(
+                    conversation_id=conversation_id,
+                    owner=owner,
+                    generation=int(taken["generation"]),
+                )
+            holder = db.execute(
+                "SELECT owner, extract(epoch FROM expires_at - clock_timestamp()) AS left_s "
+                "FROM leases WHERE conversation_id = %s",
+                _params((conversation_id,)),
+            ).fetchone()
+            if holder is None:
+                raise LeaseHeldError(conversation_id, None, 0.0)
+            raise LeaseHeldError(conversation_id, holder["owner"], float(holder["left_s"]))
+
+        return self._hold(self._run(op))
+
+    def renew_leases(self, owner: str, seconds: float) -> list[str]:
+        with self._held_lock:
+            held = dict(self._held)
+        if not held:
+            return []
+        rows = self._run(
+            lambda db: db.execute(
+                "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "FROM unnest(%s::text[], %s::bigint[]) AS mine (cid, gen) "
+                "WHERE leases.conversation_id = mine.cid AND leases.generation = mine.gen "
+                "AND leases.owner = %s RETURNING leases.conversation_id",
+                (float(seconds), [_text(c) for c in held], list(held.values()), _text(owner)),
+            ).fetchall()
+        )
+        renewed = {_text(c) for c in (row["conversation_id"] for row in rows)}
+        lost: list[str] = []
+        with self._held_lock:
+            for cid, generation in held.items():
+                # Released (or taken again) meanwhile: not lost, just not ours at that generation.
+                if _text(cid) not in renewed and self._held.get(cid) == generation:
+                    del self._held[cid]
+                    lost.append(cid)
+        return lost
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._held_lock:
+            if self._held.get(lease.conversation_id) == lease.generation:
+                del self._held[lease.conversation_id]
+        self._run(
+            lambda db: db.execute(
+                # The owner stays: who last ran it, for a fenced writer's error message.
+                "UPDATE leases SET expires_at = clock_timestamp() "
+                "WHERE conversation_id = %s AND owner = %s AND generation = %s",
+                _params((lease.conversation_id, lease.owner, lease.generation)),
+            )
+        )
+
+    def lease_holder(self, conversation_id: str) -> str | None:
+        rows = self._read(
+            "SELECT owner FROM leases WHERE conversation_id = %s AND owner IS NOT NULL "
+            "AND expires_at >= clock_timestamp()",
+            (conversation_id,),
+        )
+        return str(rows[0]["owner"]) if rows else None
+
+    def claim_orphans(
+        self,
+        owner: str,
+        seconds: float,
+        *,
+        exclude: Collection[str] = (),
+        own: bool = False,
+        limit: int = 100,
+    ) -> list[tuple[MessageRecord, Lease]]:
+        def op(db: psycopg.Connection[Row]) -> list[tuple[MessageRecord, Lease]]:
+            # Running messages without a lease row (written before leases existed) get a
+            # free one, so the scan below can claim them like any other.
+            db.execute(
+                "INSERT INTO leases (conversation_id, owner, generation, expires_at) "
+                "SELECT DISTINCT conversation_id, NULL, 0, clock_timestamp() FROM messages "
+                "WHERE status = 'running' ON CONFLICT (conversation_id) DO NOTHING"
+            )
+            found = db.execute(
+                "SELECT l.conversation_id FROM leases l WHERE (l.owner IS NULL "
+                "OR l.expires_at < clock_timestamp() OR (%s AND l.owner = %s)) "
+                "AND NOT (l.conversation_id = ANY(%s)) AND EXISTS (SELECT 1 FROM messages m "
+                "WHERE m.conversation_id = l.conversation_id AND m.status = 'running') "
+                "ORDER BY l.expires_at LIMIT %s FOR UPDATE OF l SKIP LOCKED",
+                (own, _text(owner), [_text(c) for c in exclude], limit),
+            ).fetchall()
+            claimed: list[tuple[MessageRecord, Lease]] = []
+            for row in found:
+                cid = row["conversation_id"]
+                taken = db.execute(
+                    "UPDATE leases SET owner = %s, generation = generation + 1, "
+                    "expires_at = clock_timestamp() + make_interval(secs => %s), "
+                    "taken_at = clock_timestamp() WHERE conversation_id = %s "
+                    "RETURNING generation",
+                    (_text(owner), float(seconds), cid),
+                ).fetchone()
+                assert taken is not None
+                lease = Lease(conversation_id=cid, owner=owner, generation=int(taken["generation"]))
+                # Read before they are marked as this replica's: the caller tells whose they were.
+                left = db.execute(
+                    "SELECT * FROM messages WHERE conversation_id = %s AND status = 'running' "
+                    "ORDER BY id",
+                    (cid,),
+                ).fetchall()
+                claimed.extend((message_record(message), lease) for message in left)
+                db.execute(
+                    "UPDATE messages SET replica = %s WHERE conversation_id = %s "
+                    "AND status = 'running'",
+                    (_text(owner), cid),
+                )
+            return claimed
+
+        claimed = self._run(op)
+        for _, lease in claimed:
+            self._hold(lease)
+        return claimed
 
     # --- conversations and messages ---------------------------------------------------------------
 
@@ -363,14 +571,14 @@ class PostgresJournal(Journal):
                 _params((conversation_id, stamp, stamp)),
             )
             row = db.execute(
-                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by) "
-                "VALUES (%s, %s, 'running', %s, %s) RETURNING id",
-                _params((conversation_id, redact(query), stamp, sent_by)),
+                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by, "
+                "replica) VALUES (%s, %s, 'running', %s, %s, %s) RETURNING id",
+                _params((conversation_id, redact(query), stamp, sent_by, self.replica)),
             ).fetchone()
             assert row is not None
             return int(row["id"])
 
-        return self._write("message", op)
+        return self._write("message", op, conversation=conversation_id)
 
     def record_end(self, message_id: int, end: MessageEnd) -> None:
         stamp = now().isoformat()
@@ -401,7 +609,7 @@ class PostgresJournal(Journal):
                 (stamp, message_id),
             )
 
-        self._write("message_end", op)
+        self._write("message_end", op, message=message_id)
 
     def messages(self, conversation_id: str) -> list[MessageRecord]:
         rows = self._read(
@@ -488,7 +696,7 @@ class PostgresJournal(Journal):
             if state is not None:
                 _upsert_state(db, conversation_id, state, stamp)
 
-        self._write("received", op)
+        self._write("received", op, conversation=conversation_id)
 
     def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
         stamp = now().isoformat()
@@ -502,7 +710,7 @@ class PostgresJournal(Journal):
                     [_params((stamp, stamp, conversation_id, call_id)) for call_id in call_ids],
                 )
 
-        self._write("started", op)
+        self._write("started", op, conversation=conversation_id)
 
     def finish(self, conversation_id: str, run: ToolRun) -> None:
         stamp = now().isoformat()
@@ -534,7 +742,7 @@ class PostgresJournal(Journal):
                 ),
             )
 
-        self._write("finished", op)
+        self._write("finished", op, conversation=conversation_id)
 
     def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
         self._mark_batch(conversation_id, batch, "submitting", ("finished",))
@@ -564,7 +772,7 @@ class PostgresJournal(Journal):
                     ],
                 )
 
-        self._write(state, op)
+        self._write(state, op, conversation=conversation_id)
 
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
         rows = self._read(
@@ -612,7 +820,7 @@ class PostgresJournal(Journal):
                 _params((platform_conversation_id, stamp, conversation_id)),
             )
 
-        self._write("platform_conversation", op)
+        self._write("platform_conversation", op, conversation=conversation_id)
 
     def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
         first = self._read("SELECT created_at FROM conversations WHERE id = %s", (conversation_id,))
@@ -651,7 +859,7 @@ class PostgresJournal(Journal):
             )
             _upsert_state(db, conversation_id, snapshot, stamp)
 
-        self._write("platform_state", op)
+        self._write("platform_state", op, conversation=conversation_id)
 
     def platform_state(
         self, conversation_id: str, platform_conversation_id: str
@@ -704,7 +912,7 @@ class PostgresJournal(Journal):
                 ),
             )
 
-        self._write("approval", op)
+        self._write("approval", op, conversation=conversation_id)
         record = self.find_approval(conversation_id, call.call_id, arguments_digest)
         assert record is not None
         return record

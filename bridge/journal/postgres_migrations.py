@@ -129,5 +129,19 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (conversation_id, platform_conversation_id)
     );
     """,
+    # 5 -> 6: daemon replicas (see `bridge.journal.postgres`: leases). Expiry is the
+    # database's clock (timestamptz against clock_timestamp()), so replicas' clocks never
+    # matter; the index keeps the failover scan for expired leases cheap.
+    """
+    ALTER TABLE messages ADD COLUMN replica TEXT;
+    CREATE TABLE leases (
+        conversation_id TEXT PRIMARY KEY,
+        owner TEXT,
+        generation BIGINT NOT NULL DEFAULT 0,
+        expires_at TIMESTAMPTZ NOT NULL,
+        taken_at TIMESTAMPTZ
+    );
+    CREATE INDEX leases_by_expiry ON leases (expires_at);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

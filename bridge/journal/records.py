@@ -20,6 +20,9 @@ __all__ = [
     "CallRecord",
     "CallState",
     "ConversationRecord",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseLostError",
     "MessageEnd",
     "MessageRecord",
     "MessageStatus",
@@ -123,6 +126,8 @@ class MessageRecord(_Record):
     (tool outputs it asked for), so a refused next query moves to a new platform conversation."""
     sent_by: str | None = None
     """Who sent the query: the name of the daemon API key it came with (None without keys)."""
+    replica: str | None = None
+    """The daemon replica that ran it (the last one, after a failover); None outside a daemon."""
 
 
 class MessageEnd(_Record):
@@ -208,6 +213,57 @@ class ApprovalDecidedError(BridgeError):
         when = f" at {record.decided_at.isoformat()}" if record.decided_at else ""
         super().__init__(f"approval {record.approval_id} is already {record.status}{by}{when}")
         self.record = record
+
+
+class Lease(_Record):
+    """One replica's right to run (and write) a conversation, until it expires.
+
+    `generation` grows by one every time the lease is taken, by anyone: a write checks it, so
+    a replica that lost the lease (paused past its expiry, cut off from the database) can no
+    longer write what another replica now runs (fencing).
+    """
+
+    conversation_id: str
+    owner: str
+    generation: int
+
+
+class LeaseHeldError(BridgeError):
+    """Another replica holds the conversation's lease (it is running a message there)."""
+
+    def __init__(self, conversation_id: str, owner: str | None, seconds_left: float) -> None:
+        if owner is None or seconds_left <= 0:
+            gone = f"replica {owner}" if owner else "a replica"
+            text = (
+                f"conversation {conversation_id} has a message that {gone} left unfinished when "
+                "it stopped; another replica is about to take it over and finish it"
+            )
+        else:
+            text = (
+                f"conversation {conversation_id} is being answered by replica {owner} (its "
+                f"lease runs {seconds_left:.1f} s more unless renewed)"
+            )
+        super().__init__(text)
+        self.conversation_id = conversation_id
+        self.owner = owner
+        self.seconds_left = seconds_left
+
+
+class LeaseLostError(BridgeError):
+    """This replica no longer holds the lease it wrote under: another one took the
+    conversation over (this one paused, or lost the database, for longer than the lease)."""
+
+    def __init__(self, conversation_id: str, held: int | None, owner: str | None) -> None:
+        by = f"replica {owner}" if owner else "another replica"
+        super().__init__(
+            f"conversation {conversation_id}: this replica's lease was taken over by {by}, "
+            "which continues the message; nothing more is written from here (if no replica "
+            "failed, raise --lease-seconds: this one was paused or cut off from the database "
+            "for longer)"
+        )
+        self.conversation_id = conversation_id
+        self.held = held
+        self.owner = owner
 
 
 class PendingBatch(_Record):

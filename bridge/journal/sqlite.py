@@ -175,9 +175,9 @@ class SQLiteJournal(Journal):
                 (conversation_id, stamp, stamp),
             )
             cursor = db.execute(
-                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by) "
-                "VALUES (?, ?, 'running', ?, ?)",
-                (conversation_id, redact(query), stamp, sent_by),
+                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by, "
+                "replica) VALUES (?, ?, 'running', ?, ?, ?)",
+                (conversation_id, redact(query), stamp, sent_by, self.replica),
             )
             assert cursor.lastrowid is not None
             return cursor.lastrowid

@@ -262,7 +262,8 @@ def test_reload_with_a_broken_spec_keeps_the_old_toolbox(
 
 
 def test_health_and_readiness(daemon: DaemonProcess) -> None:
-    assert requests.get(daemon.url + "/healthz", timeout=30).json() == {"status": "ok"}
+    health = requests.get(daemon.url + "/healthz", timeout=30).json()
+    assert health["status"] == "ok" and health["replica"].endswith(":pid" + str(daemon.proc.pid))
     ready = requests.get(daemon.url + "/readyz", timeout=30).json()
     assert ready["status"] == "ready" and ready["tools"] >= 6
 

@@ -20,9 +20,9 @@ router = APIRouter(tags=["health"], responses=GATE_RESPONSES)
 # balancers and monitors that probe with HEAD. Left out of the schema: HEAD is implied by GET.
 @router.head("/healthz", include_in_schema=False)
 @router.get("/healthz", summary="Liveness")
-async def healthz() -> Health:
-    """Always ok while the process serves HTTP."""
-    return Health()
+async def healthz(service: ServiceDep) -> Health:
+    """Always ok while the process serves HTTP; says which replica answered."""
+    return Health(replica=service.replica_id)
 
 
 @router.head("/readyz", include_in_schema=False)
