@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,8 @@ __all__ = [
     "postgres_pids",
     "postgres_server",
     "serve_has",
+    "statements",
+    "transactions",
 ]
 
 LOG_LINES = 40
@@ -174,6 +177,56 @@ def postgres_pids(server: Any) -> list[int]:
             if leader in (pid, parent):
                 pids.append(pid)
     return pids
+
+
+def transactions(server: Any, dsn: str) -> int:
+    """Transactions committed or rolled back in the database of `dsn` so far (statistics
+    reach the server when a backend is idle for a second, or exits)."""
+    name = dsn.rsplit("/", 1)[1]
+    out = server.psql(
+        f"SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '{name}';\n",
+        database="postgres",
+    )
+    return int(out.strip() or 0)
+
+
+def statements(
+    emulator: dict[str, str], tools: Path, server: Any, conversations: int = 5
+) -> tuple[float, dict[str, float]]:
+    """Statements one daemon sends PostgreSQL per conversation (one tool round), from the
+    server's log with ``log_statement = all`` on a database of its own: the total and the
+    count per kind (the statement's first words), most frequent first."""
+    dsn = server.create_database("bench_statements")
+    name = dsn.rsplit("/", 1)[1]
+    server.psql(f"ALTER DATABASE {name} SET log_statement = 'all';\n", database="postgres")
+    args = ["serve", "--tools", str(tools), "--port", "0", "--workers", "4"]
+    daemon = Process(args, "listening on ", {**emulator, "TOOLBRIDGE_DB": dsn})
+    try:
+        session = requests.Session()
+        # A first conversation warms up (prepared statements, the pool); not counted.
+        for counted in (False, True):
+            if counted:
+                time.sleep(1)
+                start = server.log_path.stat().st_size
+            for _ in range(conversations if counted else 1):
+                created = session.post(daemon.url + "/v1/conversations", json={}, timeout=60)
+                cid = created.json()["conversation_id"]
+                reply = session.post(
+                    f"{daemon.url}/v1/conversations/{cid}/messages",
+                    json={"query": "weather in Paris"},
+                    timeout=60,
+                )
+                reply.raise_for_status()
+        time.sleep(1)  # the relay's last NOTIFY, the lease's release
+        log = server.log_path.read_bytes()[start:].decode("utf-8", errors="replace")
+    finally:
+        daemon.stop()
+    found = re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", log)
+    kinds: collections.Counter[str] = collections.Counter()
+    for statement in found:
+        words = " ".join(statement.split()[:5]) or "(empty: the pool's connection check)"
+        kinds[words] += 1
+    return len(found) / conversations, {k: n / conversations for k, n in kinds.most_common()}
 
 
 def serve_has(option: str) -> bool:

@@ -53,6 +53,8 @@ from _daemons import (
     postgres_pids,
     postgres_server,
     serve_has,
+    statements,
+    transactions,
 )
 from requests.adapters import HTTPAdapter
 
@@ -74,6 +76,7 @@ class Run:
     peaks: list[float]
     daemon_cpu: float
     database_cpu: float
+    transactions: int
 
 
 SCENARIO = {
@@ -183,6 +186,9 @@ def _daemon(
     # The URL (and its password) goes by the environment: argv is public in the process list.
     env = {**emulator, "TOOLBRIDGE_DB": db}
     daemons: list[Process] = []
+    # Counted from before the start: the replicas' start-up (migrations, a recovery scan) is
+    # a few dozen transactions, next to hundreds of conversations.
+    xacts = transactions(server, db) if server is not None else 0
     try:
         for n in range(replicas):
             args = ["serve", "--tools", str(folder / "tools.py"), "--port", "0"]
@@ -222,7 +228,9 @@ def _daemon(
     finally:
         for daemon in daemons:
             daemon.stop()
-    return Run(latencies, wall, peaks, *cpu)
+    # The backends have exited with the daemons' pools: their statistics are in.
+    xacts = transactions(server, db) - xacts if server is not None else 0
+    return Run(latencies, wall, peaks, *cpu, xacts)
 
 
 def _row(
@@ -246,9 +254,11 @@ def _row(
         flush=True,
     )
     n = len(daemon)
-    database = f"{1e3 * result.database_cpu / n:.1f} ms" if "PostgreSQL" in label else "-"
+    pg = "PostgreSQL" in label
+    database = f"{1e3 * result.database_cpu / n:.1f} ms" if pg else "-"
+    xacts = f"{result.transactions / n:.1f}" if pg else "-"
     cpu_rows.append(
-        f"| {clients} | {label} | {1e3 * result.daemon_cpu / n:.1f} ms | {database} "
+        f"| {clients} | {label} | {1e3 * result.daemon_cpu / n:.1f} ms | {database} | {xacts} "
         f"| {100 * (result.daemon_cpu + result.database_cpu) / (2 * daemon_wall):.0f} % |"
     )
 
@@ -343,6 +353,12 @@ def _postgres(
                 )
                 _row(emulator, clients, label, run, cpu_rows)
         _cpu_table(cpu_rows)
+        if "postgres" in parts:
+            total, kinds = statements(emulator, folder / "tools.py", server)
+            print()
+            print(f"PostgreSQL statements per conversation (one daemon): {total:.1f}")
+            for kind, count in list(kinds.items())[:12]:
+                print(f"  {count:5.1f}  {kind}")
         if "failover" in parts:
             lease = args.lease_seconds if serve_has("--lease-seconds") else None
             conversations = min(args.failover_conversations, 10 if args.quick else 1000)
@@ -368,9 +384,9 @@ def _cpu_table(rows: list[str]) -> None:
         return
     print()
     print("CPU per conversation during the run (the emulator and the clients share the cores)")
-    print("| clients | journal | daemon CPU (all replicas) | PostgreSQL server CPU | busy cores "
-          "(daemons + server, of 2) |")  # fmt: skip
-    print("|---|---|---|---|---|")
+    print("| clients | journal | daemon CPU (all replicas) | PostgreSQL server CPU | PostgreSQL "
+          "transactions | busy cores (daemons + server, of 2) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for row in rows:
         print(row, flush=True)
     rows.clear()
