@@ -410,17 +410,18 @@ class Service:
                 self.replica_id,
                 self.settings.lease_seconds,
             )
-        except LeaseHeldError as exc:
-            self._unreserve(handle)
-            raise ApiError(
-                409,
-                "conversation_busy",
-                f"{exc}; send the next message when it is done: follow it at GET "
-                f"/v1/conversations/{conversation_id}/events or poll until busy is false",
-            ) from None
-        except BaseException:
-            self._unreserve(handle)
-            raise
+            self._check_accepting()  # so may the await for the lease
+        except BaseException as exc:
+            error = exc
+            if isinstance(exc, LeaseHeldError):
+                error = ApiError(
+                    409,
+                    "conversation_busy",
+                    f"{exc}; send the next message when it is done: follow it at GET "
+                    f"/v1/conversations/{conversation_id}/events or poll until busy is false",
+                )
+            self._abandon(handle, job, error)
+            raise error from None
         return self._launch(handle, job)
 
     def start_recovery(
@@ -436,9 +437,19 @@ class Service:
         self.recovering += 1
         return self._launch(handle, job)
 
-    def _unreserve(self, handle: RunHandle) -> None:
+    def _abandon(self, handle: RunHandle, job: _Job, error: BaseException) -> None:
+        """A reserved run that never started: end its handle (a drain waits for none), free
+        its place and its lease."""
+        failure = (
+            RunFailure(error.status, error.code, error.message, None)
+            if isinstance(error, ApiError)
+            else RunFailure.from_exception(error)
+        )
+        handle.finish(RunOutcome("failed", failure=failure))
         if self._active.get(handle.conversation_id) is handle:
             del self._active[handle.conversation_id]
+        if job.lease is not None:
+            self._release(job.lease, handle.conversation_id)
 
     def _reserve(self, handle: RunHandle) -> None:
         """Count the run in (409 when the conversation runs here, 503 when full)."""

@@ -138,3 +138,32 @@ def test_allow_hosts_from_flags_env_and_file(tmp_path: Path) -> None:
     config = tmp_path / "toolbridge.toml"
     config.write_text('allow_hosts = ["d.example"]\n', encoding="utf-8")
     assert load_settings({}, env={}, config=config).allow_hosts == ["d.example"]
+
+
+def test_replica_settings() -> None:
+    import os
+    import socket
+
+    settings = load_settings({}, env={})
+    assert settings.lease_seconds == 15.0
+    assert settings.replica() == f"{socket.gethostname()}:8411"
+    assert load_settings({"port": 0}, env={}).replica().endswith(f":pid{os.getpid()}")
+    env = {"TOOLBRIDGE_REPLICA_ID": "bridge-2.dc1:8411", "TOOLBRIDGE_LEASE_SECONDS": "5"}
+    chosen = load_settings({}, env=env)
+    assert (chosen.replica(), chosen.lease_seconds) == ("bridge-2.dc1:8411", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({"replica_id": "has space"}, r"'has space' is not a replica id: use 1-100 letters"),
+        ({"replica_id": ""}, r"'' is not a replica id"),
+        ({"replica_id": "x" * 101}, r"is not a replica id"),
+        ({"replica_id": "a\nb"}, r"is not a replica id"),
+        ({"lease_seconds": 0.5}, r"greater than or equal to 1 \(from --lease-seconds\)"),
+        ({"lease_seconds": 7200}, r"less than or equal to 3600 \(from --lease-seconds\)"),
+    ],
+)
+def test_bad_replica_settings_say_what_is_expected(flags: dict[str, object], expected: str) -> None:
+    with pytest.raises(SettingsError, match=expected):
+        load_settings(flags, env={})
