@@ -207,7 +207,13 @@ def _daemon(
                 local.index = next(counter)
             creator = urls[local.index % replicas]
             runner = urls[(local.index + cross) % replicas]
-            created = session.post(creator + "/v1/conversations", json={}, timeout=120)
+            try:
+                created = session.post(creator + "/v1/conversations", json={}, timeout=120)
+            except requests.ConnectionError:
+                # With messages on the other replica, this kept-alive connection idled for a
+                # whole run and the daemon (uvicorn: 5 s) may be closing it as it is reused;
+                # an empty conversation created twice does no harm.
+                created = session.post(creator + "/v1/conversations", json={}, timeout=120)
             cid = created.json()["conversation_id"]
             reply = session.post(
                 f"{runner}/v1/conversations/{cid}/messages",
