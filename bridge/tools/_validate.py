@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -24,7 +25,7 @@ from bridge.tools.problems import dotted_path, parse_json_arguments, shown_value
 from bridge.tools.schema_walk import describe, kinds
 from bridge.tools.spec import ArgumentError
 
-__all__ = ["ArgumentValidator"]
+__all__ = ["ArgumentValidator", "LazyValidator"]
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,30 @@ class ArgumentValidator:
         if prop is None:
             return ""
         return f" (expected {describe(prop, self._parameters.get('$defs', {}))})"
+
+
+class LazyValidator:
+    """A tool's `validate` that builds its `ArgumentValidator` on the first call, once.
+
+    Registering a thousand tools then costs no validator for the tools never called.
+    """
+
+    def __init__(self, build: Callable[[], ArgumentValidator]) -> None:
+        self._build: Callable[[], ArgumentValidator] | None = build
+        self._validator: ArgumentValidator | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, raw: Any) -> dict[str, Any]:
+        return (self._validator or self.validator())(raw)
+
+    def validator(self) -> ArgumentValidator:
+        """The validator, built now if no call built it yet."""
+        with self._lock:
+            if self._validator is None:
+                assert self._build is not None
+                self._validator = self._build()
+                self._build = None
+            return self._validator
 
 
 def _maybe_json(value: str) -> Any:

@@ -9,6 +9,7 @@ in one and caches the result per spec, so listing manifests again costs a copy, 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import logging
@@ -34,7 +35,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import PydanticUndefined
 
 from bridge.tools._dialects import DIALECTS, remember_output, replace_spec, to_dialect
-from bridge.tools._validate import ArgumentValidator
+from bridge.tools._shapes import Shape, ShapeCache, fill, placeholder, shape_key
+from bridge.tools._validate import ArgumentValidator, LazyValidator
 from bridge.tools.schema_walk import is_null, kinds, strip_titles
 
 __all__ = [
@@ -62,6 +64,9 @@ _NONE_TYPE = type(None)
 # Lax on purpose: models send 42 for a string id and "3" for a number. Unknown keys are
 # reported before validation (with the accepted names), so the model itself ignores them.
 _CONFIG = ConfigDict(coerce_numbers_to_str=True, extra="ignore")
+
+SHAPES = ShapeCache()
+"""The arguments models built so far, by shape (see `bridge.tools._shapes`)."""
 
 
 @dataclass(frozen=True)
@@ -154,16 +159,57 @@ def build_arguments(
             "strict=False passes arguments the tool does not declare to the function's "
             "**kwargs, but it has no **kwargs parameter; add one, or leave strict on"
         )
+    explicit = {p.name for p in params if isinstance(p.default, FieldInfo)}
+    found = shape_key(params, NO_DEFAULT)
+    shape = SHAPES.get(found[0]) if found is not None else None
+    if shape is None:
+        shape = _build_shape(params, problems, model_name, start)
+        if shape is None or len(problems) > start:
+            return None
+        if found is not None:
+            SHAPES.put(found[0], Shape(shape.model, shape.parameters, shape.nullable, found[1]))
+    elif len(problems) > start:
+        return None
+    texts = {
+        placeholder(index): param.description
+        for index, param in enumerate(params)
+        if param.description is not None
+    }
+    parameters: dict[str, Any] = fill(shape.parameters, texts)
+    model = shape.model
+    keys = {f"p{i}": p.name for i, p in enumerate(params)}
+    optional = {p.name for p in params if _has_default(p.default)} - shape.nullable
+
+    def validator() -> ArgumentValidator:
+        return ArgumentValidator(
+            model,
+            keys=keys,
+            parameters=parameters,
+            ignored=ignored,
+            explicit=explicit,
+            optional=optional,
+            pass_unknown=not strict,
+            reserved=reserved,
+        )
+
+    if not strict:
+        parameters["additionalProperties"] = True
+    return ArgumentsSchema(parameters=parameters, validate=LazyValidator(validator), model=model)
+
+
+def _build_shape(
+    params: Sequence[Param], problems: list[str], model_name: str, start: int
+) -> Shape | None:
+    """Build the model and canonical schema of `params`, descriptions as placeholders; None
+    when `problems` grew past `start` (every argument is checked first)."""
     fields: dict[str, Any] = {}
-    explicit: set[str] = set()
     for index, param in enumerate(params):
+        if param.description is not None:
+            param = dataclasses.replace(param, description=placeholder(index))
         field_def = _field(param, problems)
         if field_def is None:
             continue
         fields[f"p{index}"] = field_def
-        if isinstance(param.default, FieldInfo):
-            # The function's own default is the FieldInfo object: pass the real default instead.
-            explicit.add(param.name)
     if len(problems) > start:
         return None
     try:
@@ -185,19 +231,7 @@ def build_arguments(
             nullable.add(param.name)
         if param.default is None:
             props[param.name] = _drop_null(prop)
-    validator = ArgumentValidator(
-        model,
-        keys={f"p{i}": p.name for i, p in enumerate(params)},
-        parameters=parameters,
-        ignored=ignored,
-        explicit=explicit,
-        optional={p.name for p in params if _has_default(p.default)} - nullable,
-        pass_unknown=not strict,
-        reserved=reserved,
-    )
-    if not strict:
-        parameters["additionalProperties"] = True
-    return ArgumentsSchema(parameters=parameters, validate=validator, model=model)
+    return Shape(model, parameters, frozenset(nullable), ())
 
 
 def model_arguments(
@@ -235,18 +269,22 @@ def model_arguments(
             props[key]["description"] = doc
         if not info.is_required() and "null" not in kinds(props[key], defs):
             optional.add(key)
-    validator = ArgumentValidator(
-        model,
-        keys=keys,
-        parameters=parameters,
-        ignored=(),
-        explicit=set(),
-        optional=optional,
-        allow_unknown=model.model_config.get("extra") == "allow",
-        # The schema says additionalProperties: true, so the extras must reach the model.
-        pass_unknown=model.model_config.get("extra") == "allow",
-    )
-    return ArgumentsSchema(parameters=parameters, validate=validator, model=model)
+    extra = model.model_config.get("extra") == "allow"
+
+    def validator() -> ArgumentValidator:
+        return ArgumentValidator(
+            model,
+            keys=keys,
+            parameters=parameters,
+            ignored=(),
+            explicit=set(),
+            optional=optional,
+            allow_unknown=extra,
+            # The schema says additionalProperties: true, so the extras must reach the model.
+            pass_unknown=extra,
+        )
+
+    return ArgumentsSchema(parameters=parameters, validate=LazyValidator(validator), model=model)
 
 
 def _field(param: Param, problems: list[str]) -> tuple[Any, Any] | None:

@@ -1,0 +1,189 @@
+"""The arguments models of tools that share a shape are built once.
+
+Building a pydantic model and its JSON Schema is most of what registering a function costs
+(about 1 ms a tool), yet the tools of one program repeat the same few argument shapes: the same
+names with the same types and defaults, differing only in their descriptions. `ShapeCache` keys
+a tool's arguments by everything that reaches the model except the description texts, which
+the model is built with as placeholders (`placeholder(i)`), so the canonical schema of the next
+tool of that shape is a copy of the cached one with its own descriptions filled in (`fill`).
+
+A key holds types and defaults by identity unless they are plain data (str, int, float, bool,
+None), compared with their type (so `1` and `True` differ). Objects keyed by identity are held
+by the cache entry, so their ids cannot be reused while the entry lives. Anything the key
+builder does not understand is keyed by identity too: a miss, never a wrong hit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+__all__ = ["Shape", "ShapeCache", "fill", "placeholder"]
+
+_PLAIN = (str, int, float, bool, type(None))
+_MAX_DEPTH = 25
+_PREFIX = "\x00toolbridge-description-"
+_UNSET = object()
+_SLOTS: tuple[str, ...] = tuple(
+    name for cls in FieldInfo.__mro__ for name in getattr(cls, "__slots__", ())
+)
+
+
+def placeholder(index: int) -> str:
+    """The description the model of a shape is built with for argument `index`."""
+    return f"{_PREFIX}{index}\x00"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What every tool of one argument shape shares."""
+
+    model: type[BaseModel]
+    parameters: dict[str, Any]
+    """The canonical schema with `placeholder` descriptions; never handed out (see `fill`)."""
+    nullable: frozenset[str]
+    """Arguments whose schema admits null."""
+    kept: tuple[Any, ...]
+    """The objects the key names by identity, alive as long as the entry."""
+
+
+class _UncachableError(Exception):
+    pass
+
+
+class _KeyBuilder:
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+
+    def ident(self, obj: Any) -> tuple[str, int]:
+        self.kept.append(obj)
+        return ("id", id(obj))
+
+    def value(self, obj: Any, depth: int = 0) -> Hashable:
+        kind = type(obj)
+        if kind in _PLAIN:
+            return (kind, obj)
+        if depth > _MAX_DEPTH:
+            raise _UncachableError
+        if kind is list or kind is tuple:
+            return (kind, tuple(self.value(item, depth + 1) for item in obj))
+        if kind is dict:
+            return (
+                dict,
+                tuple((self.value(k, depth + 1), self.value(v, depth + 1)) for k, v in obj.items()),
+            )
+        if kind is set or kind is frozenset:
+            return (kind, frozenset(self.value(item, depth + 1) for item in obj))
+        if kind is FieldInfo:
+            # Each `Annotated[int, Field(ge=0)]` written in a signature is a new FieldInfo:
+            # keyed by what it holds, so equal ones share a model.
+            return (
+                kind,
+                tuple(self.value(getattr(obj, name, _UNSET), depth + 1) for name in _SLOTS),
+            )
+        if kind.__module__ == "annotated_types" and dataclasses.is_dataclass(obj):
+            fields = dataclasses.fields(obj)
+            return (kind, tuple(self.value(getattr(obj, f.name), depth + 1) for f in fields))
+        return self.ident(obj)
+
+    def json(self, obj: Any) -> Hashable:
+        try:
+            return json.dumps(obj, ensure_ascii=False)
+        except (TypeError, ValueError):
+            raise _UncachableError from None  # reported as a problem by the builder
+
+    def type(self, hint: Any, depth: int = 0) -> Hashable:
+        if depth > _MAX_DEPTH:
+            raise _UncachableError
+        origin = get_origin(hint)
+        if origin is None:
+            if isinstance(hint, list):  # Callable[[int], str] has a list among its args
+                return (list, tuple(self.type(item, depth + 1) for item in hint))
+            return self.value(hint)
+        if origin is Literal:
+            return ("literal", tuple(self.value(arg) for arg in get_args(hint)))
+        if origin is Annotated:
+            return (
+                "annotated",
+                self.type(get_args(hint)[0], depth + 1),
+                tuple(self.value(item, depth + 1) for item in hint.__metadata__),
+            )
+        args = get_args(hint)
+        return ("generic", self.ident(origin), tuple(self.type(a, depth + 1) for a in args))
+
+
+def shape_key(params: Sequence[Any], no_default: Any) -> tuple[Hashable, tuple[Any, ...]] | None:
+    """The cache key of a list of `schema.Param`s and the objects it names by identity, or
+    None when they cannot share a model (a default that is a pydantic `Field`, whose options
+    belong to the function, or an example that is not JSON)."""
+    builder = _KeyBuilder()
+    parts: list[Hashable] = []
+    try:
+        for param in params:
+            if isinstance(param.default, FieldInfo):
+                return None
+            parts.append(
+                (
+                    param.name,
+                    builder.type(param.annotation),
+                    "required" if param.default is no_default else builder.value(param.default),
+                    param.description is not None,
+                    None if param.example is no_default else builder.json(param.example),
+                    None if param.enum is None else builder.json(list(param.enum)),
+                )
+            )
+    except _UncachableError:
+        return None
+    return tuple(parts), tuple(builder.kept)
+
+
+class ShapeCache:
+    """A bounded map from `shape_key` to `Shape`, safe to use from several threads."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._entries: OrderedDict[Hashable, Shape] = OrderedDict()
+        self._lock = threading.Lock()
+        self.builds = 0
+        """How many shapes were stored (a miss that built a model), for tests."""
+
+    def get(self, key: Hashable) -> Shape | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, shape: Shape) -> None:
+        with self._lock:
+            self.builds += 1
+            self._entries[key] = shape
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def fill(node: Any, texts: dict[str, str]) -> Any:
+    """A deep copy of a cached schema with its placeholder descriptions replaced by `texts`."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "description" and type(value) is str and value.startswith(_PREFIX):
+                out[key] = texts[value]
+            else:
+                out[key] = fill(value, texts)
+        return out
+    if isinstance(node, list):
+        return [fill(item, texts) for item in node]
+    return node
