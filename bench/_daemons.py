@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib.util
 import os
 import re
 import signal
@@ -244,10 +245,11 @@ def serve_has(option: str) -> bool:
 @contextlib.contextmanager
 def postgres_server(max_connections: int) -> Iterator[Any]:
     """A throwaway PostgreSQL server (`PostgresServer`), always stopped and removed; None when
-    the server binaries are missing (``make test`` installs Debian's ``postgresql``)."""
+    the server binaries (``make test`` installs Debian's ``postgresql``) or psycopg (the
+    ``postgres`` extra) are missing."""
     from tests.support.postgres import PostgresServer, find_binaries
 
-    if find_binaries() is None:
+    if find_binaries() is None or importlib.util.find_spec("psycopg") is None:
         yield None
         return
     # Each replica's pool may grow to --workers + 4 connections.

@@ -347,7 +347,10 @@ def _postgres(
     with postgres_server(max_connections=connections) as server:
         if server is None:
             _cpu_table(cpu_rows)
-            print("PostgreSQL: skipped, no server binaries (install Debian's postgresql)")
+            print(
+                "PostgreSQL: skipped, no server binaries (install Debian's postgresql) or no"
+                " psycopg (pip install -e '.[postgres]')"
+            )
             return
         if "postgres" in parts:
             for number, (clients, replicas, cross) in enumerate(runs):
