@@ -7,8 +7,9 @@
     - the official appbuilder-sdk 1.1.5 `AppBuilderEventHandler` loop (`run_with_handler`),
       from `.venv-conformance/` (see tests/support/sdk_venv.py).
     The three take turns for several rounds so machine noise hits all alike.
-(b) CLI start-up: `toolbridge --help` against `python -c "import appbuilder"` (the SDK's
-    import alone), and `python -c "import bridge"`.
+(b) CLI start-up: `toolbridge --help` and `toolbridge run --help` against
+    `python -c "import appbuilder"` (the SDK's import alone), `python -c "import bridge"`, and
+    `toolbridge serve --emulator` until it listens and until `/readyz` says ready.
 
 Run: `.venv/bin/python bench/bench_loop.py` (or `make bench`). Options: `--conversations N`,
 `--rounds N`, `--skip-sdk`.
@@ -206,21 +207,64 @@ def _median_runtime(cmd: list[str], repeat: int, env: dict[str, str] | None = No
     return statistics.median(samples[1:]) * 1000  # the first run warms the disk cache
 
 
+def _serve_ready(command: list[str]) -> tuple[float, float]:
+    """ms until `toolbridge serve` logs that it listens, and until /readyz answers 200."""
+    import requests
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = ""
+        for line in proc.stdout:
+            if "listening on http://" in line:
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        listening = time.perf_counter() - start
+        if not url:
+            raise RuntimeError(f"toolbridge serve did not start (exit {proc.wait(timeout=30)})")
+        while requests.get(url + "/readyz", timeout=10).status_code != 200:
+            time.sleep(0.002)
+        return listening * 1000, (time.perf_counter() - start) * 1000
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def startup_benchmark(sdk: Path | None, why_not: str, repeat: int = 7) -> None:
     """Benchmark (b)."""
     print(f"(b) start-up, median of {repeat} runs")
     toolbridge = shutil.which("toolbridge", path=str(Path(sys.executable).parent))
-    help_cmd = [toolbridge, "--help"] if toolbridge else [sys.executable, "-m", "bridge", "--help"]
-    cli = _median_runtime(help_cmd, repeat)
+    cli_cmd = [toolbridge] if toolbridge else [sys.executable, "-m", "bridge"]
+    cli = _median_runtime([*cli_cmd, "--help"], repeat)
+    run_help = _median_runtime([*cli_cmd, "run", "--help"], repeat)
     bare = _median_runtime([sys.executable, "-c", "import bridge"], repeat)
+    tools = str(Path(__file__).resolve().parent.parent / "examples" / "weather" / "tools.py")
+    serve = [*cli_cmd, "serve", "--emulator", "--port", "0", "--db", ":memory:", "--tools", tools]
+    serving = [_serve_ready(serve) for _ in range(repeat)]
+    listening = statistics.median(s[0] for s in serving)
+    ready = statistics.median(s[1] for s in serving)
     print(f"  toolbridge --help          : {cli:7.1f} ms")
+    print(f"  toolbridge run --help      : {run_help:7.1f} ms")
     print(f"  python -c 'import bridge'  : {bare:7.1f} ms")
+    print(f"  toolbridge serve --emulator: {listening:7.1f} ms to listen, {ready:7.1f} ms to ready")
     if sdk is None:
         print(f"  python -c 'import appbuilder': skipped ({why_not})")
         return
     sdk_import = _median_runtime([str(sdk), "-c", "import appbuilder"], repeat)
     print(f"  python -c 'import appbuilder': {sdk_import:7.1f} ms")
-    print(f"  import appbuilder / toolbridge --help = {sdk_import / cli:.2f}")
+    ratio = sdk_import / cli
+    verdict = "met" if ratio >= 4 else "NOT met"
+    print(f"  import appbuilder / toolbridge --help = {ratio:.2f} (target >= 4: {verdict})")
+    print(f"  import appbuilder / toolbridge run --help = {sdk_import / run_help:.2f}")
 
 
 def main() -> None:
