@@ -559,6 +559,8 @@ class Relay:
             last = messages[-1] if messages else None
             if last is None or last.status != "running":
                 return None
+            # Running in the journal: a replica holds its lease, or one that died did (another
+            # takes the message over when the lease expires, and its events come here too).
             # Begun before this replica listened, or its run_started is still on the way.
             handle = self._remote.get(conversation_id)
             if handle is None:

@@ -20,16 +20,19 @@ import pytest
 import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from playwright.sync_api import expect
 
 from bridge.daemon.relay import PAYLOAD_LIMIT, Notice, _coalesce, decode, encode
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
 from tests.daemon.console_setup import SCENARIO as CONSOLE_SCENARIO
 from tests.daemon.console_setup import write_tools
+from tests.daemon.test_console import chromium
 from tests.support.postgres import PostgresServer
 
 KEY = "relay-key-0123456789abcdef"
 TIMEOUT = 60.0
+UI_TIMEOUT = 30_000
 
 
 class Follower:
@@ -234,6 +237,60 @@ def test_the_listener_comes_back_after_the_database_restarts(
             a.stop()
     assert ended["answer"] == "Tokyo: 22 degrees"
     assert server.password not in a.log and server.password not in b.log
+
+
+def test_the_console_on_b_follows_a_run_on_a(
+    pair: tuple[DaemonProcess, DaemonProcess], tools_dir: Path, tmp_path: Path
+) -> None:
+    a, b = pair
+    cid = a.new_conversation()
+    block = tools_dir / "block-get_weather"  # holds the run on A while the page looks
+    with chromium(tmp_path / "profile", viewport={"width": 1280, "height": 860}) as context:
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.goto(b.url + "/")
+        expect(page.locator("#key-form")).to_be_visible(timeout=UI_TIMEOUT)
+        page.fill("#key-input", KEY)
+        page.click("#key-form button")
+        expect(page.get_by_test_id("live-state")).to_have_text("live", timeout=UI_TIMEOUT)
+        # Created on A, listed on B (from the journal both share).
+        item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
+        expect(item).to_be_visible(timeout=UI_TIMEOUT)
+        item.get_by_role("button").click()
+        expect(page.get_by_test_id("conversation-title")).to_have_text("New conversation")
+
+        replies: list[requests.Response] = []
+        sender = threading.Thread(
+            target=lambda: replies.append(a.ask(cid, "what is the weather in Tokyo?")),
+            daemon=True,
+        )
+        block.touch()
+        try:
+            sender.start()
+            transcript = page.get_by_test_id("transcript")
+            expect(transcript.get_by_test_id("user-message")).to_contain_text(
+                "what is the weather in Tokyo?", timeout=UI_TIMEOUT
+            )
+            call = transcript.get_by_test_id("tool-call")
+            expect(call.get_by_test_id("tool-name")).to_have_text("get_weather", timeout=UI_TIMEOUT)
+            expect(call.get_by_test_id("tool-state")).to_have_text("running…", timeout=UI_TIMEOUT)
+            expect(transcript.get_by_test_id("run-status")).to_have_text("running…")
+        finally:
+            block.unlink(missing_ok=True)
+        expect(call.get_by_test_id("tool-output")).to_contain_text('"temp": 22', timeout=UI_TIMEOUT)
+        expect(transcript.get_by_test_id("answer")).to_contain_text(
+            "Tokyo: 22 degrees", timeout=UI_TIMEOUT
+        )
+        expect(transcript.get_by_test_id("run-status")).to_have_text("finished")
+        expect(transcript.get_by_test_id("user-message")).to_have_count(1)
+        # The list on B counts the message A answered; the page stayed on its live stream.
+        expect(item).to_contain_text("1 message(s)", timeout=UI_TIMEOUT)
+        expect(page.get_by_test_id("live-state")).to_have_text("live")
+        sender.join(TIMEOUT)
+        page.close()
+    assert replies and replies[0].status_code == 200, replies
+    assert problems == [], problems
 
 
 # --- payloads ---------------------------------------------------------------------------------

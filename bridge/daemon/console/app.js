@@ -25,6 +25,7 @@ const state = {
   pollSignature: "",
   tools: [],
   toolsSignature: "",
+  heard: new Map(),     // conversation id -> how many of its events this page has handled
 };
 const $ = (id) => document.getElementById(id);
 const timers = {};
@@ -457,11 +458,34 @@ function showHeading(detail) {
 }
 
 async function openConversation(id) {
-  const detail = await api(`/v1/conversations/${encodeURIComponent(id)}`);
+  let detail;
+  for (let tries = 1; ; tries += 1) {
+    const heard = state.heard.get(id) || 0;
+    detail = await api(`/v1/conversations/${encodeURIComponent(id)}`);
+    // Events of this conversation shown while it was read may be newer than this copy of the
+    // journal (which is written before they are sent): read it again rather than undo them.
+    if ((state.heard.get(id) || 0) === heard || tries >= 3) break;
+  }
+  // A run whose run_started came while the journal was being read (from this daemon or from
+  // another replica) has no message in this copy yet: keep the live turn its events fill.
+  const open = state.current === id ? state.openTurn : null;
+  const known = open && (open.messageId === null || open.messageId === undefined
+    ? detail.messages.some((m) => m.status === "running")
+    : detail.messages.some((m) => m.message_id === open.messageId));
+  const keep = open && open.live && !open.ended && !known ? open : null;
   state.current = id;
   state.pollSignature = signature(detail);
   showHeading(detail);
   renderTranscript(detail);
+  if (keep) {
+    const empty = $("transcript").querySelector(".empty");
+    if (empty) empty.remove();
+    $("transcript").append(keep.root);
+    state.openTurn = keep;
+    if (keep.messageId !== null && keep.messageId !== undefined) {
+      state.turns.set(keep.messageId, keep);
+    }
+  }
   $("message-input").disabled = false;
   $("send-button").disabled = false;
   renderConversations();
@@ -562,7 +586,12 @@ function onRunStarted(data) {
   scheduleList();
   if (data.conversation_id !== state.current) return;
   const own = state.openTurn && state.openTurn.own && !state.openTurn.claimed;
-  let turn = own ? state.openTurn : null;
+  // Or the running message the journal already showed (its run_started came after the read:
+  // from another replica, a notification may be slower than the journal).
+  const shown = state.openTurn && !state.openTurn.own && !state.openTurn.claimed &&
+    !state.openTurn.ended && state.openTurn.messageId !== null &&
+    state.openTurn.messageId !== undefined;
+  let turn = own || shown ? state.openTurn : null;
   if (!turn) {
     turn = makeTurn({ messageId: data.message_id, query: data.query ||
                       (data.recovered ? "(resuming a message a restart interrupted)" : ""),
@@ -582,6 +611,9 @@ function onRunStarted(data) {
 }
 
 function handleEvent(name, data) {
+  if (data && data.conversation_id) {
+    state.heard.set(data.conversation_id, (state.heard.get(data.conversation_id) || 0) + 1);
+  }
   switch (name) {
     case "conversation_created":
       scheduleList();
