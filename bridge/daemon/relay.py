@@ -314,9 +314,13 @@ class Relay:
                 stop = self._drain(batch)
                 for name, data, replay in _coalesce(batch):
                     self._seq += 1
-                    payload = encode(
-                        Notice(self.replica, self.instance, self._seq, name, data, replay)
-                    )
+                    try:
+                        payload = encode(
+                            Notice(self.replica, self.instance, self._seq, name, data, replay)
+                        )
+                    except Exception:  # never expected; the number left out tells the others
+                        logger.exception("relay: a %s event could not be encoded", name)
+                        continue
                     conn = self._notify(conn, payload)
                 if stop:
                     return

@@ -58,6 +58,11 @@ async def follow_daemon(
     reconnect with `Last-Event-ID` to get what was missed (text deltas are only sent live). A
     `reset` event means that what was missed is no longer kept: reload what you show. A comment
     line comes every 15 seconds of quiet.
+
+    Replicas sharing a PostgreSQL journal send each other these events (not `closing` nor the
+    tool reloads, which are each replica's own): another replica's come with its `replica` id,
+    long texts and outputs possibly cut (the journal has them whole), and a `reset` follows
+    anything this replica may have missed from the others.
     """
     resume = after
     if last_event_id is not None and last_event_id.strip():
