@@ -9,6 +9,10 @@ transaction. Writes that read-then-insert for one conversation (`receive`) take 
 transaction-scoped advisory lock on it, so two writers of one conversation serialise the way
 SQLite's single writer does.
 
+Statements: `bridge.journal._sql.SQLJournal`, shared with `SQLiteJournal` and written with
+``?`` placeholders, turned into ``%s`` once per statement (`_sql`); string parameters lose
+their NUL characters (`_text`), generated keys come back by ``RETURNING``.
+
 Leases (daemon replicas): one row per conversation in ``leases`` (owner, generation,
 expires_at on the database's clock). `acquire_lease` takes a free, expired or own lease and
 bumps its generation; `claim_orphans` takes the expired leases of conversations with running
@@ -31,46 +35,16 @@ psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import uuid
-from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bridge.errors import UsageError, redact, register_secret
-from bridge.journal._rows import (
-    CONVERSATION_SELECT,
-    approval_record,
-    arguments_json,
-    call_record,
-    conversation_record,
-    message_record,
-    platform_state_record,
-    state_json,
-)
-from bridge.journal.base import Journal
+from bridge.journal._rows import message_record
+from bridge.journal._sql import SQLJournal
 from bridge.journal.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
-from bridge.journal.records import (
-    ApprovalDecidedError,
-    ApprovalRecord,
-    ApprovalStatus,
-    CallRecord,
-    ConversationRecord,
-    Lease,
-    LeaseHeldError,
-    LeaseLostError,
-    MessageEnd,
-    MessageRecord,
-    PendingBatch,
-    PlatformConversationRecord,
-    PlatformStateRecord,
-    StateSnapshot,
-    now,
-    redacted_arguments,
-)
-from bridge.types import ToolBatch, ToolCall, ToolRun
+from bridge.journal.records import Lease, LeaseHeldError, LeaseLostError, MessageRecord
 
 if TYPE_CHECKING:
     import psycopg
@@ -158,6 +132,21 @@ def _text(value: Any) -> Any:
 
 def _params(params: Sequence[Any]) -> list[Any]:
     return [_text(value) for value in params]
+
+
+_STATEMENTS: dict[str, str] = {}
+
+
+def _sql(statement: str) -> str:
+    """A shared statement (``?`` placeholders, no ``%``) as psycopg takes it (``%s``).
+
+    Translated once per statement text; statements written for PostgreSQL alone (``%s``)
+    pass unchanged.
+    """
+    translated = _STATEMENTS.get(statement)
+    if translated is None:
+        translated = _STATEMENTS[statement] = statement.replace("?", "%s")
+    return translated
 
 
 def _connect(dsn: str) -> psycopg.Connection[Any]:
@@ -264,7 +253,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.commit()
 
 
-class PostgresJournal(Journal):
+class PostgresJournal(SQLJournal["psycopg.Connection[Row]"]):
     """A journal in a PostgreSQL database, safe across threads and processes.
 
     Args:
@@ -278,6 +267,8 @@ class PostgresJournal(Journal):
         UsageError: psycopg missing, the database unreachable, or its schema newer than this
             toolbridge.
     """
+
+    ORDER = "rid"  # SQLite's implicit rowid, made explicit (see postgres_migrations)
 
     def __init__(
         self,
@@ -327,34 +318,55 @@ class PostgresJournal(Journal):
         except self._error as exc:
             raise UsageError(f"journal {self.path}: {_clean(self._dsn, exc)}") from None
 
-    def _write(
+    def _transaction(self, fn: Callable[[psycopg.Connection[Row]], T], *, write: bool) -> T:
+        return self._run(fn)
+
+    def _execute(
+        self, db: psycopg.Connection[Row], sql: str, params: Sequence[Any] = ()
+    ) -> psycopg.Cursor[Row]:
+        return db.execute(_sql(sql), _params(params))
+
+    def _executemany(
+        self, db: psycopg.Connection[Row], sql: str, rows: Iterable[Sequence[Any]]
+    ) -> None:
+        with db.cursor() as cursor:
+            cursor.executemany(_sql(sql), [_params(row) for row in rows])
+
+    def _insert(
+        self, db: psycopg.Connection[Row], sql: str, params: Sequence[Any], key: str
+    ) -> int:
+        row = self._execute(db, f"{sql} RETURNING {key}", params).fetchone()
+        assert row is not None
+        return int(row[key])
+
+    def _any(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
+    def _value(self, value: Any) -> Any:
+        return _text(value)
+
+    def _lock_conversation(self, db: psycopg.Connection[Row], conversation_id: str) -> None:
+        # One writer per conversation at a time, as SQLite's single writer does.
+        db.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", _params((conversation_id,))
+        )
+
+    def _fence(
         self,
-        step: str,
         fn: Callable[[psycopg.Connection[Row]], T],
-        *,
-        conversation: str | None = None,
-        message: int | None = None,
-    ) -> T:
-        """Run `fn` in one transaction; `on_write(step)` once it is committed.
+        conversation: str | None,
+        message: int | None,
+    ) -> Callable[[psycopg.Connection[Row]], T]:
+        # Once a replica is bound, a conversation's write first checks, in its transaction,
+        # that this replica still holds the conversation's lease.
+        if self.replica is None or (conversation is None and message is None):
+            return fn
 
-        `conversation` (or the `message` of one): whose write this is; once a replica is
-        bound, the transaction first checks that it still holds that conversation's lease.
-        """
-        if self.replica is not None and (conversation is not None or message is not None):
-            body = fn
+        def fenced(db: psycopg.Connection[Row]) -> T:
+            self._check_lease(db, conversation, message)
+            return fn(db)
 
-            def fenced(db: psycopg.Connection[Row]) -> T:
-                self._check_lease(db, conversation, message)
-                return body(db)
-
-            fn = fenced
-        result = self._run(fn)
-        if self.on_write is not None:
-            self.on_write(step)
-        return result
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self._run(lambda db: db.execute(sql, _params(params)).fetchall())
+        return fenced
 
     def close(self) -> None:
         self._pool.close()
@@ -532,457 +544,6 @@ class PostgresJournal(Journal):
             self._hold(lease)
         return claimed
 
-    # --- conversations and messages ---------------------------------------------------------------
-
-    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                "INSERT INTO conversations (id, end_user_id, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
-                "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id)",
-                _params((conversation_id, end_user_id, stamp, stamp)),
-            )
-
-        self._write("conversation", op)
-
-    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
-        rows = self._read(CONVERSATION_SELECT + " WHERE c.id = %s", (conversation_id,))
-        return conversation_record(rows[0]) if rows else None
-
-    def list_conversations(
-        self, *, limit: int = 50, offset: int = 0
-    ) -> tuple[list[ConversationRecord], int]:
-        rows = self._read(
-            CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.rid DESC LIMIT %s OFFSET %s",
-            (limit, offset),
-        )
-        total = self._read("SELECT count(*) AS n FROM conversations")[0]["n"]
-        return [conversation_record(row) for row in rows], int(total)
-
-    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> int:
-            db.execute(
-                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
-                _params((conversation_id, stamp, stamp)),
-            )
-            row = db.execute(
-                "INSERT INTO messages (conversation_id, query, status, created_at, sent_by, "
-                "replica) VALUES (%s, %s, 'running', %s, %s, %s) RETURNING id",
-                _params((conversation_id, redact(query), stamp, sent_by, self.replica)),
-            ).fetchone()
-            assert row is not None
-            return int(row["id"])
-
-        return self._write("message", op, conversation=conversation_id)
-
-    def record_end(self, message_id: int, end: MessageEnd) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                "UPDATE messages SET status = %s, answer = %s, error_code = %s, "
-                "error_message = %s, request_ids = %s, rounds = %s, finished_at = %s, "
-                "interrupt_id = %s, platform_settled = %s WHERE id = %s",
-                _params(
-                    (
-                        end.status,
-                        redact(end.answer),
-                        end.error_code,
-                        redact(end.error_message) if end.error_message else None,
-                        json.dumps(list(end.request_ids)),
-                        end.rounds,
-                        stamp,
-                        end.interrupt_id,
-                        int(end.platform_settled),
-                        message_id,
-                    )
-                ),
-            )
-            db.execute(
-                "UPDATE conversations SET updated_at = %s WHERE id = "
-                "(SELECT conversation_id FROM messages WHERE id = %s)",
-                (stamp, message_id),
-            )
-
-        self._write("message_end", op, message=message_id)
-
-    def messages(self, conversation_id: str) -> list[MessageRecord]:
-        rows = self._read(
-            "SELECT * FROM messages WHERE conversation_id = %s ORDER BY id", (conversation_id,)
-        )
-        return [message_record(row) for row in rows]
-
-    def unfinished_messages(self) -> list[MessageRecord]:
-        rows = self._read("SELECT * FROM messages WHERE status = 'running' ORDER BY id")
-        return [message_record(row) for row in rows]
-
-    # --- tool calls -------------------------------------------------------------------------------
-
-    def receive(
-        self,
-        conversation_id: str,
-        batch: ToolBatch,
-        *,
-        message_id: int | None,
-        state: StateSnapshot | None = None,
-    ) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            # Read-then-insert below: one writer per conversation at a time, as in SQLite.
-            db.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                _params((conversation_id,)),
-            )
-            db.execute(
-                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                _params((conversation_id, stamp, stamp)),
-            )
-            last = db.execute(
-                "SELECT seq, batch_id, submitted_at FROM batches WHERE conversation_id = %s "
-                "ORDER BY seq DESC LIMIT 1",
-                _params((conversation_id,)),
-            ).fetchone()
-            if (
-                last is not None
-                and last["batch_id"] == _text(batch.batch_id)
-                and not last["submitted_at"]
-            ):
-                seq = int(last["seq"])  # the same batch again (recovery): keep the first row
-            else:
-                calls = [call.model_dump(mode="json") for call in batch.calls]
-                row = db.execute(
-                    "INSERT INTO batches (conversation_id, batch_id, message_id, calls, resume, "
-                    "received_at) VALUES (%s, %s, %s, %s, %s, %s) RETURNING seq",
-                    _params(
-                        (
-                            conversation_id,
-                            batch.batch_id,
-                            message_id,
-                            redact(json.dumps(calls, ensure_ascii=False)),
-                            redact(json.dumps(batch.resume, ensure_ascii=False, default=str)),
-                            stamp,
-                        )
-                    ),
-                ).fetchone()
-                assert row is not None
-                seq = int(row["seq"])
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO calls (conversation_id, call_id, seq, message_id, name, "
-                    "arguments, state, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'received', "
-                    "%s) ON CONFLICT (conversation_id, call_id) DO NOTHING",
-                    [
-                        _params(
-                            (
-                                conversation_id,
-                                c.call_id,
-                                seq,
-                                message_id,
-                                c.name,
-                                arguments_json(c),
-                                stamp,
-                            )
-                        )
-                        for c in batch.calls
-                    ],
-                )
-            if state is not None:
-                _upsert_state(db, conversation_id, state, stamp)
-
-        self._write("received", op, conversation=conversation_id)
-
-    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE calls SET state = 'started', started_at = %s, updated_at = %s "
-                    "WHERE conversation_id = %s AND call_id = %s "
-                    "AND state IN ('received', 'started')",
-                    [_params((stamp, stamp, conversation_id, call_id)) for call_id in call_ids],
-                )
-
-        self._write("started", op, conversation=conversation_id)
-
-    def finish(self, conversation_id: str, run: ToolRun) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            # An upsert: a call finished without being received (direct use) is recorded too.
-            db.execute(
-                "INSERT INTO calls (conversation_id, call_id, seq, name, arguments, state, "
-                "output, error, started_at, duration_ms, updated_at) "
-                "VALUES (%s, %s, 0, %s, %s, 'finished', %s, %s, %s, %s, %s) "
-                "ON CONFLICT (conversation_id, call_id) DO UPDATE SET state = 'finished', "
-                "output = excluded.output, error = excluded.error, "
-                "started_at = excluded.started_at, duration_ms = excluded.duration_ms, "
-                "updated_at = excluded.updated_at",
-                _params(
-                    (
-                        conversation_id,
-                        run.call_id,
-                        run.name,
-                        json.dumps(
-                            redacted_arguments(run.arguments), ensure_ascii=False, default=str
-                        ),
-                        redact(run.output),
-                        run.error,
-                        run.started_at.isoformat(),
-                        run.duration_ms,
-                        stamp,
-                    )
-                ),
-            )
-
-        self._write("finished", op, conversation=conversation_id)
-
-    def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
-        self._mark_batch(conversation_id, batch, "submitting", ("finished",))
-
-    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
-        self._mark_batch(conversation_id, batch, "submitted", ("finished", "submitting"))
-
-    def _mark_batch(
-        self, conversation_id: str, batch: ToolBatch, state: str, before: tuple[str, ...]
-    ) -> None:
-        stamp = now().isoformat()
-        column = f"{state}_at"  # a column name of ours, never input
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                f"UPDATE batches SET {column} = %s WHERE seq = (SELECT max(seq) FROM batches "
-                "WHERE conversation_id = %s AND batch_id = %s AND submitted_at IS NULL)",
-                _params((stamp, conversation_id, batch.batch_id)),
-            )
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE calls SET state = %s, updated_at = %s "
-                    "WHERE conversation_id = %s AND call_id = %s AND state = ANY(%s)",
-                    [
-                        _params((state, stamp, conversation_id, call.call_id, list(before)))
-                        for call in batch.calls
-                    ],
-                )
-
-        self._write(state, op, conversation=conversation_id)
-
-    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
-        rows = self._read(
-            "SELECT * FROM calls WHERE conversation_id = %s AND call_id = %s",
-            (conversation_id, call_id),
-        )
-        return call_record(rows[0]) if rows else None
-
-    def calls(self, conversation_id: str) -> list[CallRecord]:
-        rows = self._read(
-            "SELECT * FROM calls WHERE conversation_id = %s ORDER BY seq, rid", (conversation_id,)
-        )
-        return [call_record(row) for row in rows]
-
-    def pending(self, message_id: int) -> PendingBatch | None:
-        rows = self._read(
-            "SELECT * FROM batches WHERE message_id = %s ORDER BY seq DESC LIMIT 1", (message_id,)
-        )
-        if not rows or rows[0]["submitted_at"]:
-            return None
-        row = rows[0]
-        batch = ToolBatch(
-            batch_id=row["batch_id"],
-            calls=tuple(ToolCall.model_validate(c) for c in json.loads(row["calls"])),
-            resume=json.loads(row["resume"]),
-        )
-        return PendingBatch(batch=batch, submitting=bool(row["submitting_at"]))
-
-    # --- platform conversations -------------------------------------------------------------------
-
-    def replace_platform_conversation(
-        self, conversation_id: str, platform_conversation_id: str, *, reason: str
-    ) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                "INSERT INTO platform_conversations (conversation_id, platform_conversation_id, "
-                "created_at, reason) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                _params((conversation_id, platform_conversation_id, stamp, redact(reason))),
-            )
-            db.execute(
-                "UPDATE conversations SET platform_conversation_id = %s, updated_at = %s "
-                "WHERE id = %s",
-                _params((platform_conversation_id, stamp, conversation_id)),
-            )
-
-        self._write("platform_conversation", op, conversation=conversation_id)
-
-    def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
-        first = self._read("SELECT created_at FROM conversations WHERE id = %s", (conversation_id,))
-        if not first:
-            return []
-        rows = self._read(
-            "SELECT * FROM platform_conversations WHERE conversation_id = %s "
-            "ORDER BY created_at, rid",
-            (conversation_id,),
-        )
-        return [
-            PlatformConversationRecord(
-                platform_conversation_id=conversation_id,
-                created_at=datetime.fromisoformat(first[0]["created_at"]),
-            ),
-            *(
-                PlatformConversationRecord(
-                    platform_conversation_id=row["platform_conversation_id"],
-                    created_at=datetime.fromisoformat(row["created_at"]),
-                    reason=row["reason"],
-                )
-                for row in rows
-            ),
-        ]
-
-    # --- platform state ---------------------------------------------------------------------------
-
-    def save_platform_state(self, conversation_id: str, snapshot: StateSnapshot) -> None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                _params((conversation_id, stamp, stamp)),
-            )
-            _upsert_state(db, conversation_id, snapshot, stamp)
-
-        self._write("platform_state", op, conversation=conversation_id)
-
-    def platform_state(
-        self, conversation_id: str, platform_conversation_id: str
-    ) -> PlatformStateRecord | None:
-        rows = self._read(
-            "SELECT * FROM platform_states WHERE conversation_id = %s "
-            "AND platform_conversation_id = %s",
-            (conversation_id, platform_conversation_id),
-        )
-        return platform_state_record(rows[0]) if rows else None
-
-    # --- approvals --------------------------------------------------------------------------------
-
-    def request_approval(
-        self,
-        conversation_id: str,
-        call: ToolCall,
-        *,
-        message_id: int | None,
-        arguments_digest: str,
-        requested_by: str | None,
-        deadline: datetime,
-    ) -> ApprovalRecord:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> None:
-            db.execute(
-                "INSERT INTO conversations (id, created_at, updated_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                _params((conversation_id, stamp, stamp)),
-            )
-            db.execute(
-                "INSERT INTO approvals (id, conversation_id, message_id, call_id, tool, "
-                "arguments, arguments_digest, requested_by, requested_at, deadline, status) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'pending') "
-                "ON CONFLICT (conversation_id, call_id, arguments_digest) DO NOTHING",
-                _params(
-                    (
-                        uuid.uuid4().hex,
-                        conversation_id,
-                        message_id,
-                        call.call_id,
-                        call.name,
-                        arguments_json(call),
-                        arguments_digest,
-                        requested_by,
-                        stamp,
-                        deadline.isoformat(),
-                    )
-                ),
-            )
-
-        self._write("approval", op, conversation=conversation_id)
-        record = self.find_approval(conversation_id, call.call_id, arguments_digest)
-        assert record is not None
-        return record
-
-    def find_approval(
-        self, conversation_id: str, call_id: str, arguments_digest: str
-    ) -> ApprovalRecord | None:
-        rows = self._read(
-            "SELECT * FROM approvals WHERE conversation_id = %s AND call_id = %s "
-            "AND arguments_digest = %s",
-            (conversation_id, call_id, arguments_digest),
-        )
-        return approval_record(rows[0]) if rows else None
-
-    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        rows = self._read("SELECT * FROM approvals WHERE id = %s", (approval_id,))
-        return approval_record(rows[0]) if rows else None
-
-    def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        status: Literal["approved", "rejected", "expired"],
-        decided_by: str | None,
-        note: str = "",
-    ) -> ApprovalRecord | None:
-        stamp = now().isoformat()
-
-        def op(db: psycopg.Connection[Row]) -> int:
-            # Conditional: of two deciders (a person and the deadline) only the first one wins.
-            cursor = db.execute(
-                "UPDATE approvals SET status = %s, decided_by = %s, decided_at = %s, note = %s "
-                "WHERE id = %s AND status = 'pending'",
-                _params((status, decided_by, stamp, redact(note), approval_id)),
-            )
-            return cursor.rowcount
-
-        changed = self._write("approval_decided", op)
-        record = self.get_approval(approval_id)
-        if record is None:
-            return None
-        if not changed:
-            raise ApprovalDecidedError(record)
-        return record
-
-    def list_approvals(
-        self,
-        *,
-        status: ApprovalStatus | None = None,
-        conversation_id: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> tuple[list[ApprovalRecord], int]:
-        where: list[str] = []
-        params: list[Any] = []
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if conversation_id is not None:
-            where.append("conversation_id = %s")
-            params.append(conversation_id)
-        clause = (" WHERE " + " AND ".join(where)) if where else ""
-        rows = self._read(
-            f"SELECT * FROM approvals{clause} ORDER BY requested_at DESC, rid DESC "
-            "LIMIT %s OFFSET %s",
-            (*params, limit, offset),
-        )
-        total = self._read(f"SELECT count(*) AS n FROM approvals{clause}", params)[0]["n"]
-        return [approval_record(row) for row in rows], int(total)
-
     def notify_connection(self) -> psycopg.Connection[Any]:
         """A new autocommit connection of its own, outside the pool, for LISTEN/NOTIFY
         (`bridge.daemon.relay`); the caller closes it.
@@ -991,25 +552,3 @@ class PostgresJournal(Journal):
             UsageError: the database is unreachable (the message never holds the password).
         """
         return _connect(self._dsn)
-
-
-def _upsert_state(
-    db: psycopg.Connection[Row], conversation_id: str, snapshot: StateSnapshot, stamp: str
-) -> None:
-    db.execute(
-        "INSERT INTO platform_states (conversation_id, platform_conversation_id, platform, "
-        "state, writer, updated_at) VALUES (%s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (conversation_id, platform_conversation_id) DO UPDATE SET "
-        "platform = excluded.platform, state = excluded.state, writer = excluded.writer, "
-        "updated_at = excluded.updated_at",
-        _params(
-            (
-                conversation_id,
-                snapshot.platform_conversation_id,
-                snapshot.platform,
-                state_json(snapshot),
-                snapshot.writer,
-                stamp,
-            )
-        ),
-    )
