@@ -12,11 +12,13 @@ import inspect
 import logging
 import math
 import re
+import sys
 import types
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import docstring_parser
 
@@ -101,11 +103,31 @@ def parse_doc(doc: str | None, where: str) -> Doc:
     """Parse a docstring in any style docstring-parser knows; never raises."""
     if not doc or not doc.strip():
         return Doc()
-    try:
-        parsed = docstring_parser.parse(doc, style=_style_of(doc))
-    except Exception as exc:
-        logger.warning("%s: cannot parse the docstring (%s); using it verbatim", where, exc)
+    parsed = _parsed(doc)
+    if isinstance(parsed, str):
+        logger.warning("%s: cannot parse the docstring (%s); using it verbatim", where, parsed)
         return Doc(description=inspect.cleandoc(doc))
+    return parsed
+
+
+# One parser for the Google style: `docstring_parser.parse` builds a new one (and its
+# section regex) for every docstring.
+_GOOGLE = docstring_parser.google.GoogleParser()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(doc: str) -> Doc | str:
+    """The Doc of a docstring, or why it cannot be parsed; parsed once per text (a docstring
+    is immutable, and the same function is often described again: another toolbox, a
+    reloaded one, `Manifest.from_function`)."""
+    style = _style_of(doc)
+    try:
+        if style is docstring_parser.DocstringStyle.GOOGLE:
+            parsed = _GOOGLE.parse(doc)
+        else:
+            parsed = docstring_parser.parse(doc, style=style)
+    except Exception as exc:
+        return str(exc)
     parts = (parsed.short_description, parsed.long_description)
     description = "\n\n".join(part.strip() for part in parts if part and part.strip())
     params = {
@@ -122,9 +144,9 @@ def parse_doc(doc: str | None, where: str) -> Doc:
     returns_type = parsed.returns.type_name if parsed.returns else None
     return Doc(
         description,
-        params,
+        MappingProxyType(params),
         returns.strip() if returns and returns.strip() else None,
-        types,
+        MappingProxyType(types),
         returns_type.strip() if returns_type and returns_type.strip() else None,
     )
 
@@ -271,8 +293,71 @@ UNRESOLVED = object()
 """The hint of a parameter whose annotation could not be resolved (a problem is recorded)."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str) -> types.CodeType:
+    return compile(text, "<annotation>", "eval")
+
+
+def _plain_hint(hint: Any, depth: int = 0) -> bool:
+    """Whether `hint` holds no forward reference that `get_type_hints` would still resolve
+    (and nothing its checks would refuse): classes and generics of them, `Literal` and
+    `Annotated` (whose values and metadata it leaves alone)."""
+    if depth > 20:
+        return False
+    if isinstance(hint, type) and not isinstance(hint, types.GenericAlias):
+        return True
+    origin = get_origin(hint)
+    if origin is None:
+        return False
+    if origin is Literal:
+        return True
+    args = get_args(hint)
+    if origin is Annotated:
+        return _plain_hint(args[0], depth + 1)
+    if not (isinstance(origin, type) or origin is Union):
+        return False
+    return all(arg is _NONE_TYPE or arg is Ellipsis or _plain_hint(arg, depth + 1) for arg in args)
+
+
+def _fast_hints(fn: Any) -> dict[str, Any] | None:
+    """`get_type_hints(fn, include_extras=True)` for a plain function whose annotations are
+    simple, with each annotation text compiled once per process (the typing module compiles
+    every string annotation of every function again); None when in any doubt."""
+    if (
+        sys.version_info < (3, 11)  # 3.10's get_type_hints also adds Optional for a None default
+        or not isinstance(fn, types.FunctionType)
+        or getattr(fn, "__no_type_check__", None)
+    ):
+        return None
+    annotations = fn.__annotations__
+    nsobj: Any = fn
+    while hasattr(nsobj, "__wrapped__"):
+        nsobj = nsobj.__wrapped__
+    namespace = getattr(nsobj, "__globals__", None)
+    if not isinstance(namespace, dict):
+        return None
+    hints: dict[str, Any] = {}
+    for name, value in annotations.items():
+        if value is None:
+            value = _NONE_TYPE
+        elif isinstance(value, str):
+            try:
+                value = eval(_compiled(value), namespace, namespace)  # as typing does
+            except Exception:
+                return None  # get_type_hints explains it, or the one-by-one path does
+            if value is None:
+                value = _NONE_TYPE
+        if not _plain_hint(value):
+            return None
+        hints[name] = value
+    return hints
+
+
 def resolve_hints(fn: Any, sig: inspect.Signature, problems: list[str]) -> dict[str, Any]:
     """Resolved type hints by parameter name (`from __future__ import annotations` works)."""
+    fast = _fast_hints(fn)
+    if fast is not None:
+        return fast
     try:
         hints = get_type_hints(fn, include_extras=True)
         if all(not isinstance(hints.get(name), str) for name in sig.parameters):

@@ -26,7 +26,9 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["Shape", "ShapeCache", "fill", "placeholder"]
+from bridge.tools.returns import copy_json
+
+__all__ = ["Shape", "ShapeCache", "fill", "placeholder", "placeholders", "shape_key"]
 
 _PLAIN = (str, int, float, bool, type(None))
 _MAX_DEPTH = 25
@@ -53,6 +55,8 @@ class Shape:
     """Arguments whose schema admits null."""
     kept: tuple[Any, ...]
     """The objects the key names by identity, alive as long as the entry."""
+    slots: tuple[tuple[tuple[Any, ...], str], ...] = ()
+    """Where `parameters` holds placeholders (see `placeholders`)."""
 
 
 class _UncachableError(Exception):
@@ -174,16 +178,27 @@ class ShapeCache:
             self._entries.clear()
 
 
-def fill(node: Any, texts: dict[str, str]) -> Any:
-    """A deep copy of a cached schema with its placeholder descriptions replaced by `texts`."""
+def placeholders(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+    """Where a schema holds placeholder descriptions: (path to the description, placeholder)."""
+    found: list[tuple[tuple[Any, ...], str]] = []
     if isinstance(node, dict):
-        out = {}
         for key, value in node.items():
             if key == "description" and type(value) is str and value.startswith(_PREFIX):
-                out[key] = texts[value]
+                found.append(((*path, key), value))
             else:
-                out[key] = fill(value, texts)
-        return out
-    if isinstance(node, list):
-        return [fill(item, texts) for item in node]
-    return node
+                found.extend(placeholders(value, (*path, key)))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            found.extend(placeholders(item, (*path, index)))
+    return found
+
+
+def fill(shape: Shape, texts: dict[str, str]) -> dict[str, Any]:
+    """A deep copy of the shape's schema with its placeholder descriptions replaced by `texts`."""
+    parameters: dict[str, Any] = copy_json(shape.parameters)
+    for path, key in shape.slots:
+        node: Any = parameters
+        for step in path[:-1]:
+            node = node[step]
+        node[path[-1]] = texts[key]
+    return parameters

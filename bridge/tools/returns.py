@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import marshal
 import re
 from typing import Any, NoReturn
 
@@ -104,10 +105,19 @@ _cached = functools.lru_cache(maxsize=1024)(_build)
 
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts and lists; other values are shared)."""
+    try:
+        # Several times faster than walking in Python; format 2 has no back-references, so an
+        # object shared twice in `value` becomes two copies, as below.
+        return marshal.loads(marshal.dumps(value, 2))
+    except ValueError:  # not plain data (a dict subclass, an object): copied the slow way
+        return _copy(value)
+
+
+def _copy(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return [_copy(v) for v in value]
     return value
 
 

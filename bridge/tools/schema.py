@@ -35,7 +35,14 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import PydanticUndefined
 
 from bridge.tools._dialects import DIALECTS, remember_output, replace_spec, to_dialect
-from bridge.tools._shapes import Shape, ShapeCache, fill, placeholder, shape_key
+from bridge.tools._shapes import (
+    Shape,
+    ShapeCache,
+    fill,
+    placeholder,
+    placeholders,
+    shape_key,
+)
 from bridge.tools._validate import ArgumentValidator, LazyValidator
 from bridge.tools.schema_walk import is_null, kinds, strip_titles
 
@@ -167,7 +174,7 @@ def build_arguments(
         if shape is None or len(problems) > start:
             return None
         if found is not None:
-            SHAPES.put(found[0], Shape(shape.model, shape.parameters, shape.nullable, found[1]))
+            SHAPES.put(found[0], dataclasses.replace(shape, kept=found[1]))
     elif len(problems) > start:
         return None
     texts = {
@@ -175,7 +182,7 @@ def build_arguments(
         for index, param in enumerate(params)
         if param.description is not None
     }
-    parameters: dict[str, Any] = fill(shape.parameters, texts)
+    parameters = fill(shape, texts)
     model = shape.model
     keys = {f"p{i}": p.name for i, p in enumerate(params)}
     optional = {p.name for p in params if _has_default(p.default)} - shape.nullable
@@ -231,7 +238,8 @@ def _build_shape(
             nullable.add(param.name)
         if param.default is None:
             props[param.name] = _drop_null(prop)
-    return Shape(model, parameters, frozenset(nullable), ())
+    slots = tuple(placeholders(parameters))
+    return Shape(model, parameters, frozenset(nullable), (), slots)
 
 
 def model_arguments(

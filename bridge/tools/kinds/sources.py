@@ -12,6 +12,9 @@ __all__ = ["SOURCE"]
 
 
 def _matches(obj: Any) -> bool:
+    # A Protocol isinstance check is slow; without both methods it is False anyway.
+    if not (hasattr(obj, "specs") and hasattr(obj, "close")):
+        return False
     return not isinstance(obj, type) and isinstance(obj, Toolset)
 
 
