@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -28,10 +29,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["HUB_HISTORY", "EventHub", "HubTap", "SseEvent"]
+__all__ = ["HUB_HISTORY", "ID_SPAN", "EventHub", "HubTap", "SseEvent"]
 
 HUB_HISTORY = 2000
 """Events kept for followers that reconnect."""
+
+ID_SPAN = 1 << 32
+"""Ids one hub may give out; hubs start at different multiples of it."""
+ID_BASES = 1 << 20
+"""How many bases there are: ids stay below 2**52, exact in JavaScript numbers."""
 
 FOLLOWER_BACKLOG = 5000
 """Events a slow follower may fall behind by before it is dropped (it reconnects and resumes)."""
@@ -65,13 +71,20 @@ class EventHub:
 
     Args:
         history: how many events are kept for followers that reconnect.
+        base: where this hub's ids start (after it); default: a random multiple of
+            `ID_SPAN`, so that an id from another hub (before a restart, or another replica
+            behind a load balancer) is recognised as foreign and answered with a ``reset``,
+            never with a replay of unrelated events that happen to follow that number here.
     """
 
-    def __init__(self, history: int = HUB_HISTORY) -> None:
+    def __init__(self, history: int = HUB_HISTORY, *, base: int | None = None) -> None:
         self._history: deque[SseEvent] = deque(maxlen=history)
         self._lock = threading.Lock()
-        self._next_id = 1
-        self._forgotten = 0
+        if base is None:
+            base = secrets.randbelow(ID_BASES - 1) * ID_SPAN + ID_SPAN
+        self._base = base
+        self._next_id = base + 1
+        self._forgotten = base
         """The id of the newest event pushed out of the history."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._followers: set[asyncio.Queue[SseEvent | None]] = set()
@@ -83,7 +96,7 @@ class EventHub:
 
     @property
     def last_id(self) -> int:
-        """The id of the newest event (0 before the first)."""
+        """The id of the newest event (the hub's base before the first)."""
         return self._next_id - 1
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -161,7 +174,12 @@ class EventHub:
                 queue.put_nowait(event)
 
     def since(self, last_id: int) -> tuple[list[SseEvent], bool]:
-        """The kept events after `last_id`, and whether some after it are no longer kept."""
+        """The kept events after `last_id` (0: from the first), and whether some after it are
+        no longer kept (always, for an id this hub never gave out)."""
+        if last_id == 0:
+            last_id = self._base
+        if not self._base <= last_id < self._base + ID_SPAN:
+            return [], True
         with self._lock:
             kept = list(self._history)
             forgotten = self._forgotten

@@ -404,12 +404,11 @@ class Service:
         handle = RunHandle(conversation_id, request_id)
         self._reserve(handle)
         try:
-            job.lease = await asyncio.to_thread(
-                self.journal.acquire_lease,
-                conversation_id,
-                self.replica_id,
-                self.settings.lease_seconds,
-            )
+            lease_args = (conversation_id, self.replica_id, self.settings.lease_seconds)
+            if self.journal.shared:
+                job.lease = await asyncio.to_thread(self.journal.acquire_lease, *lease_args)
+            else:  # a local lease is a counter: no thread hop for it
+                job.lease = self.journal.acquire_lease(*lease_args)
             self._check_accepting()  # so may the await for the lease
         except BaseException as exc:
             error = exc

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from bridge.daemon.hub import EventHub
+from bridge.daemon.hub import ID_SPAN, EventHub
 from bridge.daemon.routers.tools import source_of
 from bridge.emulator import Emulator
 from bridge.loading import load_tools
@@ -190,10 +190,24 @@ def test_a_bad_last_event_id_is_refused(daemon: DaemonProcess, header: str, expe
 def test_a_last_event_id_from_before_a_restart_gets_a_reset(daemon: DaemonProcess) -> None:
     reader = EventReader(daemon, **{"Last-Event-ID": "999999999"})
     try:
+        _, hello = reader.until("hello")
         _, reset = reader.until("reset")
-        assert reset["last_id"] < 999999999
+        assert reset["last_id"] == hello["last_id"] != 999999999
     finally:
         reader.close()
+
+
+def test_an_id_from_another_hub_is_never_replayed_against_this_one() -> None:
+    """Replicas behind a load balancer, or a restart: the same number means other events."""
+    mine, other = EventHub(base=ID_SPAN), EventHub(base=2 * ID_SPAN)
+    for n in range(5):
+        mine.publish("tick", {"n": n})
+        other.publish("tick", {"n": n})
+    assert mine.since(mine.last_id - 2) == (mine.since(mine.last_id - 2)[0], False)
+    assert [e.data["n"] for e in mine.since(mine.last_id - 2)[0]] == [3, 4]
+    assert other.since(mine.last_id - 2) == ([], True)
+    assert mine.since(0)[0][0].data["n"] == 0  # 0: from the first
+    assert EventHub().last_id % ID_SPAN == 0 and EventHub().last_id < 2**52
 
 
 def test_the_tools_api_says_where_each_tool_comes_from(daemon: DaemonProcess) -> None:
@@ -306,7 +320,7 @@ def test_a_stop_ends_the_event_streams(emulator: Emulator, tmp_path: Path) -> No
 
 def test_the_hub_keeps_a_bounded_history_and_serves_any_thread() -> None:
     async def scenario() -> list[str]:
-        hub = EventHub(history=3)
+        hub = EventHub(history=3, base=0)
         hub.bind(asyncio.get_running_loop())
         for n in range(5):
             hub.publish("tick", {"n": n})
