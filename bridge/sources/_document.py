@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from bridge.tools.problems import dotted_path, tidy_message
 
 __all__ = ["DocumentError", "Positions", "describe_errors", "parse_document", "read_document"]
 
-Positions = dict[tuple[int | str, ...], int]
+Positions = Mapping[tuple[int | str, ...], int]
 """Path of a key or item in the data -> its 1-based line in the file."""
 
 _SECRET_KEYS = frozenset(("token", "password", "key", "username", "headers"))
@@ -76,7 +77,7 @@ def parse_document(
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise DocumentError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from None
-    return data, _positions(text)
+    return data, _LazyPositions(text)
 
 
 def _a(what: str) -> str:
@@ -91,13 +92,39 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{problem}" + (f" ({context})" if context else "")
 
 
-def _positions(text: str) -> Positions:
+class _LazyPositions(Mapping[tuple[int | str, ...], int]):
+    """The positions of a document, found on first use: only error messages need them, and
+    composing the YAML node tree costs several times the parse itself (seconds for a
+    thousand-operation OpenAPI document)."""
+
+    def __init__(self, text: str) -> None:
+        self._text: str | None = text
+        self._found: dict[tuple[int | str, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def _positions(self) -> dict[tuple[int | str, ...], int]:
+        with self._lock:
+            if self._text is not None:
+                self._found, self._text = _positions(self._text), None
+            return self._found
+
+    def __getitem__(self, key: tuple[int | str, ...]) -> int:
+        return self._positions()[key]
+
+    def __iter__(self) -> Iterator[tuple[int | str, ...]]:
+        return iter(self._positions())
+
+    def __len__(self) -> int:
+        return len(self._positions())
+
+
+def _positions(text: str) -> dict[tuple[int | str, ...], int]:
     """Lines of keys and items; JSON is YAML for this purpose. Empty when it cannot tell."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return {}
-    found: Positions = {}
+    found: dict[tuple[int | str, ...], int] = {}
 
     def visit(node: yaml.Node, path: tuple[int | str, ...]) -> None:
         found.setdefault(path, node.start_mark.line + 1)

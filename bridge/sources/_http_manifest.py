@@ -29,6 +29,8 @@ model's to fill in: a header, query or cookie parameter whose name looks like on
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -166,6 +168,31 @@ def default_location(name: str, tool: HttpTool) -> Location:
     return Location.at("body")
 
 
+def _plain(value: Any, depth: int) -> bool:
+    """Plain JSON data, which a JSON text stands for exactly (no tuples, no subclasses)."""
+    kind = type(value)
+    if kind is dict:
+        return depth < 100 and all(
+            type(k) is str and _plain(v, depth + 1) for k, v in value.items()
+        )
+    if kind is list:
+        return depth < 100 and all(_plain(v, depth + 1) for v in value)
+    return kind in (str, int, float, bool) or value is None
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem(schema: Any) -> str | None:
+    """Why a JSON Schema (given as its JSON text) is not valid, or None. Checked once per
+    text: checking against the meta-schema takes milliseconds, and the operations of one API
+    document repeat the same few argument schemas."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema) if isinstance(schema, str) else schema)
+    except SchemaError as exc:
+        where = "/".join(map(str, exc.path)) or "top level"
+        return f"is not a valid JSON Schema at {where}: {exc.message}"
+    return None
+
+
 class HttpTool(_Model):
     """One HTTP endpoint, described as a tool."""
 
@@ -195,11 +222,12 @@ class HttpTool(_Model):
     @field_validator("parameters")
     @classmethod
     def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            where = "/".join(map(str, exc.path)) or "top level"
-            raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+        if _plain(value, 0):
+            problem = _schema_problem(json.dumps(value))
+        else:
+            problem = _schema_problem.__wrapped__(value)
+        if problem is not None:
+            raise ValueError(problem)
         if value.get("type") != "object":
             raise ValueError('must be a JSON Schema with "type": "object" (the arguments object)')
         return value

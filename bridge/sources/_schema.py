@@ -11,6 +11,7 @@ vendor extensions (`x-*`) go: they cost the model tokens and tell it nothing.
 from __future__ import annotations
 
 import copy
+import marshal
 from collections.abc import Mapping
 from typing import Any
 
@@ -164,6 +165,13 @@ def _tidy(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _copy(value: Any) -> Any:
+    try:  # plain data (the usual case) copies several times faster through marshal
+        return marshal.loads(marshal.dumps(value, 2))
+    except ValueError:
+        return copy.deepcopy(value)
+
+
 def canonical_schema(
     schema: Any,
     *,
@@ -186,7 +194,7 @@ def canonical_schema(
     found: list[str] = notes if notes is not None else []
     inliner = _Inliner(schema if root is None else root, found)
     # Deep-copied so that data (enum lists, defaults) is never shared with the document.
-    inlined = copy.deepcopy(inliner.schema(schema, ()))
+    inlined = _copy(inliner.schema(schema, ()))
     if not isinstance(inlined, dict):
         inlined = {} if inlined is True else {"not": {}}
     if openapi30:
