@@ -192,6 +192,11 @@ class LazyValidator:
     def __call__(self, raw: Any) -> dict[str, Any]:
         return (self._validator or self.validator())(raw)
 
+    @property
+    def is_built(self) -> bool:
+        """Whether the validator exists yet (a call or `validator()` built it)."""
+        return self._validator is not None
+
     def validator(self) -> ArgumentValidator:
         """The validator, built now if no call built it yet."""
         with self._lock:
