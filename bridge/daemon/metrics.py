@@ -15,7 +15,7 @@ series without limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import prometheus_client
 from prometheus_client import (
@@ -26,6 +26,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily
 
 __all__ = ["CONTENT_TYPE", "Counter", "Histogram", "Metrics"]
 
@@ -117,6 +118,19 @@ class Histogram:
 def _gauge(registry: CollectorRegistry, name: str, help: str, read: Callable[[], float]) -> None:
     """A gauge read from `read` at scrape time."""
     prometheus_client.Gauge(name, help, registry=registry).set_function(read)
+
+
+class _ReadCounter:
+    """A counter whose value lives elsewhere (read at scrape time), for `Metrics.count_from`."""
+
+    def __init__(self, name: str, help: str, read: Callable[[], float]) -> None:
+        self.name, self.help, self.read = name, help, read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.help, value=self.read())
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.help)
 
 
 def _no_pending() -> float:
@@ -230,6 +244,10 @@ class Metrics:
             "Approval requests by how they were decided (approved, rejected, expired).",
             ["outcome"],
         )
+
+    def count_from(self, name: str, help: str, read: Callable[[], float]) -> None:
+        """Expose a counter kept by another part (the relay's), read at each scrape."""
+        self.registry.register(_ReadCounter(name, help, read))
 
     def render(self) -> bytes:
         """The whole exposition in the text format of `CONTENT_TYPE`."""

@@ -615,6 +615,22 @@ async def start_relay(service: Service) -> Relay | None:
     replica = getattr(service, "replica_id", None) or _default_replica()
     relay = Relay(service, connect, str(replica))
     await relay.start()
+    metrics = service.metrics
+    metrics.count_from(
+        "toolbridge_relay_sent",
+        "Events this replica sent to the others (NOTIFY).",
+        lambda: relay.sent,
+    )
+    metrics.count_from(
+        "toolbridge_relay_received",
+        "Events this replica received from the others.",
+        lambda: relay.received,
+    )
+    metrics.count_from(
+        "toolbridge_relay_reconnects",
+        "Times the relay's listening connection was lost and opened again (each one a reset).",
+        lambda: relay.reconnects,
+    )
     return relay
 
 

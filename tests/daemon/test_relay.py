@@ -124,6 +124,15 @@ def test_a_follower_of_b_sees_the_runs_of_a(pair: tuple[DaemonProcess, DaemonPro
     # The answer streamed too (text deltas travel, joined).
     text = "".join(d["text"] for n, d in follower.events if n == "text_delta")
     assert "Paris: 18 degrees" in text and "result: value of colour" in text
+    # Operators see the relay's traffic in /metrics.
+    sent = _counter(a.request("GET", "/metrics").text, "toolbridge_relay_sent_total")
+    received = _counter(b.request("GET", "/metrics").text, "toolbridge_relay_received_total")
+    assert sent >= len(theirs) and received >= len(theirs)
+
+
+def _counter(exposition: str, name: str) -> float:
+    [line] = [x for x in exposition.splitlines() if x.startswith(name + " ")]
+    return float(line.split()[1])
 
 
 def test_the_conversation_stream_on_b_follows_a_run_on_a(
