@@ -175,10 +175,12 @@ def generate(count: int) -> list[Callable[..., Any]]:
     return functions
 
 
-def manifest_cost(count: int) -> tuple[float, float]:
-    """(register µs/tool, manifests µs/tool) for `count` generated functions."""
+def manifest_cost(count: int) -> tuple[float, float, float]:
+    """(register µs/tool, manifests µs/tool, CPU seconds of both) for `count` generated
+    functions."""
     functions = generate(count)
     toolbox = Toolbox()
+    cpu = time.process_time()
     began = time.perf_counter()
     for fn in functions:
         toolbox.add(fn)
@@ -186,8 +188,9 @@ def manifest_cost(count: int) -> tuple[float, float]:
     began = time.perf_counter()
     manifests = toolbox.manifests("appbuilder")
     described = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     assert len(manifests) == count
-    return registered / count * 1e6, described / count * 1e6
+    return registered / count * 1e6, described / count * 1e6, cpu
 
 
 def openapi_document(count: int) -> dict[str, Any]:
@@ -262,34 +265,34 @@ def openapi_document(count: int) -> dict[str, Any]:
     }
 
 
-def openapi_cost(count: int) -> float:
-    """Seconds to open a `count`-operation OpenAPI file, register it and list its manifests."""
+def openapi_cost(count: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) to open a `count`-operation OpenAPI file, register it and list
+    its manifests."""
     from bridge.sources.openapi import open_openapi
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "api.json")
         with open(path, "w", encoding="utf-8") as file:
             json.dump(openapi_document(count), file)
+        cpu = time.process_time()
         began = time.perf_counter()
         with Toolbox() as toolbox:
             toolbox.add_source(open_openapi(path))
             manifests = toolbox.manifests("appbuilder")
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu
     assert len(manifests) == count, len(manifests)
-    return elapsed
+    return elapsed, cpu
 
 
 def _child(part: str) -> dict[str, float]:
-    """One measurement in this (fresh) process, with its CPU time."""
-    cpu = time.process_time()
+    """One measurement in this (fresh) process."""
     if part == "manifests":
-        registered, described = manifest_cost(FUNCTIONS)
-        result = {"register": registered, "describe": described}
-        result["seconds"] = (registered + described) * FUNCTIONS / 1e6
-    else:
-        result = {"seconds": openapi_cost(OPERATIONS)}
-    result["cpu"] = time.process_time() - cpu
-    return result
+        registered, described, cpu = manifest_cost(FUNCTIONS)
+        seconds = (registered + described) * FUNCTIONS / 1e6
+        return {"register": registered, "describe": described, "seconds": seconds, "cpu": cpu}
+    seconds, cpu = openapi_cost(OPERATIONS)
+    return {"seconds": seconds, "cpu": cpu}
 
 
 def _fresh_runs(part: str) -> list[dict[str, float]]:

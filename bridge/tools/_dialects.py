@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bridge.errors import UsageError
@@ -34,7 +34,15 @@ from bridge.tools.schema_walk import (
 )
 from bridge.tools.spec import ToolSpec
 
-__all__ = ["DIALECTS", "remember_output", "replace_spec", "to_dialect"]
+__all__ = [
+    "DIALECTS",
+    "Rendering",
+    "appbuilder_parameters",
+    "remember_output",
+    "render_spec",
+    "replace_spec",
+    "to_dialect",
+]
 
 DIALECTS = ("appbuilder", "appbuilder-sdk", "openai", "openai-strict", "mcp")
 """Every shape `to_dialect` can render a tool in; `appbuilder` is the default."""
@@ -237,12 +245,21 @@ def _sdk_from_schema(name: str, description: str, parameters: Mapping[str, Any])
     }
 
 
+def appbuilder_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The arguments schema as the appbuilder dialect shows it (a new object)."""
+    shaped: dict[str, Any] = walk(_inline(parameters), _appbuilder_shape)
+    shaped.setdefault("required", [])
+    return shaped
+
+
 def _render(
     name: str,
     description: str,
     parameters: dict[str, Any],
     dialect: str,
     output_schema: dict[str, Any] | None = None,
+    *,
+    shaped: dict[str, Any] | None = None,
 ) -> Any:
     if dialect == "mcp":
         described = {"name": name, "description": description, "inputSchema": parameters}
@@ -253,8 +270,8 @@ def _render(
         # These take no output schema: a structured return's fields go in the description.
         description = with_returns(description, output_schema)
     if dialect == "appbuilder":
-        shaped = walk(_inline(parameters), _appbuilder_shape)
-        shaped.setdefault("required", [])
+        if shaped is None:
+            shaped = appbuilder_parameters(parameters)
         return {
             "type": "function",
             "function": {"name": name, "description": description, "parameters": shaped},
@@ -280,10 +297,13 @@ def _render(
     return _sdk_from_schema(name, description, parameters)
 
 
-_OUTPUTS: dict[int, dict[str, Any]] = {}
+Rendering = Callable[[ToolSpec], dict[str, Any]]
+"""Renders a spec in one dialect when first asked (see `remember_output`)."""
+
+_OUTPUTS: dict[int, dict[str, dict[str, Any] | Rendering]] = {}
 
 
-def _outputs_of(spec: ToolSpec) -> dict[str, Any]:
+def _outputs_of(spec: ToolSpec) -> dict[str, dict[str, Any] | Rendering]:
     key = id(spec)
     outputs = _OUTPUTS.get(key)
     if outputs is None:
@@ -292,9 +312,19 @@ def _outputs_of(spec: ToolSpec) -> dict[str, Any]:
     return outputs
 
 
-def remember_output(spec: ToolSpec, dialect: str, output: dict[str, Any]) -> None:
-    """Store a ready rendering of `spec` (used for the SDK shape, which needs the signature)."""
+def remember_output(spec: ToolSpec, dialect: str, output: dict[str, Any] | Rendering) -> None:
+    """Store a ready rendering of `spec`, or how to make it when first asked (used for the SDK
+    shape, which needs the signature, and for a rendering shared by tools of one shape)."""
     _outputs_of(spec)[dialect] = output
+
+
+def _output(spec: ToolSpec, dialect: str) -> dict[str, Any] | None:
+    """The cached rendering of `spec` in `dialect`, made now if it was left for later."""
+    outputs = _outputs_of(spec)
+    output = outputs.get(dialect)
+    if callable(output):
+        output = outputs[dialect] = output(spec)
+    return output
 
 
 def replace_spec(spec: ToolSpec, **changes: Any) -> ToolSpec:
@@ -305,13 +335,23 @@ def replace_spec(spec: ToolSpec, **changes: Any) -> ToolSpec:
     if outputs and not {"name", "description", "parameters", "output_schema"} & changes.keys():
         _outputs_of(new).update(outputs)
     elif outputs and "appbuilder-sdk" in outputs:
-        sdk = json.loads(json.dumps(outputs["appbuilder-sdk"]))
+        sdk = json.loads(json.dumps(_output(spec, "appbuilder-sdk")))
         if "name" in changes:
             sdk["function"]["name"] = changes["name"]
         if "description" in changes:
             sdk["function"]["description"] = changes["description"]
         _outputs_of(new)["appbuilder-sdk"] = sdk
     return new
+
+
+def render_spec(
+    spec: ToolSpec, dialect: str, *, shaped: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A new rendering of `spec` (not cached); `shaped`: its appbuilder parameters, if known."""
+    output: dict[str, Any] = _render(
+        spec.name, spec.description, spec.parameters, dialect, spec.output_schema, shaped=shaped
+    )
+    return output
 
 
 def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appbuilder") -> Any:
@@ -331,8 +371,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
     if dialect not in DIALECTS:
         raise UsageError(f"unknown dialect {dialect!r}; valid dialects: {', '.join(DIALECTS)}")
     if isinstance(spec_or_parts, ToolSpec):
-        outputs = _outputs_of(spec_or_parts)
-        output = outputs.get(dialect)
+        output = _output(spec_or_parts, dialect)
         if output is None:
             output = _render(
                 spec_or_parts.name,
@@ -341,7 +380,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
                 dialect,
                 spec_or_parts.output_schema,
             )
-            outputs[dialect] = output
+            _outputs_of(spec_or_parts)[dialect] = output
         return copy_json(output)
     missing = [key for key in ("name", "parameters") if key not in spec_or_parts]
     if missing:

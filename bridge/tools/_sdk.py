@@ -82,6 +82,9 @@ def _sdk_parameter(param: inspect.Parameter) -> tuple[str, bool, Any]:
     return type_, required, description
 
 
+_READ = object()
+
+
 class ParamNote(Protocol):
     """What `@manifest_parameter` recorded about one parameter."""
 
@@ -105,6 +108,7 @@ def sdk_view(
     decorated: bool,
     notes: Sequence[ParamNote],
     decorator_description: str | None,
+    doc: Any = _READ,
 ) -> dict[str, Any]:
     """What `appbuilder.Manifest.from_function` (SDK 1.1.5) returns, made order-independent.
 
@@ -118,6 +122,7 @@ def sdk_view(
             `@manifest_parameter` and reads descriptions from `Annotated` instead.
         notes: The `@manifest_parameter` records, in the order they were applied.
         decorator_description: `@manifest(description=...)`.
+        doc: The function's docstring when it was registered (else read from `fn` now).
     """
     decls = {note.name: note for note in notes} if decorated else {}
     properties: dict[str, dict[str, Any]] = {}
@@ -157,7 +162,7 @@ def sdk_view(
         "type": "function",
         "function": {
             "name": name,
-            "description": description or getattr(fn, "__doc__", None),
+            "description": description or (getattr(fn, "__doc__", None) if doc is _READ else doc),
             "parameters": {"type": "object", "properties": properties, "required": required},
         },
     }

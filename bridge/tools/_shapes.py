@@ -19,7 +19,7 @@ import dataclasses
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -57,6 +57,20 @@ class Shape:
     """The objects the key names by identity, alive as long as the entry."""
     slots: tuple[tuple[tuple[Any, ...], str], ...] = ()
     """Where `parameters` holds placeholders (see `placeholders`)."""
+    rendered: dict[str, Shape] = dataclasses.field(default_factory=dict, compare=False)
+    """The arguments schema as a dialect shows it, by dialect, made when first asked for
+    (`model`, `nullable` and `kept` of these are unused)."""
+
+    def render(self, dialect: str, make: Callable[[dict[str, Any]], dict[str, Any]]) -> Shape:
+        """This shape's schema as `make` renders it for `dialect`, placeholders found again."""
+        found = self.rendered.get(dialect)
+        if found is None:
+            parameters = make(self.parameters)
+            found = Shape(
+                self.model, parameters, self.nullable, (), tuple(placeholders(parameters))
+            )
+            self.rendered[dialect] = found
+        return found
 
 
 class _UncachableError(Exception):

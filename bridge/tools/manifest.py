@@ -45,6 +45,7 @@ from bridge.tools._describe import (
     resolve_hints,
     tool_description,
 )
+from bridge.tools._dialects import Rendering, render_spec
 from bridge.tools._doctypes import type_from_doc
 from bridge.tools._sdk import sdk_view
 from bridge.tools.returns import output_schema_of, return_hint
@@ -287,21 +288,33 @@ def build_spec(
         origin=origin_of(fn),
         output_schema=_output_schema(return_hint(fn, sig, hints), meta, doc, where),
     )
-    remember_output(
-        spec,
-        "appbuilder-sdk",
-        sdk_view(
-            fn,
-            sig,
-            name=tool_name,
-            description=description,
-            skip=context_param,
-            decorated=meta is not None and meta.manifests > 0,
-            notes=meta.params if meta else (),
-            decorator_description=meta.description if meta else None,
-        ),
+    # Made when first asked for (few programs use this dialect), from what is known now.
+    sdk = functools.partial(
+        sdk_view,
+        fn,
+        sig,
+        name=tool_name,
+        description=description,
+        skip=context_param,
+        decorated=meta is not None and meta.manifests > 0,
+        notes=tuple(meta.params) if meta else (),
+        decorator_description=meta.description if meta else None,
+        doc=getattr(fn, "__doc__", None),
     )
+    remember_output(spec, "appbuilder-sdk", lambda _: sdk())
+    if arguments.appbuilder is not None:
+        remember_output(spec, "appbuilder", _appbuilder(arguments.appbuilder))
     return spec
+
+
+def _appbuilder(shaped: Callable[[], dict[str, Any]]) -> Rendering:
+    """The appbuilder rendering of a tool whose arguments schema comes shaped already."""
+
+    def render(spec: ToolSpec) -> dict[str, Any]:
+        output: dict[str, Any] = render_spec(spec, "appbuilder", shaped=shaped())
+        return output
+
+    return render
 
 
 def _param(

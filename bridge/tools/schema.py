@@ -34,7 +34,13 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import PydanticUndefined
 
-from bridge.tools._dialects import DIALECTS, remember_output, replace_spec, to_dialect
+from bridge.tools._dialects import (
+    DIALECTS,
+    appbuilder_parameters,
+    remember_output,
+    replace_spec,
+    to_dialect,
+)
 from bridge.tools._shapes import (
     Shape,
     ShapeCache,
@@ -102,6 +108,9 @@ class ArgumentsSchema:
     validate: Callable[[dict[str, Any]], dict[str, Any]]
     """Checks and coerces raw arguments into keyword arguments; raises `ArgumentError`."""
     model: type[BaseModel]
+    appbuilder: Callable[[], dict[str, Any]] | None = None
+    """Makes the appbuilder dialect's arguments schema from one shared by tools of this shape
+    (None: render it from `parameters`)."""
 
 
 class _SchemaGenerator(GenerateJsonSchema):
@@ -199,9 +208,21 @@ def build_arguments(
             reserved=reserved,
         )
 
-    if not strict:
+    appbuilder: Callable[[], dict[str, Any]] | None = None
+    if strict:
+        shared = shape
+
+        def appbuilder() -> dict[str, Any]:
+            return fill(shared.render("appbuilder", appbuilder_parameters), texts)
+
+    else:
         parameters["additionalProperties"] = True
-    return ArgumentsSchema(parameters=parameters, validate=LazyValidator(validator), model=model)
+    return ArgumentsSchema(
+        parameters=parameters,
+        validate=LazyValidator(validator),
+        model=model,
+        appbuilder=appbuilder,
+    )
 
 
 def _build_shape(
