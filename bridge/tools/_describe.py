@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 import docstring_parser
 
 from bridge.errors import UsageError
+from bridge.tools._googledoc import parse_google
 from bridge.tools.context import ToolContext
 from bridge.tools.spec import ToolOptions
 
@@ -121,27 +122,35 @@ def _parsed(doc: str) -> Doc | str:
     is immutable, and the same function is often described again: another toolbox, a
     reloaded one, `Manifest.from_function`)."""
     style = _style_of(doc)
-    try:
-        if style is docstring_parser.DocstringStyle.GOOGLE:
-            parsed = _GOOGLE.parse(doc)
-        else:
-            parsed = docstring_parser.parse(doc, style=style)
-    except Exception as exc:
-        return str(exc)
-    parts = (parsed.short_description, parsed.long_description)
-    description = "\n\n".join(part.strip() for part in parts if part and part.strip())
+    fast = parse_google(doc) if style is docstring_parser.DocstringStyle.GOOGLE else None
+    if fast is not None:
+        short, long, entries, returned = fast
+        returns_type, returns = returned if returned is not None else (None, None)
+    else:
+        try:
+            if style is docstring_parser.DocstringStyle.GOOGLE:
+                parsed = _GOOGLE.parse(doc)
+            else:
+                parsed = docstring_parser.parse(doc, style=style)
+        except Exception as exc:
+            return str(exc)
+        short, long = parsed.short_description, parsed.long_description
+        entries = [
+            (item.arg_name, item.type_name, item.description or "") for item in parsed.params
+        ]
+        returns = parsed.returns.description if parsed.returns else None
+        returns_type = parsed.returns.type_name if parsed.returns else None
+    description = "\n\n".join(part.strip() for part in (short, long) if part and part.strip())
     params = {
-        item.arg_name.lstrip("*"): item.description.strip()
-        for item in parsed.params
-        if item.arg_name and item.description and item.description.strip()
+        name.lstrip("*"): text.strip()
+        for name, _, text in entries
+        if name and text and text.strip()
     }
     types = {
-        item.arg_name.lstrip("*"): item.type_name.strip()
-        for item in parsed.params
-        if item.arg_name and item.type_name and item.type_name.strip()
+        name.lstrip("*"): type_name.strip()
+        for name, type_name, _ in entries
+        if name and type_name and type_name.strip()
     }
-    returns = parsed.returns.description if parsed.returns else None
-    returns_type = parsed.returns.type_name if parsed.returns else None
     return Doc(
         description,
         MappingProxyType(params),

@@ -8,9 +8,11 @@ the model is built with as placeholders (`placeholder(i)`), so the canonical sch
 tool of that shape is a copy of the cached one with its own descriptions filled in (`fill`).
 
 A key holds types and defaults by identity unless they are plain data (str, int, float, bool,
-None), compared with their type (so `1` and `True` differ). Objects keyed by identity are held
-by the cache entry, so their ids cannot be reused while the entry lives. Anything the key
-builder does not understand is keyed by identity too: a miss, never a wrong hit.
+None, and lists, tuples, dicts of them), compared with their type (so `1` and `True` differ),
+or pydantic `FieldInfo`s and `annotated_types` constraints, compared by content. Objects keyed
+by identity are held by the key or the cache entry, so their ids cannot be reused while the
+entry lives. Anything the key builder does not understand is keyed by identity too: a miss,
+never a wrong hit.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _PLAIN = (str, int, float, bool, type(None))
 _MAX_DEPTH = 25
 _PREFIX = "\x00toolbridge-description-"
 _UNSET = object()
+_OBJECT_EQ: Any = object.__eq__
+_OBJECT_HASH: Any = object.__hash__
 _SLOTS: tuple[str, ...] = tuple(
     name for cls in FieldInfo.__mro__ for name in getattr(cls, "__slots__", ())
 )
@@ -81,7 +85,11 @@ class _KeyBuilder:
     def __init__(self) -> None:
         self.kept: list[Any] = []
 
-    def ident(self, obj: Any) -> tuple[str, int]:
+    def ident(self, obj: Any) -> Hashable:
+        kind: Any = type(obj)
+        if kind.__eq__ is _OBJECT_EQ and kind.__hash__ is _OBJECT_HASH:
+            key: Hashable = obj  # compared by identity already, and kept alive by the key
+            return key
         self.kept.append(obj)
         return ("id", id(obj))
 
@@ -119,6 +127,8 @@ class _KeyBuilder:
             raise _UncachableError from None  # reported as a problem by the builder
 
     def type(self, hint: Any, depth: int = 0) -> Hashable:
+        if type(hint) is type:  # a plain class, the usual case
+            return hint
         if depth > _MAX_DEPTH:
             raise _UncachableError
         origin = get_origin(hint)
