@@ -192,3 +192,88 @@ def test_invalid_http_schemas_are_refused_every_time() -> None:
             HttpTool.model_validate({**tool, "parameters": bad})
     good = {"type": "object", "properties": {"a": {"type": "string"}}}
     assert HttpTool.model_validate({**tool, "parameters": good}).parameters == good
+
+
+GOOGLE_DOCSTRINGS = [
+    # (docstring, read by the fast reader)
+    ("Look up.\n\nArgs:\n    city: City name.\n    days (int, optional): How many.\n", True),
+    (
+        "Short.\nLong line\n\nmore.\n\nArgs:\n  *args: Rest.\n  **kw (dict): Options\n"
+        "    over two lines.\n\nReturns:\n  dict[str, int]: Counts\n  by key.\n",
+        True,
+    ),
+    ("S.\n\nArgs:\n    x:\n        On the next line.\n    y: \n\nReturns:\n    Nothing", True),
+    ("S.\n\nAttributes:\n\tname (str?): Tabbed.\n\nArgs:\n\tq: Query.\n", True),
+    ("Args:\n  x: a\nnot indented\nReturns: trailing", True),
+    ("S.\n\nArgs:\n    x: One.\n\nArgs:\n    y: Repeated section.\n", False),
+    ("S.\n\nArgs:\n    no colon\n", False),
+    ("S.\n\nRaises:\n    ValueError: when.\n", False),
+    ("S.\n\nReturns:\n    int: a number.\n\nYields:\n    str: words.\n", False),
+]
+
+
+@pytest.mark.parametrize(("doc", "fast_reader"), GOOGLE_DOCSTRINGS)
+def test_the_fast_google_reader_reads_like_docstring_parser(doc: str, fast_reader: bool) -> None:
+    from bridge.tools._describe import _GOOGLE
+    from bridge.tools._googledoc import parse_google
+
+    fast = parse_google(doc)
+    assert (fast is not None) == fast_reader
+    if fast is None:
+        return  # left to docstring_parser
+    parsed = _GOOGLE.parse(doc)
+    returns = parsed.returns
+    assert fast == (
+        parsed.short_description,
+        parsed.long_description,
+        [(p.arg_name, p.type_name, p.description) for p in parsed.params],
+        (returns.type_name, returns.description) if returns else None,
+    )
+
+
+def test_plain_hints_resolve_as_typing_resolves_them(tmp_path: Path) -> None:
+    import importlib.util
+    import typing
+
+    from bridge.tools._describe import _fast_hints
+
+    path = tmp_path / "hinted_tools.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            from __future__ import annotations
+
+            from typing import Annotated, Literal, Optional
+
+            from pydantic import BaseModel, Field
+
+
+            class Point(BaseModel):
+                x: int
+
+
+            def f(
+                a: int,
+                b: list[dict[str, float]] | None,
+                c: Optional[Point],
+                d: Literal["x", 1],
+                e: Annotated[int, Field(ge=0), "text"] = 0,
+                f: tuple[int, ...] = (),
+            ) -> None:
+                pass
+
+
+            def g(a: "list['Point']", b: Undefined) -> int:  # noqa: F821
+                return 0
+            """
+        ),
+        encoding="utf-8",
+    )
+    spec = importlib.util.spec_from_file_location("hinted_tools", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fast = _fast_hints(module.f)
+    assert fast is not None
+    assert repr(fast) == repr(typing.get_type_hints(module.f, include_extras=True))
+    assert _fast_hints(module.g) is None  # left to get_type_hints and its explanations
