@@ -111,10 +111,14 @@ class _KeyBuilder:
         if kind is FieldInfo:
             # Each `Annotated[int, Field(ge=0)]` written in a signature is a new FieldInfo:
             # keyed by what it holds, so equal ones share a model.
-            return (
-                kind,
-                tuple(self.value(getattr(obj, name, _UNSET), depth + 1) for name in _SLOTS),
-            )
+            parts: list[Hashable] = [kind]
+            for name in _SLOTS:
+                item = getattr(obj, name, _UNSET)
+                if type(item) in _PLAIN:  # most slots hold None, a bool or a string
+                    parts.append((type(item), item))
+                else:
+                    parts.append(self.value(item, depth + 1))
+            return tuple(parts)
         if kind.__module__ == "annotated_types" and dataclasses.is_dataclass(obj):
             fields = dataclasses.fields(obj)
             return (kind, tuple(self.value(getattr(obj, f.name), depth + 1) for f in fields))
