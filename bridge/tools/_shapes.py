@@ -111,7 +111,7 @@ class _KeyBuilder:
         if kind is FieldInfo:
             # Each `Annotated[int, Field(ge=0)]` written in a signature is a new FieldInfo:
             # keyed by what it holds, so equal ones share a model.
-            parts: list[Hashable] = [kind]
+            parts: list[Any] = [kind]
             for name in _SLOTS:
                 item = getattr(obj, name, _UNSET)
                 if type(item) in _PLAIN:  # most slots hold None, a bool or a string
@@ -126,9 +126,10 @@ class _KeyBuilder:
 
     def json(self, obj: Any) -> Hashable:
         try:
-            return json.dumps(obj, ensure_ascii=False)
+            json.dumps(obj)
         except (TypeError, ValueError):
             raise _UncachableError from None  # reported as a problem by the builder
+        return self.value(obj)  # a tuple and a list write the same JSON, yet differ
 
     def type(self, hint: Any, depth: int = 0) -> Hashable:
         if type(hint) is type:  # a plain class, the usual case
@@ -169,7 +170,7 @@ def shape_key(params: Sequence[Any], no_default: Any) -> tuple[Hashable, tuple[A
                     "required" if param.default is no_default else builder.value(param.default),
                     param.description is not None,
                     None if param.example is no_default else builder.json(param.example),
-                    None if param.enum is None else builder.json(list(param.enum)),
+                    None if param.enum is None else builder.json(tuple(param.enum)),
                 )
             )
     except _UncachableError:

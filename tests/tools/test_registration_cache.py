@@ -8,6 +8,7 @@ text: none of it may change a schema, a validation, an error or when an error is
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any
@@ -231,6 +232,7 @@ def test_the_fast_google_reader_reads_like_docstring_parser(doc: str, fast_reade
     )
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 always asks typing")
 def test_plain_hints_resolve_as_typing_resolves_them(tmp_path: Path) -> None:
     import importlib.util
     import typing
