@@ -26,6 +26,7 @@ const state = {
   tools: [],
   toolsSignature: "",
   heard: new Map(),     // conversation id -> how many of its events this page has handled
+  openedAt: 0,          // when a conversation was last read from the journal (Date.now())
 };
 const $ = (id) => document.getElementById(id);
 const timers = {};
@@ -458,6 +459,7 @@ function showHeading(detail) {
 }
 
 async function openConversation(id) {
+  state.openedAt = Date.now();
   let detail;
   for (let tries = 1; ; tries += 1) {
     const heard = state.heard.get(id) || 0;
@@ -651,9 +653,11 @@ function handleEvent(name, data) {
     case "tools_reload_failed":
       debounce("tools", async () => { await loadTools(); await loadInfo(); });
       return;
-    case "reset":
-      debounce("refresh", refreshAll);
+    case "reset": {
+      const asked = Date.now();
+      debounce("refresh", () => refreshAll(asked));
       return;
+    }
     case "closing":
       setLive("daemon stopping", "bad");
       return;
@@ -739,7 +743,10 @@ async function followHub() {
           if (event.name === "hello") {
             // Followed from here on. A first stream (no id to resume from) may have missed
             // what happened while the page loaded; after failures, polling may have: reload.
-            if (state.lastEventId === null || failures) debounce("refresh", refreshAll);
+            if (state.lastEventId === null || failures) {
+              const asked = Date.now();
+              debounce("refresh", () => refreshAll(asked));
+            }
             if (state.lastEventId === null) state.lastEventId = String(event.data.last_id);
             failures = 0;
             setLive("live", "ok");
@@ -1132,13 +1139,17 @@ function guard(fn) {
   return (...args) => fn(...args).catch((error) => status(error.message, true));
 }
 
-async function refreshAll() {
+async function refreshAll(asked = Date.now()) {
   await Promise.all([loadInfo(), checkHealth(), loadApprovals(), loadTools()]);
   await loadConversations();
   // A message this page is sending keeps its live turn: re-rendering from the journal now
   // would detach the node its answer is written into (the hub's events keep it current).
   const sending = state.openTurn && state.openTurn.own && !state.openTurn.ended;
-  if (state.current && !sending) await openConversation(state.current);
+  // A conversation opened after the refresh was asked for was read from a journal at least as
+  // new as the refresh would read, and kept current by events since: reading it again would
+  // only replace the live turns this page drew (a message just sent from here) with copies.
+  const fresh = state.openedAt >= asked;
+  if (state.current && !sending && !fresh) await openConversation(state.current);
 }
 
 async function start() {
