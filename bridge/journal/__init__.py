@@ -32,7 +32,8 @@ or pauses for a person, so that recovery and another process on the same journal
 with it (`bridge.conversation`).
 
 The package: `records` (what is written down), `base` (`Journal`, the interface every store
-implements), `memory` (`MemoryJournal`, the library default), `sqlite` (`SQLiteJournal`, the
+implements), `memory` (`MemoryJournal`, the library default), `_sql` (`SQLJournal`: the
+statements of the two SQL stores, written once over a few hooks), `sqlite` (`SQLiteJournal`, the
 durable one, its schema steps in `migrations`), `postgres` (`PostgresJournal`, shared by
 several processes; its steps in `postgres_migrations`; psycopg is imported only when one is
 opened), `stores` (`open_journal`: a path or a ``postgresql://`` URL), `ledger` (`Ledger`,
