@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from bridge.daemon.logs import request_id_var
 from bridge.daemon.models import ErrorBody
 from bridge.errors import redact
+from bridge.journal.records import JournalUnavailableError
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -152,6 +153,17 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(request, 422, "invalid_request", _validation_message(exc))
 
+    async def on_journal_down(request: Request, exc: Exception) -> JSONResponse:
+        # An outage, not a bug: one line saying what, no traceback; clients may retry.
+        logger.warning("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(
+            request,
+            503,
+            "journal_unavailable",
+            f"{exc}; nothing was changed: retry when the database is back",
+            headers={"Retry-After": "5"},
+        )
+
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return error_response(
@@ -161,4 +173,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(JournalUnavailableError, on_journal_down)
     app.add_exception_handler(Exception, on_unexpected)

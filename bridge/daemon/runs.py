@@ -25,7 +25,7 @@ from bridge.errors import (
     UsageError,
     redact,
 )
-from bridge.journal.records import LeaseLostError
+from bridge.journal.records import JournalUnavailableError, LeaseLostError
 from bridge.types import (
     Event,
     EventTally,
@@ -88,6 +88,8 @@ class RunFailure:
         message = redact(str(exc)) or type(exc).__name__
         if isinstance(exc, LeaseLostError):
             return cls(409, "lease_lost", message, request_id)
+        if isinstance(exc, JournalUnavailableError):
+            return cls(503, "journal_unavailable", message, request_id)
         if isinstance(exc, RunFailedError):
             return cls(502, "run_failed", message, request_id)
         if isinstance(exc, MaxRoundsError):

@@ -44,7 +44,13 @@ from bridge.errors import UsageError, redact, register_secret
 from bridge.journal._rows import message_record
 from bridge.journal._sql import SQLJournal
 from bridge.journal.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
-from bridge.journal.records import Lease, LeaseHeldError, LeaseLostError, MessageRecord
+from bridge.journal.records import (
+    JournalUnavailableError,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    MessageRecord,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -67,6 +73,7 @@ INSTALL_HINT = "pip install 'toolbridge[postgres]'"
 # One key for every toolbridge migration, on any database: pg_advisory_lock is per database.
 MIGRATION_LOCK = 0x746F6F6C62726467  # "toolbrdg"
 CONNECT_TIMEOUT = 30
+CHECKOUT_TIMEOUT = 10
 POOL_MAX = 10
 
 
@@ -301,6 +308,9 @@ class PostgresJournal(SQLJournal["psycopg.Connection[Row]"]):
             check=ConnectionPool.check_connection,
             open=False,
             name="toolbridge-journal",
+            # A step waits this long for a connection, then fails as JournalUnavailableError:
+            # an outage is reported in seconds, a restart of the server is ridden out.
+            timeout=CHECKOUT_TIMEOUT,
         )
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
@@ -316,7 +326,9 @@ class PostgresJournal(SQLJournal["psycopg.Connection[Row]"]):
             with self._pool.connection() as conn, conn.transaction():
                 return fn(conn)
         except self._error as exc:
-            raise UsageError(f"journal {self.path}: {_clean(self._dsn, exc)}") from None
+            raise JournalUnavailableError(
+                f"journal {self.path}: {_clean(self._dsn, exc)}"
+            ) from None
 
     def _transaction(self, fn: Callable[[psycopg.Connection[Row]], T], *, write: bool) -> T:
         return self._run(fn)

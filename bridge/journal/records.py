@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.errors import BridgeError, redact
+from bridge.errors import BridgeError, UsageError, redact
 from bridge.types import ErrorKind, ToolBatch, ToolRun
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "CallRecord",
     "CallState",
     "ConversationRecord",
+    "JournalUnavailableError",
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
@@ -213,6 +214,11 @@ class ApprovalDecidedError(BridgeError):
         when = f" at {record.decided_at.isoformat()}" if record.decided_at else ""
         super().__init__(f"approval {record.approval_id} is already {record.status}{by}{when}")
         self.record = record
+
+
+class JournalUnavailableError(UsageError):
+    """The journal's database could not be reached or refused the statement (a server down,
+    restarting, out of connections): nothing was written; the step can be tried again."""
 
 
 class Lease(_Record):

@@ -90,3 +90,33 @@ def test_a_wrong_password_stops_the_daemon_without_showing_it(
         proc.stop()
     assert "cannot connect to the journal" in proc.log
     assert "wrong-password-abcdef123" not in proc.log
+
+
+def test_a_database_outage_is_a_503_saying_so_and_the_daemon_serves_again_after_it(
+    postgres: PostgresServer,  # only so that the test is skipped where no server exists
+    emulator: Emulator,
+    tools_dir: Path,
+) -> None:
+    with PostgresServer() as server:
+        daemon = start_daemon(emulator, tools_dir, server.dsn, api_key=KEY)
+        try:
+            cid = daemon.new_conversation()
+            server.kill()
+            listing = daemon.request("GET", "/v1/conversations")
+            message = daemon.ask(cid, "weather in Paris")
+            server.start()
+            after = wait_for(
+                lambda: (r := daemon.ask(cid, "weather in Paris")).status_code == 200 and r,
+                "the daemon to serve again once the database is back",
+            )
+        finally:
+            daemon.stop()
+    for response in (listing, message):
+        assert response.status_code == 503, response.text
+        assert response.headers["Retry-After"] == "5"
+        error = response.json()["error"]
+        assert error["code"] == "journal_unavailable"
+        assert "nothing was changed: retry when the database is back" in error["message"]
+        assert server.password not in response.text
+    assert after.json()["answer"] == "Paris: 18 degrees"
+    assert "Traceback" not in daemon.log and server.password not in daemon.log
