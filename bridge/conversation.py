@@ -23,15 +23,19 @@ that this bridge did not write (a restart, another process on the same journal) 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict, Unpack
 
 from bridge._interleave import interleave
 from bridge.errors import (
@@ -85,7 +89,7 @@ from bridge.types import (
     ToolRun,
 )
 
-__all__ = ["Bridge", "Conversation", "Result"]
+__all__ = ["Bridge", "BridgeOptions", "BridgeSettings", "Conversation", "Result"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,20 +119,34 @@ class Result(BaseModel):
     """Every event of the run, when the bridge was created with `keep_events=True`."""
 
 
-class Bridge:
-    """Connects a platform to a toolbox and keeps conversations going until they finish.
+_OPTION_FIELDS = (
+    "max_rounds",
+    "stream",
+    "end_user_id",
+    "tool_choice",
+    "platform_tools",
+    "approve",
+    "on_event",
+    "on_tool_call",
+    "on_tool_result",
+    "keep_events",
+)
+_DISPATCHER_FIELDS = ("max_concurrency", "default_timeout", "errors", "max_output_chars")
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeOptions:
+    """How a `Bridge` runs its conversations: one frozen value, checked when it is made.
 
     Args:
-        platform: the agent platform adapter (e.g. `AppBuilderPlatform`).
-        tools: a `Toolbox`, a list of what `Toolbox.add` accepts (functions, modules, paths,
-            toolkits...), or one such object.
         max_rounds: most tool batches one question may trigger before `MaxRoundsError`.
         stream: ask the platform for streamed answers.
         end_user_id: default end user sent with every run.
         tool_choice: default tool the agent is forced to call: a tool name, a
             `ToolChoice(name=..., input={...})` or its dict `{"name": ..., "input": {...}}`
             (AppBuilder then calls it with exactly that input), or a mode the platform
-            knows (`auto`; OpenAI-compatible ones also `none`, `required`).
+            knows (`auto`; OpenAI-compatible ones also `none`, `required`). Kept parsed; the
+            `Bridge` checks that it names a loaded tool.
         platform_tools: the platform's own tools, sent with the local ones on every question:
             type names such as AppBuilder's `"code_interpreter"` and `"file_retrieval"` (or
             dicts with a `type`); a platform without such tools refuses them.
@@ -140,11 +158,116 @@ class Bridge:
         on_tool_call: called with each call before it runs.
         on_tool_result: called with each finished `ToolRun`.
         keep_events: record every event in `Result.events`.
-        dispatcher: a ready `Dispatcher`; otherwise one is built from the options below.
-        max_concurrency, default_timeout, errors, max_output_chars: `Dispatcher` options.
+
+    Raises:
+        UsageError: a value is out of range or of the wrong kind; the message says what fits.
+    """
+
+    max_rounds: int = 10
+    stream: bool = True
+    end_user_id: str | None = None
+    tool_choice: ToolChoice | ToolChoiceMode | None = None
+    platform_tools: tuple[str | Mapping[str, Any], ...] = ()
+    approve: ApproveHook | DeferredApprover | None = None
+    on_event: Callable[[Event], None] | None = None
+    on_tool_call: Callable[[ToolCall], None] | None = None
+    on_tool_result: Callable[[ToolRun], None] | None = None
+    keep_events: bool = False
+    _deferred: DeferredApprover | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int):
+            raise UsageError(f"max_rounds must be an integer >= 1, got {self.max_rounds!r}")
+        if self.max_rounds < 1:
+            raise UsageError(f"max_rounds must be at least 1, got {self.max_rounds}")
+        for name in ("stream", "keep_events"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.end_user_id is not None and not isinstance(self.end_user_id, str):
+            raise UsageError(f"end_user_id must be a string or None, got {self.end_user_id!r}")
+        # Normalised here, so two equal options compare equal and nothing mutable is shared.
+        object.__setattr__(self, "tool_choice", parse_tool_choice(self.tool_choice))
+        tools = self.platform_tools
+        if isinstance(tools, str | Mapping):
+            tools = (tools,)  # one tool given bare: not a list of its characters or keys
+        elif not isinstance(tools, Iterable):
+            raise UsageError(
+                "platform_tools must be a list of tool types (e.g. ['code_interpreter']) or "
+                f"dicts with a 'type', got {tools!r}"
+            )
+        object.__setattr__(
+            self,
+            "platform_tools",
+            tuple(MappingProxyType(dict(t)) if isinstance(t, Mapping) else t for t in tools),
+        )
+        for name in ("on_event", "on_tool_call", "on_tool_result"):
+            hook = getattr(self, name)
+            if hook is not None and not callable(hook):
+                raise UsageError(f"{name} must be a function or None, got {hook!r}")
+        if self.approve is not None and not (
+            callable(self.approve) or isinstance(self.approve, DeferredApprover)
+        ):
+            raise UsageError(
+                "approve must be a function approve(call) -> bool, a DeferredApprover or "
+                f"None, got {self.approve!r}"
+            )
+        # A runtime-checkable protocol's isinstance walks its members: asked once, not per batch.
+        deferred = self.approve if isinstance(self.approve, DeferredApprover) else None
+        object.__setattr__(self, "_deferred", deferred)
+
+    @property
+    def deferred_approver(self) -> DeferredApprover | None:
+        """`approve` when it is a `DeferredApprover` (the daemon's), else None."""
+        return self._deferred
+
+    def replace(self, **changes: Any) -> BridgeOptions:
+        """A copy with `changes` (checked like a new value)."""
+        return dataclasses.replace(self, **changes)
+
+
+class BridgeSettings(TypedDict, total=False):
+    """The keyword arguments `Bridge` takes besides `options`: `BridgeOptions`' fields and
+    the options of the `Dispatcher` it builds."""
+
+    max_rounds: int
+    stream: bool
+    end_user_id: str | None
+    tool_choice: ToolChoiceLike | None
+    platform_tools: Iterable[str | Mapping[str, Any]]
+    approve: ApproveHook | DeferredApprover | None
+    on_event: Callable[[Event], None] | None
+    on_tool_call: Callable[[ToolCall], None] | None
+    on_tool_result: Callable[[ToolRun], None] | None
+    keep_events: bool
+    max_concurrency: int
+    default_timeout: float
+    errors: ErrorsMode
+    max_output_chars: int | None
+
+
+class Bridge:
+    """Connects a platform to a toolbox and keeps conversations going until they finish.
+
+    A bridge is a platform, a `Dispatcher` (which holds the toolbox), a journal and one frozen
+    `BridgeOptions`. `Bridge(platform, tools, max_rounds=3, ...)` is the short form: the
+    keyword arguments are `BridgeOptions`' fields and the options of the `Dispatcher` built
+    for `tools` (`max_concurrency`, `default_timeout`, `errors`, `max_output_chars`).
+
+    Args:
+        platform: the agent platform adapter (e.g. `AppBuilderPlatform`).
+        tools: a `Toolbox`, a list of what `Toolbox.add` accepts (functions, modules, paths,
+            toolkits...), or one such object. Not with `dispatcher`.
+        options: how conversations run (`BridgeOptions`); not together with its fields as
+            keyword arguments.
+        dispatcher: a ready `Dispatcher` (its toolbox is used); otherwise one is built.
         journal: where conversations, messages and tool-call states are written before each
             step; None keeps them in memory (`MemoryJournal`). Pass a `SQLiteJournal` to
             survive crashes.
+        **settings: `BridgeOptions` fields, and `Dispatcher` options (see `BridgeSettings`).
+
+    Raises:
+        UsageError: an option is out of range, `tool_choice` names no loaded tool, the platform
+            does not offer a platform tool, or an option is given twice.
     """
 
     def __init__(
@@ -152,25 +275,24 @@ class Bridge:
         platform: Platform,
         tools: Toolbox | Iterable[Any] | Any = None,
         *,
-        max_rounds: int = 10,
-        stream: bool = True,
-        end_user_id: str | None = None,
-        tool_choice: ToolChoiceLike | None = None,
-        platform_tools: Iterable[str | Mapping[str, Any]] = (),
-        approve: ApproveHook | DeferredApprover | None = None,
-        on_event: Callable[[Event], None] | None = None,
-        on_tool_call: Callable[[ToolCall], None] | None = None,
-        on_tool_result: Callable[[ToolRun], None] | None = None,
-        keep_events: bool = False,
+        options: BridgeOptions | None = None,
         dispatcher: Dispatcher | None = None,
-        max_concurrency: int = 8,
-        default_timeout: float = 60.0,
-        errors: ErrorsMode = "message",
-        max_output_chars: int = 20_000,
         journal: Journal | None = None,
+        **settings: Unpack[BridgeSettings],
     ) -> None:
-        if max_rounds < 1:
-            raise UsageError(f"max_rounds must be at least 1, got {max_rounds}")
+        unknown = sorted(set(settings) - {*_OPTION_FIELDS, *_DISPATCHER_FIELDS})
+        if unknown:
+            raise TypeError(f"Bridge() got unexpected keyword arguments: {', '.join(unknown)}")
+        given: dict[str, Any] = {k: v for k, v in settings.items() if k in _OPTION_FIELDS}
+        if options is None:
+            options = BridgeOptions(**given)
+        elif given:
+            raise UsageError(
+                f"pass either options= or its fields ({', '.join(sorted(given))}) as keyword "
+                "arguments, not both"
+            )
+        elif not isinstance(options, BridgeOptions):
+            raise UsageError(f"options must be a BridgeOptions, got {type(options).__name__}")
         self.platform = platform
         self._owned: list[Callable[[], None]] = []
         """What `close` releases: only what this bridge made (a given toolbox is the caller's)."""
@@ -181,30 +303,21 @@ class Bridge:
             self.toolbox = _as_toolbox(tools)
             if self.toolbox is not tools:
                 self._owned.append(self.toolbox.close)  # e.g. MCP server processes
-            self.dispatcher = Dispatcher(
-                self.toolbox,
-                max_concurrency=max_concurrency,
-                default_timeout=default_timeout,
-                errors=errors,
-                max_output_chars=max_output_chars,
-            )
+            built: dict[str, Any] = {k: v for k, v in settings.items() if k in _DISPATCHER_FIELDS}
+            try:
+                self.dispatcher = Dispatcher(self.toolbox, **built)
+            except BaseException:
+                self._release()
+                raise
             self._owned.append(self.dispatcher.close)
-        self.max_rounds = max_rounds
-        self.stream = stream
-        self.end_user_id = end_user_id
         try:
-            self.platform_tools = platform_tools_for(platform, platform_tools)
-            self.tool_choice = self.checked_tool_choice(tool_choice)
+            self.platform_tools = platform_tools_for(platform, options.platform_tools)
+            options = options.replace(tool_choice=self.checked_tool_choice(options.tool_choice))
         except BaseException:
             # What it made (a toolbox's MCP servers) must not leak; the platform is the caller's.
-            for release in reversed(self._owned):
-                release()
+            self._release()
             raise
-        self.approve = approve
-        self.on_event = on_event
-        self.on_tool_call = on_tool_call
-        self.on_tool_result = on_tool_result
-        self.keep_events = keep_events
+        self.options = options
         if journal is None:
             from bridge.journal.memory import MemoryJournal
 
@@ -213,6 +326,44 @@ class Bridge:
         self.state_writer = uuid.uuid4().hex
         """Signs the platform states this bridge journals: a state signed by another (a
         process before a restart, a second daemon) is imported before the conversation goes on."""
+
+    # Read-only views of `options`, as before it existed (another value: a new Bridge).
+
+    @property
+    def max_rounds(self) -> int:
+        return self.options.max_rounds
+
+    @property
+    def stream(self) -> bool:
+        return self.options.stream
+
+    @property
+    def end_user_id(self) -> str | None:
+        return self.options.end_user_id
+
+    @property
+    def tool_choice(self) -> ToolChoice | ToolChoiceMode | None:
+        return self.options.tool_choice
+
+    @property
+    def approve(self) -> ApproveHook | DeferredApprover | None:
+        return self.options.approve
+
+    @property
+    def on_event(self) -> Callable[[Event], None] | None:
+        return self.options.on_event
+
+    @property
+    def on_tool_call(self) -> Callable[[ToolCall], None] | None:
+        return self.options.on_tool_call
+
+    @property
+    def on_tool_result(self) -> Callable[[ToolRun], None] | None:
+        return self.options.on_tool_result
+
+    @property
+    def keep_events(self) -> bool:
+        return self.options.keep_events
 
     def checked_tool_choice(self, value: object) -> ToolChoice | ToolChoiceMode | None:
         """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
@@ -232,7 +383,7 @@ class Bridge:
         self, id: str | None = None, *, end_user_id: str | None = None
     ) -> Conversation:
         """A conversation to ask several questions in; `id` continues an existing one."""
-        return Conversation(self, id, end_user_id=end_user_id or self.end_user_id)
+        return Conversation(self, id, end_user_id=end_user_id or self.options.end_user_id)
 
     def ask(self, query: str, **options: Any) -> Result:
         """Ask one question in a new conversation and return its finished result."""
@@ -242,6 +393,9 @@ class Bridge:
     def close(self) -> None:
         """Release the platform's connections, and the dispatcher and toolbox it made."""
         self.platform.close()
+        self._release()
+
+    def _release(self) -> None:
         owned, self._owned = self._owned, []
         for release in reversed(owned):
             release()
@@ -268,7 +422,25 @@ class Conversation:
         """The journal's id of the message being answered."""
         self._platform_id: str | None = None
         if id is not None:
-            self.pending_input = _journaled_pause(bridge.journal, id)
+            self.pending_input = _journaled_pause(self._journal, id)
+
+    @property
+    def bridge(self) -> Bridge:
+        """The bridge it runs on; the daemon sets another between runs (a new toolbox)."""
+        return self._bridge
+
+    @bridge.setter
+    def bridge(self, bridge: Bridge) -> None:
+        # What the loop reads on every round, taken once per bridge rather than per use.
+        self._bridge = bridge
+        self._platform: Platform = bridge.platform
+        self._journal: Journal = bridge.journal
+        self._dispatcher: Dispatcher = bridge.dispatcher
+        self._toolbox: Toolbox = bridge.toolbox
+        self._options: BridgeOptions = bridge.options
+        self._listens = bool(
+            bridge.options.on_event or bridge.options.on_tool_call or bridge.options.on_tool_result
+        )
 
     @property
     def message_id(self) -> int | None:
@@ -278,21 +450,21 @@ class Conversation:
     @property
     def ledger(self) -> Ledger:
         """Every call id this conversation has run, with its record: never run twice."""
-        return Ledger(self.bridge.journal, self._id or "")
+        return Ledger(self._journal, self._id or "")
 
     @property
     def id(self) -> str:
         """The conversation's id: the platform's id of its first platform conversation
         (created on first use)."""
         if self._id is None:
-            self._id = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
+            self._id = self._platform.create_conversation(end_user_id=self.end_user_id)
         return self._id
 
     @property
     def platform_conversation_id(self) -> str:
         """The platform conversation it continues in: `id`, unless a stuck one was replaced."""
         if self._platform_id is None:
-            record = self.bridge.journal.get_conversation(self.id)
+            record = self._journal.get_conversation(self.id)
             self._platform_id = record.platform_id if record is not None else self.id
         return self._platform_id
 
@@ -321,34 +493,35 @@ class Conversation:
         `tool_choice` overrides the bridge's for this question (see `Bridge`).
         `sent_by`: who sent it (journaled with the message, e.g. the daemon's API key name).
         """
-        bridge = self.bridge
+        options = self._options
         choice = (
-            bridge.tool_choice if tool_choice is None else bridge.checked_tool_choice(tool_choice)
+            options.tool_choice
+            if tool_choice is None
+            else self.bridge.checked_tool_choice(tool_choice)
         )
-        message_id = self._begin(query, sent_by)
+        use_stream = options.stream if stream is None else stream
+        platform = self._platform
 
         def start(platform_id: str) -> Iterator[Event]:
-            uploaded = [bridge.platform.upload_file(platform_id, f) for f in files]
+            uploaded = [platform.upload_file(platform_id, f) for f in files]
             ids = list(file_ids or []) + uploaded
-            return bridge.platform.start(
+            return platform.start(
                 platform_id,
                 query,
-                tools=bridge.manifests(),
+                tools=self.bridge.manifests(),
                 tool_choice=choice,
                 end_user_id=self.end_user_id,
                 file_ids=ids or None,
-                stream=bridge.stream if stream is None else stream,
+                stream=use_stream,
             )
 
-        try:
-            self._restore_state()
-            first = self._on_platform(start)
-        except BaseException as exc:
-            MessageTrail(bridge.journal, message_id).close(exc, rounds=0)
-            raise
-        self.pending_input = None  # accepted: a new question abandons an unanswered pause
-        use_stream = bridge.stream if stream is None else stream
-        return self._journaled(self._rounds(first, stream=use_stream), message_id)
+        def accepted() -> None:
+            self.pending_input = None  # a new question abandons an unanswered pause
+
+        message_id = self._begin(query, sent_by)
+        return self._run(
+            message_id, lambda: self._on_platform(start), stream=use_stream, accepted=accepted
+        )
 
     def stream_resume(
         self,
@@ -367,11 +540,10 @@ class Conversation:
             if self.pending_input is None:
                 raise UsageError("nothing to resume: the last run did not ask for human input")
             interrupt_id = self.pending_input.interrupt_id
-        use_stream = self.bridge.stream if stream is None else stream
-        message_id = self._begin(answer, sent_by)
-        try:
-            self._restore_state()
-            first = self.bridge.platform.resume(
+        use_stream = self._options.stream if stream is None else stream
+
+        def send() -> Iterator[Event]:
+            return self._platform.resume(
                 self.platform_conversation_id,
                 interrupt_id,
                 answer,
@@ -379,11 +551,12 @@ class Conversation:
                 end_user_id=self.end_user_id,
                 stream=use_stream,
             )
-        except BaseException as exc:
-            MessageTrail(self.bridge.journal, message_id).close(exc, rounds=0)
-            raise
-        self.pending_input = None  # only now: a refused resume leaves the pause answerable
-        return self._journaled(self._rounds(first, stream=use_stream), message_id)
+
+        def accepted() -> None:
+            self.pending_input = None  # only now: a refused resume leaves the pause answerable
+
+        message_id = self._begin(answer, sent_by)
+        return self._run(message_id, send, stream=use_stream, accepted=accepted)
 
     def stream_recovered(
         self,
@@ -404,27 +577,25 @@ class Conversation:
         answer they led to was lost with the crash, the run fails with `RunInterruptedError`.
         """
         self._message = message_id
-        try:
-            self._restore_state()
-        except BaseException as exc:
-            MessageTrail(self.bridge.journal, message_id).close(exc, rounds=0)
-            raise
-        if not knows_conversation(self.bridge.platform, self.platform_conversation_id):
-            # Its state died with the process (a history kept in memory): outputs could never
-            # be delivered, so running the calls would only repeat their effects on "ask again".
-            ran = sum(call.call_id in self.ledger for call in batch.calls)
-            lost = ConversationLostError(
-                f"the {self.bridge.platform.name} platform no longer knows conversation "
-                f"{self.platform_conversation_id} (its state did not survive the restart): "
-                f"the outputs of {ran} finished call(s) could not be delivered and "
-                f"{len(batch.calls) - ran} pending call(s) were not run; ask again"
-            )
-            MessageTrail(self.bridge.journal, message_id).close(lost, rounds=0)
-            raise lost
-        use_stream = self.bridge.stream if stream is None else stream
-        events = iter([ToolCallsRequested(batch=batch)])
-        rounds = self._rounds(events, stream=use_stream, posted=batch if submitting else None)
-        return self._journaled(rounds, message_id)
+
+        def pending() -> Iterator[Event]:
+            platform = self._platform
+            if not knows_conversation(platform, self.platform_conversation_id):
+                # Its state died with the process (a history kept in memory): outputs could
+                # never be delivered, so running the calls would only repeat their effects on
+                # "ask again".
+                ran = sum(call.call_id in self.ledger for call in batch.calls)
+                raise ConversationLostError(
+                    f"the {platform.name} platform no longer knows conversation "
+                    f"{self.platform_conversation_id} (its state did not survive the restart): "
+                    f"the outputs of {ran} finished call(s) could not be delivered and "
+                    f"{len(batch.calls) - ran} pending call(s) were not run; ask again"
+                )
+            return iter([ToolCallsRequested(batch=batch)])
+
+        use_stream = self._options.stream if stream is None else stream
+        posted = batch if submitting else None
+        return self._run(message_id, pending, stream=use_stream, posted=posted)
 
     def close(self) -> None:
         """Release the conversation's tool resources (pooled connections, sessions)."""
@@ -442,13 +613,38 @@ class Conversation:
 
     def _begin(self, query: str, sent_by: str | None) -> int:
         """Write the query down as a running message of this conversation."""
-        self.bridge.journal.add_conversation(self.id, end_user_id=self.end_user_id)
-        self._message = self.bridge.journal.begin_message(self.id, query, sent_by=sent_by)
+        self._journal.add_conversation(self.id, end_user_id=self.end_user_id)
+        self._message = self._journal.begin_message(self.id, query, sent_by=sent_by)
         return self._message
+
+    def _run(
+        self,
+        message_id: int,
+        send: Callable[[], Iterator[Event]],
+        *,
+        stream: bool,
+        posted: ToolBatch | None = None,
+        accepted: Callable[[], None] | None = None,
+    ) -> Iterator[Event]:
+        """The one run path of `stream`, `stream_resume` and `stream_recovered`: bring the
+        platform's state up to date, `send` (the first response's events), then the rounds,
+        journaled; a failure before the first event still ends the message in the journal.
+
+        `accepted` runs once the platform took the request; `posted`: see `_rounds`.
+        """
+        try:
+            self._restore_state()
+            first = send()
+        except BaseException as exc:
+            MessageTrail(self._journal, message_id).close(exc, rounds=0)
+            raise
+        if accepted is not None:
+            accepted()
+        return self._journaled(self._rounds(first, stream=stream, posted=posted), message_id)
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
-        trail = MessageTrail(self.bridge.journal, message_id)
+        trail = MessageTrail(self._journal, message_id)
         try:
             for event in events:
                 trail.see(event)
@@ -478,9 +674,9 @@ class Conversation:
                     runs_this_ask.extend(runs)
                     events = self._deliver(batch, runs, stream=stream, may_have_arrived=True)
                     continue
-                if self.last_rounds >= self.bridge.max_rounds:
+                if self.last_rounds >= self._options.max_rounds:
                     raise MaxRoundsError(
-                        f"the agent asked for tools in more than {self.bridge.max_rounds} "
+                        f"the agent asked for tools in more than {self._options.max_rounds} "
                         "rounds; raise max_rounds if this is expected",
                         conversation_id=self._id,
                         request_id=batch.resume.get("request_id"),
@@ -512,7 +708,7 @@ class Conversation:
         if not may_have_arrived:
             ledger.submitting(batch)
         try:
-            events = self.bridge.platform.submit(
+            events = self._platform.submit(
                 self.platform_conversation_id,
                 batch,
                 [run.to_result() for run in runs],
@@ -555,8 +751,8 @@ class Conversation:
             if not self._platform_may_be_stuck():
                 raise
             reason = f"{old} refused a new query after an interrupted run: {exc}"
-        new = self.bridge.platform.create_conversation(end_user_id=self.end_user_id)
-        self.bridge.journal.replace_platform_conversation(self.id, new, reason=reason)
+        new = self._platform.create_conversation(end_user_id=self.end_user_id)
+        self._journal.replace_platform_conversation(self.id, new, reason=reason)
         self._platform_id = new
         logger.warning(
             "conversation %s continues in a new platform conversation %s: %s", self.id, new, reason
@@ -570,14 +766,14 @@ class Conversation:
             return
         # Read again: another process on the journal may have moved the conversation on.
         self._platform_id = None
-        platform = self.bridge.platform
+        platform = self._platform
         if not exports_state(platform):
             return
         platform_id = self.platform_conversation_id
-        record = self.bridge.journal.platform_state(self._id, platform_id)
+        record = self._journal.platform_state(self._id, platform_id)
         if record is None:
             return
-        if record.writer == self.bridge.state_writer and knows_conversation(platform, platform_id):
+        if record.writer == self._bridge.state_writer and knows_conversation(platform, platform_id):
             return
         if record.platform != platform.name:
             logger.warning(
@@ -612,24 +808,24 @@ class Conversation:
     def _snapshot(self) -> StateSnapshot | None:
         """The platform's state of the platform conversation now, to journal (None: none)."""
         platform_id = self.platform_conversation_id
-        state = export_state_of(self.bridge.platform, platform_id)
+        state = export_state_of(self._platform, platform_id)
         if state is None:
             return None
         return StateSnapshot(
             platform_conversation_id=platform_id,
-            platform=self.bridge.platform.name,
+            platform=self._platform.name,
             state=state,
-            writer=self.bridge.state_writer,
+            writer=self._bridge.state_writer,
         )
 
     def _save_state(self) -> None:
         snapshot = self._snapshot()
         if snapshot is not None:
-            self.bridge.journal.save_platform_state(self.id, snapshot)
+            self._journal.save_platform_state(self.id, snapshot)
 
     def _earlier_messages(self) -> list[MessageRecord]:
         """The journal's messages of this conversation before the one being sent."""
-        return [m for m in self.bridge.journal.messages(self.id) if m.message_id != self._message]
+        return [m for m in self._journal.messages(self.id) if m.message_id != self._message]
 
     def _platform_may_be_stuck(self) -> bool:
         """True when the message before this one ended without an answer or a question."""
@@ -661,7 +857,7 @@ class Conversation:
         """Run the calls of a batch that never ran; yield their start/finish events."""
         ledger = self.ledger
         ledger.receive(batch, self._message, self._snapshot())
-        fresh, interrupted = ledger.plan(batch, self.bridge.toolbox.is_idempotent)
+        fresh, interrupted = ledger.plan(batch, self._toolbox.is_idempotent)
         allowed, rejected, waiting = self._approve(fresh)
         for run in (*interrupted, *rejected):
             ledger.finish(run)
@@ -677,12 +873,12 @@ class Conversation:
     ) -> tuple[list[ToolCall], list[ToolRun], list[ToolCall]]:
         """Split calls into those allowed to run, rejection records, and calls that wait for
         a person who answers later (a `DeferredApprover`)."""
-        approve = self.bridge.approve
-        toolbox = self.bridge.toolbox
-        if isinstance(approve, DeferredApprover):
+        toolbox = self._toolbox
+        if self._options.deferred_approver is not None:
             waiting = [call for call in calls if needs_approval(toolbox.get(call.name))]
             asked = {call.call_id for call in waiting}
             return [call for call in calls if call.call_id not in asked], [], waiting
+        approve = cast("ApproveHook | None", self._options.approve)
         allowed: list[ToolCall] = []
         rejected: list[ToolRun] = []
         for call in calls:
@@ -690,7 +886,7 @@ class Conversation:
             if verdict.run:
                 allowed.append(call)
             else:
-                rejected.append(self.bridge.dispatcher.reject(call, verdict.reason))
+                rejected.append(self._dispatcher.reject(call, verdict.reason))
         return allowed, rejected, []
 
     def _dispatch(
@@ -704,14 +900,14 @@ class Conversation:
         def run(calls: list[ToolCall]) -> Iterator[ToolCallStarted | ToolCallFinished]:
             # Each call is journaled "started" by the dispatcher's hook, right before its
             # function may run: a crash before that leaves it "received" (it never ran).
-            return self.bridge.dispatcher.iter_run(
+            return self._dispatcher.iter_run(
                 calls, scope=scope, before_run=lambda call: ledger.start((call,))
             )
 
         if not waiting:
             return run(allowed) if allowed else iter(())
-        approver = self.bridge.approve
-        assert isinstance(approver, DeferredApprover)
+        approver = self._options.deferred_approver
+        assert approver is not None
         stop = threading.Event()
 
         def once_decided(call: ToolCall) -> Iterator[ToolCallStarted | ToolCallFinished]:
@@ -721,7 +917,7 @@ class Conversation:
             if verdict.run:
                 yield from run([call])
             else:
-                yield ToolCallFinished(run=self.bridge.dispatcher.reject(call, verdict.reason))
+                yield ToolCallFinished(run=self._dispatcher.reject(call, verdict.reason))
 
         sources = [functools.partial(once_decided, call) for call in waiting]
         if allowed:
@@ -735,24 +931,28 @@ class Conversation:
 
     def _emit(self, event: Event) -> Event:
         """Tell the hooks about a loop event before it is yielded."""
-        if isinstance(event, ToolCallStarted) and self.bridge.on_tool_call:
-            self.bridge.on_tool_call(event.call)
-        if isinstance(event, ToolCallFinished) and self.bridge.on_tool_result:
-            self.bridge.on_tool_result(event.run)
-        self._notify(event)
+        if self._listens:
+            options = self._options
+            if isinstance(event, ToolCallStarted) and options.on_tool_call:
+                options.on_tool_call(event.call)
+            if isinstance(event, ToolCallFinished) and options.on_tool_result:
+                options.on_tool_result(event.run)
+            if options.on_event is not None:
+                options.on_event(event)
         return event
 
     def _notify(self, event: Event) -> None:
-        if self.bridge.on_event is not None:
-            self.bridge.on_event(event)
+        on_event = self._options.on_event
+        if on_event is not None:
+            on_event(event)
 
     def _collect(self, events: Iterator[Event]) -> Result:
         """Drain a run's events into a `Result`; raise if the run failed."""
         tally = EventTally()
-        kept: list[Any] = []
+        kept: list[Any] | None = [] if self._options.keep_events else None
         try:
             for event in events:
-                if self.bridge.keep_events:
+                if kept is not None:
                     kept.append(event)
                 tally.see(event)
                 if isinstance(event, RunFailed):
@@ -779,7 +979,7 @@ class Conversation:
             request_ids=tally.request_ids,
             message_id=finished.message_id if finished else None,
             human_input=self.pending_input,
-            events=kept if self.bridge.keep_events else None,
+            events=kept,
         )
 
 
