@@ -7,7 +7,9 @@ import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from bridge.errors import redact
 from bridge.journal.base import Journal
@@ -30,6 +32,23 @@ from bridge.journal.records import (
 from bridge.types import ToolBatch, ToolCall, ToolRun
 
 __all__ = ["MemoryJournal"]
+
+_R = TypeVar("_R", bound=BaseModel)
+
+
+def _updated(record: _R, **changes: Any) -> _R:
+    """`record.model_copy(update=changes)` without its three `copy.copy` calls: the journal
+    writes several per round, and the values given are of the fields' types already."""
+    new = object.__new__(type(record))
+    values = record.__dict__.copy()
+    values.update(changes)
+    object.__setattr__(new, "__dict__", values)
+    object.__setattr__(
+        new, "__pydantic_fields_set__", record.__pydantic_fields_set__ | changes.keys()
+    )
+    object.__setattr__(new, "__pydantic_extra__", record.__pydantic_extra__)
+    object.__setattr__(new, "__pydantic_private__", record.__pydantic_private__)
+    return new
 
 
 class _Batch:
@@ -89,7 +108,7 @@ class MemoryJournal(Journal):
         return conv
 
     def _touch(self, conv: _Conv) -> None:
-        conv.record = conv.record.model_copy(update=self._status(conv) | {"updated_at": now()})
+        conv.record = _updated(conv.record, **self._status(conv), updated_at=now())
         # Keep the dict ordered by last update: eviction pops from the front.
         self._convs.pop(conv.record.conversation_id, None)
         self._convs[conv.record.conversation_id] = conv
@@ -99,6 +118,8 @@ class MemoryJournal(Journal):
         return {"status": last.status if last else "new", "messages": len(conv.message_ids)}
 
     def _evict(self) -> None:
+        if len(self._convs) <= self.max_conversations:
+            return  # the usual case: no copy of every key per new conversation
         for key in list(self._convs):
             if len(self._convs) <= self.max_conversations:
                 return
@@ -116,7 +137,7 @@ class MemoryJournal(Journal):
         with self._lock:
             conv = self._conv(conversation_id)
             if end_user_id and conv.record.end_user_id is None:
-                conv.record = conv.record.model_copy(update={"end_user_id": end_user_id})
+                conv.record = _updated(conv.record, end_user_id=end_user_id)
 
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
         with self._lock:
@@ -152,18 +173,17 @@ class MemoryJournal(Journal):
             message = self._messages.get(message_id)
             if message is None:
                 return
-            self._messages[message_id] = message.model_copy(
-                update={
-                    "status": end.status,
-                    "answer": redact(end.answer),
-                    "error_code": end.error_code,
-                    "error_message": redact(end.error_message) if end.error_message else None,
-                    "request_ids": list(end.request_ids),
-                    "rounds": end.rounds,
-                    "finished_at": now(),
-                    "interrupt_id": end.interrupt_id,
-                    "platform_settled": end.platform_settled,
-                }
+            self._messages[message_id] = _updated(
+                message,
+                status=end.status,
+                answer=redact(end.answer),
+                error_code=end.error_code,
+                error_message=redact(end.error_message) if end.error_message else None,
+                request_ids=list(end.request_ids),
+                rounds=end.rounds,
+                finished_at=now(),
+                interrupt_id=end.interrupt_id,
+                platform_settled=end.platform_settled,
             )
             conv = self._convs.get(message.conversation_id)
             if conv is not None:
@@ -208,11 +228,12 @@ class MemoryJournal(Journal):
     def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
+            moment = now()
             for call_id in call_ids:
                 record = conv.calls.get(call_id)
                 if record is not None and not record.done:
-                    conv.calls[call_id] = record.model_copy(
-                        update={"state": "started", "started_at": now(), "updated_at": now()}
+                    conv.calls[call_id] = _updated(
+                        record, state="started", started_at=moment, updated_at=moment
                     )
 
     def finish(self, conversation_id: str, run: ToolRun) -> None:
@@ -248,12 +269,11 @@ class MemoryJournal(Journal):
                 if entry.batch.batch_id == batch.batch_id and not entry.submitted:
                     setattr(entry, state, True)
                     break
+            moment = now()
             for call in batch.calls:
                 record = conv.calls.get(call.call_id)
                 if record is not None and record.done and record.state != "submitted":
-                    conv.calls[call.call_id] = record.model_copy(
-                        update={"state": state, "updated_at": now()}
-                    )
+                    conv.calls[call.call_id] = _updated(record, state=state, updated_at=moment)
 
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
         with self._lock:
@@ -288,9 +308,7 @@ class MemoryJournal(Journal):
                     reason=redact(reason),
                 )
             )
-            conv.record = conv.record.model_copy(
-                update={"platform_conversation_id": platform_conversation_id}
-            )
+            conv.record = _updated(conv.record, platform_conversation_id=platform_conversation_id)
             self._touch(conv)
 
     def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:
