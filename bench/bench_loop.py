@@ -6,7 +6,8 @@
     - a minimal hand-written loop with `requests` (no validation, no retries: the floor);
     - the official appbuilder-sdk 1.1.5 `AppBuilderEventHandler` loop (`run_with_handler`),
       from `.venv-conformance/` (see tests/support/sdk_venv.py).
-    The three take turns for several rounds so machine noise hits all alike.
+    The three take turns for several rounds (at least 5) so machine noise hits all alike; each
+    ratio is the median of the rounds' ratios, printed with its target (issue 14) and range.
 (b) CLI start-up: `toolbridge --help` and `toolbridge run --help` against
     `python -c "import appbuilder"` (the SDK's import alone), `python -c "import bridge"`, and
     `toolbridge serve --emulator` until it listens and until `/readyz` says ready.
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import loop_args, report, sdk_python, take_turns, timed
+from _harness import loop_args, run_worker, sdk_python, timed
 
 __all__ = ["main"]
 
@@ -44,6 +45,12 @@ SCENARIO = {
 QUERY = "What is the weather in Paris?"
 EXPECTED = "The weather in Paris is sunny, 21 C. Enjoy your day there!"
 WARMUP = 3
+MIN_ROUNDS = 5
+"""Issue 14 asks for the median of at least 5 runs."""
+TARGET_OVERHEAD = 1.05
+"""Bridge.ask / hand-written requests loop: at most this."""
+TARGET_SDK = 1.3
+"""official SDK loop / Bridge.ask: at least this."""
 TOOL = {
     "type": "function",
     "function": {
@@ -168,10 +175,11 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
     return timed(spec, conversation)
 
 
-def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
-    """Benchmark (a)."""
+def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> dict[str, float]:
+    """Benchmark (a); returns the two ratios (``overhead``, and ``sdk`` when measured)."""
     from bridge.emulator import Emulator
 
+    rounds = max(rounds, MIN_ROUNDS)
     print(
         f"(a) two-turn tool conversation (stream), {rounds} alternating rounds of {n} runs "
         f"per variant after {WARMUP} warm-up runs; median ms per conversation"
@@ -188,14 +196,53 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
             "warmup": WARMUP,
         }
         sdk_env = {**os.environ, **emulator.env()}
-        med = take_turns(__file__, spec, rounds, sdk, SDK_WORKER, sdk_env)
-    report(
-        med,
-        bridge="toolbridge Bridge.ask",
-        sdk="official SDK handler loop",
-        why_not=why_not,
-        note=", target < +10%",
+        arg = json.dumps(spec)
+        per_round: dict[str, list[float]] = {"requests": [], "bridge": [], "sdk": []}
+        for _ in range(rounds):
+            for kind in ("requests", "bridge"):
+                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
+                per_round[kind].append(statistics.median(run_worker(cmd)) * 1000)
+            if sdk is not None:
+                wall = run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
+                per_round["sdk"].append(statistics.median(wall) * 1000)
+    return _report(per_round, why_not)
+
+
+def _report(per_round: dict[str, list[float]], why_not: str) -> dict[str, float]:
+    """Print each variant's median and the two ratios with their targets."""
+    names = {
+        "requests": "hand-written requests loop",
+        "bridge": "toolbridge Bridge.ask",
+        "sdk": "official SDK handler loop",
+    }
+    width = max(map(len, names.values()))
+    for kind, name in names.items():
+        if per_round[kind]:
+            print(f"  {name:<{width}} : {statistics.median(per_round[kind]):7.2f} ms")
+        else:
+            print(f"  {name:<{width}} : skipped ({why_not})")
+    ratios: dict[str, float] = {}
+    overhead = [b / r for b, r in zip(per_round["bridge"], per_round["requests"], strict=True)]
+    ratios["overhead"] = _ratio_line(
+        "Bridge.ask / hand-written requests", overhead, TARGET_OVERHEAD, at_most=True
     )
+    if per_round["sdk"]:
+        sdk = [s / b for s, b in zip(per_round["sdk"], per_round["bridge"], strict=True)]
+        label = "official SDK loop / Bridge.ask"
+        ratios["sdk"] = _ratio_line(label, sdk, TARGET_SDK, at_most=False)
+    return ratios
+
+
+def _ratio_line(label: str, values: list[float], target: float, *, at_most: bool) -> float:
+    """Print `label = median (target ...: met / NOT met), rounds lo-hi`; return the median."""
+    median = statistics.median(values)
+    met = median <= target if at_most else median >= target
+    sign = "<=" if at_most else ">="
+    print(
+        f"  {label} = {median:.3f} (target {sign} {target}: {'met' if met else 'NOT met'}); "
+        f"rounds {min(values):.3f}-{max(values):.3f}"
+    )
+    return median
 
 
 def _median_runtime(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> float:
