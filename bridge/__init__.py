@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "BadRequestError": "bridge.errors",
     "Bridge": "bridge.conversation",
     "BridgeError": "bridge.errors",
+    "BridgeOptions": "bridge.conversation",
     "ConfigurationError": "bridge.errors",
     "ConflictError": "bridge.errors",
     "Conversation": "bridge.conversation",
@@ -84,7 +85,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from bridge.conversation import Bridge, Conversation, Result
+    from bridge.conversation import Bridge, BridgeOptions, Conversation, Result
     from bridge.emulator import Emulator
     from bridge.errors import (
         AuthenticationError,
