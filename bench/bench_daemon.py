@@ -15,6 +15,11 @@ The same workload runs two ways against one emulator process (``toolbridge emula
 
 Added latency = daemon percentile - direct percentile of the per-conversation wall time.
 Peak RSS is each daemon process's VmHWM from /proc; CPU is read from /proc around the run.
+The direct run's CPU is this process's own (`time.process_time`, all threads) around it: the
+loop and its HTTP client, as in the daemon, which adds serving HTTP and its journal. The direct
+run journals in memory (`MemoryJournal`, `Bridge`'s default): the like-for-like daemon is the
+``--db :memory:`` one (an in-memory SQLite database: SQL, no fsync); the SQLite file (WAL,
+``synchronous=FULL``) is the realistic one. The issue-14 targets are printed last as ratios.
 
 Failover: replicas A and B (``--lease-seconds``, default 3 here) on one database; K messages run
 on A, each held inside its tool (half non-idempotent, half idempotent); kill -9 A; the time
@@ -66,6 +71,17 @@ __all__ = ["main"]
 
 PER_CLIENT = 2
 PARTS = ("sqlite", "postgres", "failover")
+
+
+@dataclass
+class Figures:
+    """One row's figures, for the targets table."""
+
+    direct_rate: float
+    daemon_rate: float
+    added_p99_ms: float
+    direct_cpu_ms: float
+    daemon_cpu_ms: float
 
 
 @dataclass
@@ -151,7 +167,8 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def _direct(emulator: dict[str, str], clients: int) -> tuple[list[float], float]:
+def _direct(emulator: dict[str, str], clients: int) -> tuple[list[float], float, float]:
+    """Latencies, wall and this process's CPU seconds (every thread) of the direct run."""
     session = requests.Session()
     session.mount("http://", HTTPAdapter(pool_maxsize=clients))
     platform = AppBuilderPlatform(
@@ -166,7 +183,9 @@ def _direct(emulator: dict[str, str], clients: int) -> tuple[list[float], float]
             result = bridge.ask("weather in Paris")
             assert result.answer == "Paris: 18 degrees", result.answer
 
-        return _drive(clients, one)
+        cpu = time.process_time()
+        latencies, wall = _drive(clients, one)
+        return latencies, wall, time.process_time() - cpu
 
 
 def _daemon(
@@ -246,8 +265,9 @@ def _row(
     label: str,
     run: Callable[[], Run],
     cpu_rows: list[str],
+    figures: dict[tuple[int, str], Figures],
 ) -> None:
-    direct, direct_wall = _direct(emulator, clients)
+    direct, direct_wall, direct_cpu = _direct(emulator, clients)
     result = run()
     daemon, daemon_wall, peaks = result.latencies, result.wall, result.peaks
     d50, d99 = _percentile(direct, 50) * 1e3, _percentile(direct, 99) * 1e3
@@ -264,9 +284,14 @@ def _row(
     pg = "PostgreSQL" in label
     database = f"{1e3 * result.database_cpu / n:.1f} ms" if pg else "-"
     xacts = f"{result.transactions / n:.1f}" if pg else "-"
+    direct_ms, daemon_ms = 1e3 * direct_cpu / len(direct), 1e3 * result.daemon_cpu / n
     cpu_rows.append(
-        f"| {clients} | {label} | {1e3 * result.daemon_cpu / n:.1f} ms | {database} | {xacts} "
+        f"| {clients} | {label} | {direct_ms:.1f} ms | {daemon_ms:.1f} ms "
+        f"| {daemon_ms / direct_ms:.2f} | {database} | {xacts} "
         f"| {100 * (result.daemon_cpu + result.database_cpu) / (2 * daemon_wall):.0f} % |"
+    )
+    figures[(clients, label)] = Figures(
+        len(direct) / direct_wall, n / daemon_wall, s99 - d99, direct_ms, daemon_ms
     )
 
 
@@ -320,18 +345,21 @@ def main() -> int:
                       "daemon p50 / p99 | added p50 / p99 | daemon peak RSS |")  # fmt: skip
                 print("|---|---|---|---|---|---|---|---|")
             cpu_rows: list[str] = []
+            figures: dict[tuple[int, str], Figures] = {}
             if "sqlite" in parts:
-                for clients, db in ((50, "file"), (200, "file"), (200, ":memory:")):
+                configs = ((50, "file"), (50, ":memory:"), (200, "file"), (200, ":memory:"))
+                for clients, db in configs:
                     if clients not in levels:
                         continue
                     path = str(folder / f"journal-{clients}.db") if db == "file" else db
                     label = "SQLite file" if db == "file" else db
                     run = partial(_daemon, emulator, clients, folder, path)
-                    _row(emulator, clients, label, run, cpu_rows)
+                    _row(emulator, clients, label, run, cpu_rows, figures)
             if "postgres" in parts or "failover" in parts:
-                _postgres(emulator, folder, parts, levels, args, cpu_rows)
+                _postgres(emulator, folder, parts, levels, args, cpu_rows, figures)
             else:
                 _cpu_table(cpu_rows)
+            _targets(figures)
         finally:
             emu.stop()
     return 0
@@ -344,6 +372,7 @@ def _postgres(
     levels: tuple[int, ...],
     args: argparse.Namespace,
     cpu_rows: list[str],
+    figures: dict[tuple[int, str], Figures],
 ) -> None:
     replica_ids = serve_has("--replica-id")
     runs = [(c, n, cross) for c in levels for n, cross in ((1, False), (2, False), (2, True))]
@@ -364,7 +393,7 @@ def _postgres(
                 run = partial(
                     _daemon, emulator, clients, folder, dsn, replicas, cross, replica_ids, server
                 )
-                _row(emulator, clients, label, run, cpu_rows)
+                _row(emulator, clients, label, run, cpu_rows, figures)
         _cpu_table(cpu_rows)
         if "postgres" in parts:
             total, kinds = statements(emulator, folder / "tools.py", server)
@@ -396,13 +425,57 @@ def _cpu_table(rows: list[str]) -> None:
     if not rows:
         return
     print()
-    print("CPU per conversation during the run (the emulator and the clients share the cores)")
-    print("| clients | journal | daemon CPU (all replicas) | PostgreSQL server CPU | PostgreSQL "
-          "transactions | busy cores (daemons + server, of 2) |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print("CPU per conversation during the run (the emulator and the clients share the cores;"
+          " direct: this process, loop + its HTTP client, MemoryJournal)")  # fmt: skip
+    print("| clients | journal | direct CPU | daemon CPU (all replicas) | daemon / direct "
+          "| PostgreSQL server CPU | PostgreSQL transactions "
+          "| busy cores (daemons + server, of 2) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row, flush=True)
     rows.clear()
+
+
+def _targets(figures: dict[tuple[int, str], Figures]) -> None:
+    """The issue-14 figures of the daemon as ratios of this run, each with its target."""
+    if not figures:
+        return
+    print()
+    print("Issue 14 targets (daemon / direct in this run; direct journals in memory)")
+    print("| figure | journal | value | target | met |")
+    print("|---|---|---|---|---|")
+
+    def line(figure: str, label: str, value: str, target: str, met: bool | None) -> None:
+        shown = "-" if met is None else ("yes" if met else "no")
+        print(f"| {figure} | {label} | {value} | {target} | {shown} |", flush=True)
+
+    for (clients, label), f in figures.items():
+        ratio = f.daemon_rate / f.direct_rate
+        line(
+            f"daemon conv/s / `Bridge.ask` conv/s, {clients} clients",
+            label,
+            f"{f.daemon_rate:.0f} / {f.direct_rate:.0f} = {ratio:.2f}",
+            ">= 0.85",
+            ratio >= 0.85 if clients in (50, 200) else None,
+        )
+    for (clients, label), f in figures.items():
+        if clients == 50:
+            line(
+                "daemon added latency p99, 50 clients",
+                label,
+                f"{f.added_p99_ms:+.0f} ms",
+                "<= +25 ms",
+                f.added_p99_ms <= 25,
+            )
+    for (clients, label), f in figures.items():
+        line(
+            f"CPU per conversation, daemon / direct, {clients} clients",
+            label,
+            f"{f.daemon_cpu_ms:.1f} / {f.direct_cpu_ms:.1f} ms = "
+            f"{f.daemon_cpu_ms / f.direct_cpu_ms:.2f}",
+            "(no target; 1.00 = no overhead)",
+            None,
+        )
 
 
 if __name__ == "__main__":
