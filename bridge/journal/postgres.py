@@ -36,7 +36,9 @@ psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` 
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,6 +76,9 @@ INSTALL_HINT = "pip install 'toolbridge[postgres]'"
 MIGRATION_LOCK = 0x746F6F6C62726467  # "toolbrdg"
 CONNECT_TIMEOUT = 30
 CHECKOUT_TIMEOUT = 10
+IDLE_CHECK_SECONDS = 1.0
+"""A pooled connection idle for longer than this is pinged before use (`_check_if_idle`)."""
+_RETURNED_AT = "_toolbridge_returned_at"
 POOL_MAX = 10
 
 
@@ -258,6 +263,35 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     # twice), whatever the server's or the role's default says: SQLite's synchronous=FULL.
     conn.execute("SET synchronous_commit = on")
     conn.commit()
+    _returned(conn)
+
+
+def _returned(conn: psycopg.Connection[Any]) -> None:
+    """The pool's ``reset``: note when the connection was last known to work."""
+    setattr(conn, _RETURNED_AT, time.monotonic())
+
+
+def _check_if_idle(conn: psycopg.Connection[Any]) -> None:
+    """The pool's ``check``: ping a connection (one round trip) only when the server may have
+    dropped it: it sat idle in the pool for more than `IDLE_CHECK_SECONDS`, or something
+    arrived on its socket while it was idle (a backend ended by a server restart or a
+    failover says so and closes the socket). Pinging on every checkout cost one round trip
+    per step, about 21 per conversation."""
+    idle = time.monotonic() - getattr(conn, _RETURNED_AT, 0.0)
+    if idle > IDLE_CHECK_SECONDS or _has_input(conn):
+        from psycopg_pool import ConnectionPool
+
+        ConnectionPool.check_connection(conn)
+
+
+def _has_input(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection's socket is readable (no round trip: one poll(2))."""
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile: let the ping say so
+        return True
 
 
 class PostgresJournal(SQLJournal["psycopg.Connection[Row]"]):
@@ -304,8 +338,10 @@ class PostgresJournal(SQLJournal["psycopg.Connection[Row]"]):
             kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
             configure=_configure,
             # A connection the server dropped (restart, failover to a standby) is replaced
-            # before use instead of failing the step that drew it: one round trip per step.
-            check=ConnectionPool.check_connection,
+            # before use instead of failing the step that drew it; only one that was idle
+            # for a while is pinged (`_check_if_idle`).
+            check=_check_if_idle,
+            reset=_returned,
             open=False,
             name="toolbridge-journal",
             # A step waits this long for a connection, then fails as JournalUnavailableError:
