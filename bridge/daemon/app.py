@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from bridge import __version__
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
+from bridge.daemon.fastpath import FastRoutes
 from bridge.daemon.hosts import HostGate
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
@@ -132,6 +133,8 @@ def create_app(
     app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(console.router)
+    # Inside the request context (added first: the last added is the outermost).
+    app.add_middleware(FastRoutes)
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from bridge.daemon.dependencies import (
     Caller,
@@ -34,7 +34,7 @@ from bridge.daemon.service import Service
 from bridge.daemon.shutdown import SHUTTING_DOWN, GraceClock
 from bridge.platforms.base import limits_of
 
-__all__ = ["router"]
+__all__ = ["answer_message", "open_conversation", "router"]
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -89,6 +89,7 @@ def _sse(handle: RunHandle, grace: GraceClock) -> StreamingResponse:
 @router.post(
     "",
     status_code=201,
+    response_model=ConversationCreated,
     summary="Open a conversation",
     responses={
         422: _LIMIT_ERROR,
@@ -98,19 +99,26 @@ def _sse(handle: RunHandle, grace: GraceClock) -> StreamingResponse:
 )
 async def create_conversation(
     service: ServiceDep, body: Annotated[CreateConversation | None, Body()] = None
-) -> ConversationCreated:
+) -> Response:
     """Open a conversation with the agent; send messages to it next.
 
     An `end_user_id` the platform would refuse (AppBuilder: 6 to 64 characters) gets 422.
     """
+    return await open_conversation(service, body)
+
+
+async def open_conversation(service: Service, body: CreateConversation | None) -> Response:
+    """What `create_conversation` answers (also `bridge.daemon.fastpath`'s); the body is
+    serialised once, here, not validated again against the response model."""
     end_user_id = body.end_user_id if body else None
     _check_limits(service, end_user_id=end_user_id)
     record = await service.create_conversation(end_user_id)
-    return ConversationCreated(
+    created = ConversationCreated(
         conversation_id=record.conversation_id,
         end_user_id=record.end_user_id,
         created_at=record.created_at,
     )
+    return JSONResponse(created.model_dump(mode="json"), status_code=201)
 
 
 @router.get("", summary="List conversations")
@@ -190,6 +198,19 @@ async def send_message(
     `shutting_down` (or, streamed, `failed` then `done`): the message stays in the journal and
     the next start resumes it.
     """
+    return await answer_message(request, service, grace, conversation_id, body, request_id, caller)
+
+
+async def answer_message(
+    request: Request,
+    service: Service,
+    grace: GraceClock,
+    conversation_id: str,
+    body: SendMessage,
+    request_id: str,
+    caller: str | None,
+) -> Response:
+    """What `send_message` answers (also `bridge.daemon.fastpath`'s)."""
     _check_limits(service, query=body.query)
     handle = await service.start_message(
         conversation_id, body.query, body.tool_choice, request_id, sent_by=caller
