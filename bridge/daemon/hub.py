@@ -137,6 +137,11 @@ class EventHub:
                 # Under the lock, so a tap sees the events in id order.
                 for listener in self._taps:
                     listener(name, body, replay)
+        if not self._followers:
+            # Nobody follows (the usual case without an open console): no hop to the loop.
+            # A follower registering now gets a hello whose last_id already covers this
+            # event (its id was taken above), and a replay from the history, which holds it.
+            return
         loop = self._loop
         if loop is None:
             return

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
 __all__ = ["Generation", "Service"]
 
 logger = logging.getLogger(__name__)
+
+KNOWN_CONVERSATIONS = 100_000
+"""Conversations `Service` remembers as existing (about 100 bytes each)."""
 
 
 @dataclass(eq=False)
@@ -155,6 +159,9 @@ class Service:
         self._active: dict[str, RunHandle] = {}
         self._live: dict[str, _Live] = {}
         self._live_lock = threading.Lock()
+        self._known: OrderedDict[str, str | None] = OrderedDict()
+        """Conversations known to exist -> their end_user_id (neither ever changes: the
+        journal never deletes a conversation), so a message needs no journal read for them."""
         self.pool: RunPool | None = None
         self.metrics = Metrics(
             in_flight=lambda: self.in_flight,
@@ -305,8 +312,16 @@ class Service:
                 f"the platform could not open a conversation: {exc}",
                 platform_request_id=exc.request_id,
             ) from None
+        self._remember(record.conversation_id, record.end_user_id)
         self.hub.publish("conversation_created", record.model_dump(mode="json"))
         return record
+
+    def _remember(self, conversation_id: str, end_user_id: str | None) -> None:
+        """Note that a conversation exists (on the loop; the oldest are forgotten)."""
+        self._known[conversation_id] = end_user_id
+        self._known.move_to_end(conversation_id)
+        if len(self._known) > KNOWN_CONVERSATIONS:
+            self._known.popitem(last=False)
 
     def _create_conversation(self, end_user_id: str | None) -> ConversationRecord:
         conversation_id = self.platform.create_conversation(end_user_id=end_user_id)
@@ -384,13 +399,18 @@ class Service:
     ) -> RunHandle:
         """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping)."""
         self._check_accepting()
-        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
-        if record is None:
-            raise ApiError(
-                404,
-                "conversation_not_found",
-                f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
-            )
+        if conversation_id in self._known:
+            end_user_id = self._known[conversation_id]
+        else:
+            record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+            if record is None:
+                raise ApiError(
+                    404,
+                    "conversation_not_found",
+                    f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
+                )
+            end_user_id = record.end_user_id
+            self._remember(conversation_id, end_user_id)
         forced = tool_choice.name if isinstance(tool_choice, ToolChoice) else None
         if forced is not None and self.generation.toolbox.get(forced) is None:
             names = ", ".join(self.generation.toolbox.names()) or "(none)"
@@ -398,9 +418,7 @@ class Service:
                 422, "unknown_tool", f"tool_choice {forced!r} is not a loaded tool: {names}"
             )
         self._check_accepting()  # the await above may have let a SIGTERM in
-        job = _Job(
-            query=query, tool_choice=tool_choice, end_user_id=record.end_user_id, sent_by=sent_by
-        )
+        job = _Job(query=query, tool_choice=tool_choice, end_user_id=end_user_id, sent_by=sent_by)
         handle = RunHandle(conversation_id, request_id)
         self._reserve(handle)
         try:
