@@ -119,19 +119,8 @@ class Result(BaseModel):
     """Every event of the run, when the bridge was created with `keep_events=True`."""
 
 
-_OPTION_FIELDS = (
-    "max_rounds",
-    "stream",
-    "end_user_id",
-    "tool_choice",
-    "platform_tools",
-    "approve",
-    "on_event",
-    "on_tool_call",
-    "on_tool_result",
-    "keep_events",
-)
 _DISPATCHER_FIELDS = ("max_concurrency", "default_timeout", "errors", "max_output_chars")
+"""The keyword arguments of `Bridge` that go to the `Dispatcher` it builds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +212,10 @@ class BridgeOptions:
     def replace(self, **changes: Any) -> BridgeOptions:
         """A copy with `changes` (checked like a new value)."""
         return dataclasses.replace(self, **changes)
+
+
+_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(BridgeOptions) if f.init)
+"""The keyword arguments of `Bridge` that make its `BridgeOptions`."""
 
 
 class BridgeSettings(TypedDict, total=False):
