@@ -8,6 +8,8 @@
       from `.venv-conformance/` (see tests/support/sdk_venv.py).
     The three take turns for several rounds (at least 5) so machine noise hits all alike; each
     ratio is the median of the rounds' ratios, printed with its target (issue 14) and range.
+    Each worker also reports its process's CPU time per conversation, printed after the
+    ratios: steadier than wall time on a shared machine.
 (b) CLI start-up: `toolbridge --help` and `toolbridge run --help` against
     `python -c "import appbuilder"` (the SDK's import alone), `python -c "import bridge"`, and
     `toolbridge serve --emulator` until it listens and until `/readyz` says ready.
@@ -25,10 +27,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import loop_args, run_worker, sdk_python, timed
+from _harness import loop_args, sdk_python, timed
 
 __all__ = ["main"]
 
@@ -103,18 +106,44 @@ spec = json.loads(sys.argv[1])
 client = AppBuilderClient(spec["app_id"])
 for _ in range(spec["warmup"]):
     conversation(client)
-wall = []
+wall, cpu = [], []
 for _ in range(spec["n"]):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     answer = conversation(client)
     wall.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - start_cpu)
     if answer != spec["expected"]:
         raise SystemExit("unexpected answer: %r" % answer)
-print(json.dumps(wall))
+print(json.dumps({"wall": wall, "cpu": sorted(cpu)[len(cpu) // 2]}))
 """
 
 
-def bridge_worker(spec: dict[str, Any]) -> list[float]:
+def _timed(spec: dict[str, Any], conversation: Callable[[], str]) -> dict[str, Any]:
+    """`timed`, plus the median CPU seconds this process spent per measured conversation
+    (all its threads): steadier than wall time on a shared machine."""
+    cpu: list[float] = []
+
+    def counted() -> str:
+        start = time.process_time()
+        try:
+            return conversation()
+        finally:
+            cpu.append(time.process_time() - start)
+
+    wall = timed(spec, counted)
+    return {"wall": wall, "cpu": statistics.median(cpu[spec["warmup"] :])}
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Median wall ms and CPU ms per conversation of one worker process."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return statistics.median(result["wall"]) * 1000, result["cpu"] * 1000
+
+
+def bridge_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """`Bridge.ask` with a decorated tool (runs in a subprocess)."""
     from bridge import AppBuilderPlatform, Bridge, manifest
 
@@ -131,10 +160,10 @@ def bridge_worker(spec: dict[str, Any]) -> list[float]:
         app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
     )
     with Bridge(platform, [get_weather]) as bridge:
-        return timed(spec, lambda: bridge.ask(spec["query"]).answer)
+        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
 
 
-def requests_worker(spec: dict[str, Any]) -> list[float]:
+def requests_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """The floor: a hand-written loop with requests and json, nothing else."""
     import uuid
 
@@ -172,7 +201,7 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
         answer, _ = run({**common, "query": "", "tools": [], "tool_outputs": outputs})
         return answer
 
-    return timed(spec, conversation)
+    return _timed(spec, conversation)
 
 
 def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> dict[str, float]:
@@ -198,14 +227,32 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> dict[
         sdk_env = {**os.environ, **emulator.env()}
         arg = json.dumps(spec)
         per_round: dict[str, list[float]] = {"requests": [], "bridge": [], "sdk": []}
+        cpu: dict[str, list[float]] = {"requests": [], "bridge": [], "sdk": []}
         for _ in range(rounds):
-            for kind in ("requests", "bridge"):
-                cmd = [sys.executable, __file__, "--worker", kind, "--spec", arg]
-                per_round[kind].append(statistics.median(run_worker(cmd)) * 1000)
+            runs = {
+                kind: ([sys.executable, __file__, "--worker", kind, "--spec", arg], None)
+                for kind in ("requests", "bridge")
+            }
             if sdk is not None:
-                wall = run_worker([str(sdk), "-c", SDK_WORKER, arg], env=sdk_env)
-                per_round["sdk"].append(statistics.median(wall) * 1000)
-    return _report(per_round, why_not)
+                runs["sdk"] = ([str(sdk), "-c", SDK_WORKER, arg], sdk_env)
+            for kind, (cmd, env) in runs.items():
+                wall_ms, cpu_ms = _run(cmd, env)
+                per_round[kind].append(wall_ms)
+                cpu[kind].append(cpu_ms)
+    ratios = _report(per_round, why_not)
+    _report_cpu(cpu)
+    return ratios
+
+
+def _report_cpu(cpu: dict[str, list[float]]) -> None:
+    """The client's CPU per conversation (no target: the targets are on wall time)."""
+    mid = {kind: statistics.median(values) for kind, values in cpu.items() if values}
+    line = ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in mid.items())
+    print(f"  client CPU per conversation (median of rounds): {line}")
+    text = f"  CPU: Bridge.ask / hand-written = {mid['bridge'] / mid['requests']:.3f}"
+    if "sdk" in mid:
+        text += f"; SDK loop / Bridge.ask = {mid['sdk'] / mid['bridge']:.3f}"
+    print(text)
 
 
 def _report(per_round: dict[str, list[float]], why_not: str) -> dict[str, float]:
