@@ -12,11 +12,9 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import contextvars
 import inspect
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
-__all__ = ["Launched", "QuickTools", "launch", "launch_on_loop", "log_late", "run_threaded"]
+__all__ = ["Launched", "launch", "launch_on_loop", "log_late", "run_threaded"]
 
 logger = logging.getLogger("bridge.tools.dispatch")
 
@@ -107,43 +105,6 @@ def log_late(name: str, call_id: str, future: concurrent.futures.Future[Any]) ->
     )
 
 
-class QuickTools:
-    """Which sync tools are known to be quick, so their calls skip the worker hand-off.
-
-    Handing a call to a worker thread and waiting for it costs two thread switches (tens to
-    hundreds of microseconds on a busy machine): more than a function that returns at once.
-    A tool is known quick after its last `streak` calls each took under `threshold` seconds
-    (measured from hand-off to result, so the switches count against it); its calls then run
-    on the caller's thread (in an empty context, as on a worker). One slower call sends the
-    tool back to the workers until it earns a streak again. Only a call alone in its batch
-    runs inline (the calls of a batch run side by side). An inline call cannot be
-    abandoned at its timeout: it is recorded as timed out when it returns (its output is not
-    used), like an abandoned one.
-    """
-
-    def __init__(self, threshold: float = 0.002, streak: int = 3) -> None:
-        self.threshold = threshold
-        self.streak = streak
-        self._quick: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def is_quick(self, name: str) -> bool:
-        return self._quick.get(name, 0) >= self.streak
-
-    def observe(self, name: str, seconds: float) -> None:
-        """Count one finished call of `name` that took `seconds`."""
-        with self._lock:
-            if seconds < self.threshold:
-                self._quick[name] = min(self._quick.get(name, 0) + 1, self.streak)
-            else:
-                self._quick.pop(name, None)
-
-
-def run_inline(step: Step) -> Any:
-    """A sync step on the caller's thread, in an empty context as a worker thread has."""
-    return contextvars.Context().run(on_worker, step)
-
-
 @dataclass(slots=True)
 class _Live:
     flow: Flow
@@ -151,8 +112,6 @@ class _Live:
     began: float
     deadline: float
     step: Launched | None = None
-    launched_at: float = 0.0
-    """When the tool's own function was handed to a worker (for `QuickTools`; 0: not yet)."""
     leave: Callable[[], None] | None = None
     """Ends the function's hold on the conversation's resources, once it really returned."""
 
@@ -175,14 +134,9 @@ def run_threaded(
     scope: ConversationScope | None,
     max_concurrency: int,
     before_run: Callable[[ToolCall], None] | None = None,
-    quick: QuickTools | None = None,
 ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
-    """Run a batch, at most `max_concurrency` calls at once; yield progress, return the runs.
-
-    `quick`: the tools whose sync function runs on this thread (see `QuickTools`)."""
+    """Run a batch, at most `max_concurrency` calls at once; yield progress, return the runs."""
     conversation = ConversationScope(None) if scope is None else scope
-    if len(batch) > 1 and max_concurrency > 1:
-        quick = None  # calls of a batch run side by side (one may wait for another)
     runs: dict[int, ToolRun] = {}
     waiting = collections.deque(range(len(batch)))
     running: dict[int, _Live] = {}
@@ -203,32 +157,7 @@ def run_threaded(
                     before_run(live.flow.call)
                 continue
             assert isinstance(step, Step)
-            name = live.flow.spec.name
-            inline = quick is not None and step.holds_scope and not step.is_async
-            if inline and quick is not None and quick.is_quick(name):
-                leave = conversation.enter_call()
-                began = time.perf_counter()
-                try:
-                    result = run_inline(step)
-                except Exception as exc:
-                    error = exc
-                except BaseException:
-                    leave()
-                    raise
-                quick.observe(name, time.perf_counter() - began)
-                if isinstance(result, Deferred):
-                    # What it returned is awaited on the loop thread, in time, as from a worker.
-                    live.leave = leave
-                    live.step = launch_on_loop(partial(_get, result), loop_thread)
-                    live.step.future.add_done_callback(partial(_put, done, index))
-                    return None
-                leave()
-                if time.perf_counter() >= live.deadline:
-                    return core.timed_out(live.flow)
-                continue
             live.leave = conversation.enter_call() if step.holds_scope else None
-            if step.holds_scope and not step.is_async and quick is not None:
-                live.launched_at = time.perf_counter()
             try:
                 if step.is_async:
                     live.step = launch_on_loop(step, loop_thread)
@@ -274,9 +203,6 @@ def run_threaded(
                 live, future = found, found.step.future
                 if not future.done():
                     continue
-                if live.launched_at and quick is not None:
-                    quick.observe(live.flow.spec.name, time.perf_counter() - live.launched_at)
-                    live.launched_at = 0.0
                 try:
                     value = future.result()
                 except Exception as exc:

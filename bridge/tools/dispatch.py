@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bridge.errors import UsageError
 from bridge.tools._aio import run_async
 from bridge.tools._core import Core, ErrorsMode, Policy
-from bridge.tools._threaded import QuickTools, run_threaded
+from bridge.tools._threaded import run_threaded
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
@@ -162,8 +162,6 @@ class Dispatcher:
         self.errors: ErrorsMode = errors
         self.max_output_chars = max_output_chars
         self._runtime = _Runtime()
-        self._quick = QuickTools()
-        """Sync tools fast enough to skip the worker hand-off (`bridge.tools._threaded`)."""
         self._finalizer = weakref.finalize(self, self._runtime.close)
 
     def __repr__(self) -> str:
@@ -254,7 +252,6 @@ class Dispatcher:
                     scope,
                     self.max_concurrency,
                     before_run,
-                    self._quick,
                 )
             )
         events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
