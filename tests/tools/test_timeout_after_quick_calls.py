@@ -18,6 +18,8 @@ from bridge.types import ToolCall
 
 RELEASE = threading.Event()
 HANG = threading.Event()
+RETURNED = threading.Event()
+"""Set when the hanging call returns: after the dispatcher answered, if it abandoned it."""
 
 
 @manifest(description="Answer at once, unless told to hang.", timeout=0.2)
@@ -29,6 +31,7 @@ def echo(text: str) -> str:
     """
     if HANG.is_set():
         RELEASE.wait(60)  # far past the timeout; the test releases it once answered
+        RETURNED.set()
     return text
 
 
@@ -43,7 +46,7 @@ def test_a_tool_that_hangs_after_quick_calls_is_still_abandoned_at_its_timeout()
             assert run.error is None and run.output == "x"
         HANG.set()
         [late] = dispatcher.run([ToolCall(call_id="hang", name="echo", arguments={"text": "y"})])
-        still_blocked = not RELEASE.is_set()
+        still_blocked = not RETURNED.is_set()
     finally:
         RELEASE.set()
         dispatcher.close()
