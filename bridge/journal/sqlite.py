@@ -6,9 +6,14 @@ Durability: every write is committed (alone, or with concurrent ones) with
 last transactions on power loss, and a lost "started" would let a call run twice after the
 reboot: exactly-once needs FULL.
 
-Threads: one connection, owned by one thread (`bridge.journal._writer.GroupCommitWriter`);
-callers queue their operations to it. Concurrent writes are committed together, one fsync per
-group, and each caller returns only once its own write is committed.
+Threads: one connection for writes, owned by one thread
+(`bridge.journal._writer.GroupCommitWriter`); callers queue their writes to it. Concurrent
+writes are committed together, one fsync per group, and each caller returns only once its own
+write is committed. Reads (one statement each) run on the caller's thread, on a read-only
+connection of that thread's own: in WAL mode a reader sees every committed write and neither
+waits for the writer nor makes it wait, so a read costs no hand-off to the writer's thread
+(four or five per conversation). An in-memory database has one connection: its reads go to
+the writer's thread too.
 
 Statements: `bridge.journal._sql.SQLJournal`, shared with `PostgresJournal`; this module
 says how they run here (the writer thread, ``cursor.lastrowid``, ``IN (...)``).
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +41,9 @@ __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+MAX_READERS = 64
+"""Read connections at most (one per thread that reads); past this, reads go to the writer."""
 
 
 class SQLiteJournal(SQLJournal[sqlite3.Connection]):
@@ -71,6 +80,10 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open the journal {self.path}: {exc}") from None
         self._writer = GroupCommitWriter(self._db)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteJournal({self.path!r})"
@@ -95,7 +108,32 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
             logger.info("journal %s migrated to schema version %d", self.path, target)
 
     def _transaction(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        if not write:
+            reader = self._reader()
+            if reader is not None:
+                return fn(reader)
         return self._writer.run(fn, write=write)
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's read connection (None: reads go to the writer's thread)."""
+        if self._closed:
+            raise RuntimeError("the journal is closed")
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if reader is not None or self.path == ":memory:":
+            return reader
+        with self._readers_lock:
+            if self._closed:
+                raise RuntimeError("the journal is closed")
+            if len(self._readers) >= MAX_READERS:
+                return None
+            reader = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            reader.row_factory = sqlite3.Row
+            reader.execute("PRAGMA query_only=ON")
+            self._readers.append(reader)
+        self._local.reader = reader
+        return reader
 
     def _execute(
         self, db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()
@@ -115,4 +153,9 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
         return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
 
     def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.close()
         self._writer.close()
