@@ -1,13 +1,15 @@
 """One run in the daemon: its events as Server-Sent Events, its subscribers, its outcome.
 
 The run itself happens on a worker thread (`bridge.daemon.service`); it hands each loop event
-to `RunHandle.publish` on the event loop, which keeps a bounded history (so a client that
-connects late replays the run so far) and fans the event out to every follower.
+to `RunHandle.publish` there, which keeps a bounded history (so a client that connects late
+replays the run so far) and, only when someone follows, has the event loop pass it on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -154,8 +156,11 @@ class RunTally(EventTally):
 class RunHandle:
     """A run in progress: its events so far, its followers and, at the end, its outcome.
 
-    Every method runs on the event loop thread (the worker thread goes through
-    `loop.call_soon_threadsafe`), so no locks are needed.
+    Made on the event loop; `publish` may be called from any thread (the run's worker), the
+    rest on the loop. An event gets its id and its place in the history under a lock, and
+    is handed to the followers there is then by one callback on the loop, scheduled under
+    the same lock: followers see the events in id order, and with none (a plain JSON
+    answer) an event costs no hop to the loop.
     """
 
     def __init__(self, conversation_id: str, request_id: str, *, recovered: bool = False) -> None:
@@ -169,6 +174,8 @@ class RunHandle:
         self._done = asyncio.Event()
         self._followers: set[asyncio.Queue[SseEvent | None]] = set()
         self._next_id = 1
+        self._lock = threading.Lock()
+        self._loop = _running_loop()
 
     @property
     def done(self) -> bool:
@@ -176,13 +183,26 @@ class RunHandle:
         return self._done.is_set()
 
     def publish(self, name: str, data: dict[str, Any]) -> None:
-        """Record one event and send it to every follower."""
-        event = SseEvent(self._next_id, name, data)
-        self._next_id += 1
-        if len(self.history) < MAX_HISTORY or name != "text_delta":
-            self.history.append(event)
-        for queue in self._followers:
-            queue.put_nowait(event)
+        """Record one event and send it to every follower (from any thread)."""
+        with self._lock:
+            event = SseEvent(self._next_id, name, data)
+            self._next_id += 1
+            if len(self.history) < MAX_HISTORY or name != "text_delta":
+                self.history.append(event)
+            if self._followers:
+                self._schedule(event)
+
+    def _schedule(self, event: SseEvent | None) -> None:
+        """Have the loop hand `event` to the current followers (under `_lock`: in order)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        followers = tuple(self._followers)
+        if _running_loop() is loop:
+            loop.call_soon(_deliver, followers, event)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+                loop.call_soon_threadsafe(_deliver, followers, event)
 
     def finish(self, outcome: RunOutcome) -> None:
         """Set the outcome, send the closing ``done`` event and release the followers."""
@@ -193,9 +213,10 @@ class RunHandle:
         if outcome.failure is not None:
             data["error"] = {**outcome.failure.to_json(), "request_id": self.request_id}
         self.publish("done", data)
-        self._done.set()
-        for queue in self._followers:
-            queue.put_nowait(None)
+        with self._lock:
+            self._done.set()
+            if self._followers:
+                self._schedule(None)
 
     async def wait(self) -> RunOutcome:
         """Wait for the outcome."""
@@ -210,10 +231,13 @@ class RunHandle:
         proxies keep the connection open).
         """
         queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
-        replay = list(self.history)
-        finished = self.done
-        if not finished:
-            self._followers.add(queue)
+        with self._lock:
+            if self._loop is None:  # made outside the loop (tests): deliver on this one
+                self._loop = asyncio.get_running_loop()
+            replay = list(self.history)
+            finished = self.done
+            if not finished:
+                self._followers.add(queue)
         try:
             for old in replay:
                 yield old
@@ -228,3 +252,15 @@ class RunHandle:
                 yield event
         finally:
             self._followers.discard(queue)
+
+
+def _deliver(followers: tuple[asyncio.Queue[SseEvent | None], ...], event: SseEvent | None) -> None:
+    for queue in followers:
+        queue.put_nowait(event)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

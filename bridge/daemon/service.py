@@ -145,7 +145,7 @@ class Service:
         self.approvals = ApprovalDesk(
             journal,
             timeout=settings.approval_timeout,
-            publish_run=lambda cid, name, data: self._call_soon(self._publish_run, cid, name, data),
+            publish_run=self._publish_run,
             hub=self.hub,
             count=lambda outcome: self.metrics.approvals.inc(outcome),
             webhook=ApprovalWebhook(webhook) if webhook else None,
@@ -540,13 +540,13 @@ class Service:
                 events = conversation.stream(
                     job.query, tool_choice=job.tool_choice, sent_by=job.sent_by
                 )
-            self._call_soon(setattr, handle, "message_id", conversation.message_id)
+            handle.message_id = conversation.message_id
             for event in events:
                 tally.see(event)
                 self._observe(event, cid)
                 payload = event_payload(event)
                 if payload is not None:
-                    self._call_soon(handle.publish, *payload)
+                    handle.publish(*payload)
                     self._tell_hub(cid, conversation.message_id, *payload)
             outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
         except Exception as exc:
@@ -559,7 +559,7 @@ class Service:
             elif not isinstance(exc, BridgeError):
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
-            self._call_soon(handle.publish, "failed", failure.to_json())
+            handle.publish("failed", failure.to_json())
             self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
             outcome = RunOutcome("failed", failure=failure)
         finally:
@@ -650,7 +650,7 @@ class Service:
         self.hub.publish(name, body, replay=name != "text_delta")
 
     def _publish_run(self, conversation_id: str, name: str, data: dict[str, Any]) -> None:
-        """Send an event to the conversation's run in progress, if any (on the loop)."""
+        """Send an event to the conversation's run in progress, if any (from any thread)."""
         handle = self._active.get(conversation_id)
         if handle is not None:
             handle.publish(name, data)
