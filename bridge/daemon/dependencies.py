@@ -26,6 +26,7 @@ __all__ = [
     "get_grace",
     "get_service",
     "get_settings",
+    "key_name",
     "request_id",
     "require_api_key",
 ]
@@ -54,18 +55,18 @@ async def request_id(request: Request) -> str:
     return str(getattr(request.state, "request_id", "-"))
 
 
-async def require_api_key(request: Request) -> None:
-    """Refuse the request unless it carries one of the daemon's API keys (when any is set);
-    remember the key's name in ``request.state.api_key_name`` (None without keys).
+def key_name(keys: ApiKeys | None, authorization: str) -> str | None:
+    """The name of the API key an ``Authorization`` header carries (None: the daemon takes no
+    keys); one check for every way in (the routes' dependency and `bridge.daemon.fastpath`).
 
     Each comparison takes the same time whatever the key (`bridge.daemon.keys.ApiKeys`).
+
+    Raises:
+        ApiError: 401, the key is missing or unknown.
     """
-    request.state.api_key_name = None
-    keys: ApiKeys | None = request.app.state.api_keys
     if keys is None:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
+        return None
+    scheme, _, given = authorization.partition(" ")
     challenge = {"WWW-Authenticate": 'Bearer realm="toolbridge"'}
     if scheme.lower() != "bearer" or not given.strip():
         raise ApiError(
@@ -78,7 +79,15 @@ async def require_api_key(request: Request) -> None:
     name = keys.identify(given.strip())
     if name is None:
         raise ApiError(401, "unauthorized", "invalid API key", headers=challenge)
-    request.state.api_key_name = name
+    return name
+
+
+async def require_api_key(request: Request) -> None:
+    """Refuse the request unless it carries one of the daemon's API keys (when any is set);
+    remember the key's name in ``request.state.api_key_name`` (None without keys)."""
+    request.state.api_key_name = None
+    keys: ApiKeys | None = request.app.state.api_keys
+    request.state.api_key_name = key_name(keys, request.headers.get("authorization", ""))
 
 
 async def caller_name(request: Request) -> str | None:

@@ -27,6 +27,8 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bridge.daemon.dependencies import key_name
+from bridge.daemon.errors import ApiError
 from bridge.daemon.models import CONVERSATION_ID_PATTERN, CreateConversation, SendMessage
 from bridge.daemon.routers.conversations import answer_message, open_conversation, router
 
@@ -113,14 +115,10 @@ class FastRoutes:
 def _caller(scope: Scope, headers: Headers) -> tuple[bool, str | None]:
     """Whether the request may go on, and the name of its API key (None: the daemon takes
     no keys). A missing or wrong key is for FastAPI's `require_api_key` to answer."""
-    keys = scope["app"].state.api_keys
-    if keys is None:
-        return True, None
-    scheme, _, given = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
+    try:
+        return True, key_name(scope["app"].state.api_keys, headers.get("authorization", ""))
+    except ApiError:
         return False, None
-    name = keys.identify(given.strip())
-    return name is not None, name
 
 
 def _is_json(content_type: str | None) -> bool:
