@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,7 +37,9 @@ from bridge.journal.base import Journal
 from bridge.journal.stores import is_postgres_url, open_journal
 from bridge.platforms.base import Platform
 
-__all__ = ["create_app"]
+__all__ = ["FASTPATH_ENV", "create_app"]
+
+FASTPATH_ENV = "TOOLBRIDGE_FASTPATH"
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +137,10 @@ def create_app(
     app.include_router(health.router)
     app.include_router(console.router)
     # Inside the request context (added first: the last added is the outermost).
-    app.add_middleware(FastRoutes)
+    # TOOLBRIDGE_FASTPATH=0 leaves every request to FastAPI: to rule the fast path out when
+    # diagnosing, and for the tests that compare the two answers.
+    if os.environ.get(FASTPATH_ENV, "1") != "0":
+        app.add_middleware(FastRoutes)
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -13,7 +13,9 @@ It answers only what it is sure to answer as the route would: a well-formed JSON
 validates, a valid API key (when keys are set), a conversation id of the right shape, and no
 ``stream``. Anything else (an invalid body, a missing key, an SSE answer, another route) goes
 on to FastAPI untouched, with the body replayed, and gets FastAPI's answer and errors.
-Exceptions are mapped by the app's own exception handlers.
+Exceptions are mapped by the app's own exception handlers. ``TOOLBRIDGE_FASTPATH=0`` turns the
+layer off; tests/daemon/test_fastpath.py sends the same requests, hostile ones and generated
+bodies, to a daemon with it and one without and requires the same answers.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def _validated(body: bytes, model: type[SendMessage] | type[CreateConversation])
     """The body as `model`, validated from parsed JSON as FastAPI does; None if it is not."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: FastAPI says so (400)
         return None
     if not isinstance(data, dict):
         return None
