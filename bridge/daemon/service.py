@@ -431,12 +431,7 @@ class Service:
         except BaseException as exc:
             error = exc
             if isinstance(exc, LeaseHeldError):
-                error = ApiError(
-                    409,
-                    "conversation_busy",
-                    f"{exc}; send the next message when it is done: follow it at GET "
-                    f"/v1/conversations/{conversation_id}/events or poll until busy is false",
-                )
+                error = ApiError(409, "conversation_busy", f"{exc}; {_when_done(conversation_id)}")
             self._abandon(handle, job, error)
             raise error from None
         return self._launch(handle, job)
@@ -484,8 +479,7 @@ class Service:
                 "conversation_busy",
                 f"conversation {handle.conversation_id} is still answering message "
                 f"{busy.message_id or '(starting)'} (for {time.monotonic() - busy.began:.1f} s)"
-                f"{approvals}; send the next message when it is done: follow it at GET "
-                f"/v1/conversations/{handle.conversation_id}/events or poll until busy is false",
+                f"{approvals}; {_when_done(handle.conversation_id)}",
             )
         limit = self.settings.workers + self.settings.queue_limit
         if len(self._active) >= limit:
@@ -496,7 +490,6 @@ class Service:
                 f"workers + queue_limit = {limit}); retry shortly",
                 headers={"Retry-After": "1"},
             )
-        assert self.pool is not None, "Service.start() was not called"
         self._active[handle.conversation_id] = handle
 
     def _launch(self, handle: RunHandle, job: _Job) -> RunHandle:
@@ -729,6 +722,14 @@ class Service:
             for live in released:
                 logger.debug("releasing idle conversation %s", live.conversation.id)
                 await asyncio.to_thread(live.conversation.close)
+
+
+def _when_done(conversation_id: str) -> str:
+    """What a 409 ``conversation_busy`` tells the client to do, wherever the run is."""
+    return (
+        f"send the next message when it is done: follow it at GET "
+        f"/v1/conversations/{conversation_id}/events or poll until busy is false"
+    )
 
 
 def _refresh_modules(specs: tuple[str, ...]) -> None:
