@@ -32,6 +32,7 @@ deadline (`bridge.daemon.approvals`). A pending request that no resumed run wait
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,8 +83,6 @@ def recover(service: Service) -> tuple[int, int]:
 async def take_over(service: Service) -> tuple[int, int]:
     """Claim and continue the unfinished messages of replicas whose leases expired (run
     periodically by the service on a shared journal); returns (resumed, failed)."""
-    import asyncio
-
     journal = service.journal
     claimed = await asyncio.to_thread(
         journal.claim_orphans,
