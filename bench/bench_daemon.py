@@ -62,9 +62,9 @@ from _daemons import (
     statements,
     transactions,
 )
-from requests.adapters import HTTPAdapter
 
 from bridge import Bridge, manifest
+from bridge.platforms._http import new_session
 from bridge.platforms.appbuilder import AppBuilderPlatform
 
 __all__ = ["main"]
@@ -169,8 +169,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _direct(emulator: dict[str, str], clients: int) -> tuple[list[float], float, float]:
     """Latencies, wall and this process's CPU seconds (every thread) of the direct run."""
-    session = requests.Session()
-    session.mount("http://", HTTPAdapter(pool_maxsize=clients))
+    # As the daemon does (`bridge.daemon.app._platform`): one pooled connection per client.
+    session = new_session(connections=clients)
     platform = AppBuilderPlatform(
         app_id=emulator["APPBUILDER_APP_ID"],
         token=emulator["APPBUILDER_TOKEN"],

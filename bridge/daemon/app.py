@@ -173,14 +173,9 @@ def _stop_reloading_keys() -> None:
 
 
 def _platform(settings: DaemonSettings) -> Platform:
-    import requests
-    from requests.adapters import HTTPAdapter
-
     from bridge.platforms import create_platform
+    from bridge.platforms._http import new_session
 
     # One connection per worker, so concurrent runs do not discard pooled connections.
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(10, settings.workers))
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+    session = new_session(connections=max(10, settings.workers))
     return create_platform(settings.platform, session=session, **settings.platform_options())

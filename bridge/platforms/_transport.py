@@ -47,7 +47,7 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
-from bridge.platforms._http import causes, connect_failure, new_session, origin
+from bridge.platforms._http import PlatformSession, causes, connect_failure, new_session, origin
 from bridge.platforms._sse import TooLargeError
 from bridge.platforms.retry import ExcKind, RetryPolicy
 
@@ -391,17 +391,26 @@ class Transport:
         files: Files | Callable[[], Files] | None,
         headers: CaseInsensitiveDict[str],
     ) -> requests.Response:
+        session = self._session
+        timeout = (self.connect_timeout, self.idle_timeout)
+        # Ours: its environment is read once per host, so it is passed on explicitly.
+        ours = session if isinstance(session, PlatformSession) and not session.trust_env else None
+        if ours is not None and files is None and ours.plain:
+            return ours.send_plain(
+                method, url, params=params, body=body, headers=headers, timeout=timeout
+            )
         parts = files() if callable(files) else files
         try:
-            return self._session.request(
+            return session.request(
                 method,
                 url,
                 params=params,
                 data=body,
                 files=dict(parts) if parts is not None else None,
                 headers=dict(headers),
-                timeout=(self.connect_timeout, self.idle_timeout),
+                timeout=timeout,
                 stream=True,
+                proxies=ours.proxies_for(url) if ours is not None else None,
             )
         finally:
             for _, value in (parts or {}).values():
