@@ -2,14 +2,108 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import Annotated
+import sys
+import types
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
+from typer import _click
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType
 
-__all__ = ["app", "state"]
+__all__ = ["Typer", "app", "state"]
 
-app = typer.Typer(
+_DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+"""Modules typer's help renderer imports at its top but only uses for markdown help text and
+pretty tracebacks, neither of which this CLI turns on; together they cost more (markdown_it,
+pygments, attrs) than the rest of `toolbridge --help`."""
+
+
+class _Forwarding(type):
+    """A stand-in class that behaves as the real one (calls, class attributes, isinstance),
+    importing its module on first use."""
+
+    _module: str
+
+    def _real(cls) -> Any:
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(cls._real(), name)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._real())
+
+
+def _import_help_renderer() -> None:
+    """Import `typer.rich_utils` without loading `_DEFERRED` (unless already loaded).
+
+    The stand-ins sit in `sys.modules` only while typer's module runs, so any later
+    `import rich.markdown` (including the stand-ins' own) gets the real module.
+    """
+    if "typer.rich_utils" in sys.modules:
+        return
+    placeholders: dict[str, types.ModuleType] = {}
+    for module, name in _DEFERRED.items():
+        if module not in sys.modules:
+            placeholder = types.ModuleType(module)
+            setattr(placeholder, name, _Forwarding(name, (), {"_module": module}))
+            placeholders[module] = placeholder
+    sys.modules.update(placeholders)
+    try:
+        importlib.import_module("typer.rich_utils")
+    finally:
+        for module, placeholder in placeholders.items():
+            if sys.modules.get(module) is placeholder:
+                del sys.modules[module]
+
+
+class _Group(TyperGroup):
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _import_help_renderer()
+        super().format_help(ctx, formatter)
+
+    def get_help_option(self, ctx: _click.Context) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        if option is not None and type(option) is TyperOption:
+            # Typer coerces an absent --help (None) through a pydantic adapter built for the
+            # purpose, importing pydantic in every `toolbridge COMMAND` (60-90 ms of
+            # `toolbridge run --help`) only to get None back.
+            option.__class__ = _HelpOption
+        return option
+
+
+class _HelpOption(TyperOption):
+    def process_value(self, ctx: _click.Context, value: Any) -> Any:
+        return super().process_value(ctx, False if value is None else value)
+
+
+class _Command(TyperCommand):
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _import_help_renderer()
+        super().format_help(ctx, formatter)
+
+
+class Typer(typer.Typer):
+    """`typer.Typer` whose help renders without the imports it does not need (`_DEFERRED`,
+    pydantic); every group and command of the CLI is made with it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
+
+    def command(
+        self, *args: Any, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        return super().command(*args, cls=_Command, **kwargs)
+
+
+app = Typer(
     name="toolbridge",
     help="Run a cloud agent's tool calls on local functions.",
     no_args_is_help=True,

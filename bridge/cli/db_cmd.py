@@ -7,19 +7,18 @@ operator see and apply an upgrade before rolling out new daemons. ``--db`` takes
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bridge.cli._app import app
+from bridge.cli._app import Typer, app
 from bridge.cli._common import fail
 from bridge.errors import UsageError, register_secret
 
 __all__ = ["db_app"]
 
-db_app = typer.Typer(
+db_app = Typer(
     help="The journal's schema: status (version, pending steps) and upgrade.",
     no_args_is_help=True,
 )
@@ -50,6 +49,8 @@ def _target(db: str | None) -> str:
 
 
 def _sqlite_version(path: str) -> int:
+    import sqlite3  # here: `toolbridge --help` imports this module
+
     if not Path(path).exists():
         return 0
     try:

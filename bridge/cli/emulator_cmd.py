@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import ipaddress
-import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bridge.cli._app import app, state
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["emulator"]
 
@@ -26,6 +28,8 @@ def _is_loopback(host: str) -> bool:
 
 def _bind(host: str, port: int) -> socket.socket:
     """Bind the listening socket first, so `--port 0` can report the port it got."""
+    import socket  # here: `toolbridge --help` imports this module
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
