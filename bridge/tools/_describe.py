@@ -75,19 +75,24 @@ _STYLE_MARKS = (
             r"^\s*(Args|Arguments|Parameters|Returns|Yields|Raises|Attributes|Examples?)\s*:\s*$",
             re.M,
         ),
+        (":",),
     ),
-    (docstring_parser.DocstringStyle.NUMPYDOC, re.compile(r"^\s*-{3,}\s*$", re.M)),
+    (docstring_parser.DocstringStyle.NUMPYDOC, re.compile(r"^\s*-{3,}\s*$", re.M), ("---",)),
     (
         docstring_parser.DocstringStyle.REST,
         re.compile(
             r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?)\b", re.M
         ),
+        (":param", ":arg", ":key", ":type", ":return", ":rtype", ":raise"),
     ),
     (
         docstring_parser.DocstringStyle.EPYDOC,
         re.compile(r"^\s*@(param|type|returns?|rtype|raises?)\b", re.M),
+        ("@",),
     ),
 )
+"""Each style's section marks, and texts one of which any mark contains: a docstring with none
+of them is not searched (the searches, `^\\s*` at every line, cost more than the parsing)."""
 
 
 def _style_of(doc: str) -> docstring_parser.DocstringStyle:
@@ -96,7 +101,11 @@ def _style_of(doc: str) -> docstring_parser.DocstringStyle:
     AUTO parses with every style and keeps the richest result: right, but about four times
     slower, which shows when a thousand tools are registered.
     """
-    found = [style for style, marks in _STYLE_MARKS if marks.search(doc)]
+    found = [
+        style
+        for style, marks, needed in _STYLE_MARKS
+        if any(map(doc.__contains__, needed)) and marks.search(doc)
+    ]
     return found[0] if len(found) == 1 else docstring_parser.DocstringStyle.AUTO
 
 
@@ -269,11 +278,15 @@ def is_context(hint: Any) -> bool:
     """Whether a type hint asks for the `ToolContext` (also Optional, Annotated, or as text)."""
     if isinstance(hint, str):
         return bool(_CONTEXT_TEXT.search(f" {hint} "))
-    if get_origin(hint) is Annotated:
+    if type(hint) is type:  # a plain class, the usual case: no origin to look at
+        return issubclass(hint, ToolContext)
+    origin = get_origin(hint)
+    if origin is Annotated:
         hint = get_args(hint)[0]
+        origin = get_origin(hint)
     if isinstance(hint, type):
         return issubclass(hint, ToolContext)
-    if get_origin(hint) is Union or get_origin(hint) is types.UnionType:
+    if origin is Union or origin is types.UnionType:
         rest = [arg for arg in get_args(hint) if arg is not _NONE_TYPE]
         return len(rest) == 1 and is_context(rest[0])
     return False

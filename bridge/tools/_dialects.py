@@ -36,6 +36,7 @@ from bridge.tools.spec import ToolSpec
 
 __all__ = [
     "DIALECTS",
+    "Fresh",
     "Rendering",
     "appbuilder_parameters",
     "remember_output",
@@ -300,10 +301,20 @@ def _render(
 Rendering = Callable[[ToolSpec], dict[str, Any]]
 """Renders a spec in one dialect when first asked (see `remember_output`)."""
 
-_OUTPUTS: dict[int, dict[str, dict[str, Any] | Rendering]] = {}
+
+@dataclasses.dataclass(frozen=True)
+class Fresh:
+    """A rendering that builds a new dict, sharing nothing, every time: it is called for each
+    request instead of cached, and its result handed out without a copy (as cheap as copying
+    a cached one, and nothing is kept)."""
+
+    render: Rendering
 
 
-def _outputs_of(spec: ToolSpec) -> dict[str, dict[str, Any] | Rendering]:
+_OUTPUTS: dict[int, dict[str, dict[str, Any] | Rendering | Fresh]] = {}
+
+
+def _outputs_of(spec: ToolSpec) -> dict[str, dict[str, Any] | Rendering | Fresh]:
     key = id(spec)
     outputs = _OUTPUTS.get(key)
     if outputs is None:
@@ -312,7 +323,9 @@ def _outputs_of(spec: ToolSpec) -> dict[str, dict[str, Any] | Rendering]:
     return outputs
 
 
-def remember_output(spec: ToolSpec, dialect: str, output: dict[str, Any] | Rendering) -> None:
+def remember_output(
+    spec: ToolSpec, dialect: str, output: dict[str, Any] | Rendering | Fresh
+) -> None:
     """Store a ready rendering of `spec`, or how to make it when first asked (used for the SDK
     shape, which needs the signature, and for a rendering shared by tools of one shape)."""
     _outputs_of(spec)[dialect] = output
@@ -322,6 +335,8 @@ def _output(spec: ToolSpec, dialect: str) -> dict[str, Any] | None:
     """The cached rendering of `spec` in `dialect`, made now if it was left for later."""
     outputs = _outputs_of(spec)
     output = outputs.get(dialect)
+    if isinstance(output, Fresh):
+        return output.render(spec)
     if callable(output):
         output = outputs[dialect] = output(spec)
     return output
@@ -371,6 +386,9 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
     if dialect not in DIALECTS:
         raise UsageError(f"unknown dialect {dialect!r}; valid dialects: {', '.join(DIALECTS)}")
     if isinstance(spec_or_parts, ToolSpec):
+        stored = _outputs_of(spec_or_parts).get(dialect)
+        if isinstance(stored, Fresh):
+            return stored.render(spec_or_parts)
         output = _output(spec_or_parts, dialect)
         if output is None:
             output = _render(

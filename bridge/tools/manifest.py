@@ -45,7 +45,7 @@ from bridge.tools._describe import (
     resolve_hints,
     tool_description,
 )
-from bridge.tools._dialects import Rendering, render_spec
+from bridge.tools._dialects import Fresh, render_spec
 from bridge.tools._doctypes import type_from_doc
 from bridge.tools._sdk import sdk_view
 from bridge.tools.returns import output_schema_of, return_hint
@@ -307,14 +307,15 @@ def build_spec(
     return spec
 
 
-def _appbuilder(shaped: Callable[[], dict[str, Any]]) -> Rendering:
-    """The appbuilder rendering of a tool whose arguments schema comes shaped already."""
+def _appbuilder(shaped: Callable[[], dict[str, Any]]) -> Fresh:
+    """The appbuilder rendering of a tool whose arguments schema comes shaped already (`shaped`
+    fills a new copy each time, and the rest is strings)."""
 
     def render(spec: ToolSpec) -> dict[str, Any]:
         output: dict[str, Any] = render_spec(spec, "appbuilder", shaped=shaped())
         return output
 
-    return render
+    return Fresh(render)
 
 
 def _param(
@@ -382,13 +383,13 @@ def _output_schema(hint: Any, meta: Meta | None, doc: Doc, where: str) -> dict[s
 def _has_field_description(hint: Any, default: Any) -> bool:
     if isinstance(default, FieldInfo) and default.description:
         return True
-    if get_origin(hint) is Annotated:
+    if type(hint) is not type and get_origin(hint) is Annotated:
         return any(isinstance(m, FieldInfo) and m.description for m in hint.__metadata__)
     return False
 
 
 def _annotated_text(hint: Any) -> str | None:
-    if get_origin(hint) is Annotated:
+    if type(hint) is not type and get_origin(hint) is Annotated:
         for item in hint.__metadata__:
             if isinstance(item, str):
                 return item
