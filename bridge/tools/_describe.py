@@ -125,6 +125,9 @@ def parse_doc(doc: str | None, where: str) -> Doc:
 _GOOGLE = docstring_parser.google.GoogleParser()
 
 
+_NO_ENTRIES: Mapping[str, str] = MappingProxyType({})
+
+
 @functools.lru_cache(maxsize=4096)
 def _parsed(doc: str) -> Doc | str:
     """The Doc of a docstring, or why it cannot be parsed; parsed once per text (a docstring
@@ -162,9 +165,9 @@ def _parsed(doc: str) -> Doc | str:
     }
     return Doc(
         description,
-        MappingProxyType(params),
+        MappingProxyType(params) if params else _NO_ENTRIES,
         returns.strip() if returns and returns.strip() else None,
-        MappingProxyType(types),
+        MappingProxyType(types) if types else _NO_ENTRIES,
         returns_type.strip() if returns_type and returns_type.strip() else None,
     )
 

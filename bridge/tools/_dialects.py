@@ -304,22 +304,40 @@ Rendering = Callable[[ToolSpec], dict[str, Any]]
 
 @dataclasses.dataclass(frozen=True)
 class Fresh:
-    """A rendering that builds a new dict, sharing nothing, every time: it is called for each
-    request instead of cached, and its result handed out without a copy (as cheap as copying
-    a cached one, and nothing is kept)."""
+    """A rendering that builds a new dict, sharing nothing, every time: `render(spec, data)`
+    is called for each request instead of cached, and its result handed out without a copy
+    (as cheap as copying a cached one, and nothing is kept)."""
 
-    render: Rendering
+    render: Callable[[ToolSpec, Any], dict[str, Any]]
+    data: Any = None
 
 
 _OUTPUTS: dict[int, dict[str, dict[str, Any] | Rendering | Fresh]] = {}
+_ALIVE: dict[int, _Ref] = {}
+"""The weak reference that drops a spec's `_OUTPUTS` entry when the spec goes, by its id."""
+
+
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    # One object per spec (a `weakref.finalize` makes five, each walked by the garbage
+    # collector while a thousand tools are registered).
+    __slots__ = ("key",)
+    key: int
+
+
+def _forget(ref: _Ref) -> None:
+    if _ALIVE.get(ref.key) is ref:
+        del _ALIVE[ref.key]
+        _OUTPUTS.pop(ref.key, None)
 
 
 def _outputs_of(spec: ToolSpec) -> dict[str, dict[str, Any] | Rendering | Fresh]:
     key = id(spec)
     outputs = _OUTPUTS.get(key)
     if outputs is None:
+        ref = _Ref(spec, _forget)
+        ref.key = key
+        _ALIVE[key] = ref
         outputs = _OUTPUTS[key] = {}
-        weakref.finalize(spec, _OUTPUTS.pop, key, None)
     return outputs
 
 
@@ -336,7 +354,7 @@ def _output(spec: ToolSpec, dialect: str) -> dict[str, Any] | None:
     outputs = _outputs_of(spec)
     output = outputs.get(dialect)
     if isinstance(output, Fresh):
-        return output.render(spec)
+        return output.render(spec, output.data)
     if callable(output):
         output = outputs[dialect] = output(spec)
     return output
@@ -388,7 +406,7 @@ def to_dialect(spec_or_parts: ToolSpec | Mapping[str, Any], dialect: str = "appb
     if isinstance(spec_or_parts, ToolSpec):
         stored = _outputs_of(spec_or_parts).get(dialect)
         if isinstance(stored, Fresh):
-            return stored.render(spec_or_parts)
+            return stored.render(spec_or_parts, stored.data)
         output = _output(spec_or_parts, dialect)
         if output is None:
             output = _render(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -42,6 +43,7 @@ _OBJECT_HASH: Any = object.__hash__
 _SLOTS: tuple[str, ...] = tuple(
     name for cls in FieldInfo.__mro__ for name in getattr(cls, "__slots__", ())
 )
+_GET_SLOTS = operator.attrgetter(*_SLOTS)
 
 
 def placeholder(index: int) -> str:
@@ -117,8 +119,11 @@ class _KeyBuilder:
             # Each `Annotated[int, Field(ge=0)]` written in a signature is a new FieldInfo:
             # keyed by what it holds, so equal ones share a model.
             parts: list[Any] = [kind]
-            for name in _SLOTS:
-                item = getattr(obj, name, _UNSET)
+            try:
+                items = _GET_SLOTS(obj)  # all of them at once
+            except AttributeError:  # an unset slot
+                items = tuple(getattr(obj, name, _UNSET) for name in _SLOTS)
+            for item in items:
                 if type(item) in _PLAIN:  # most slots hold None, a bool or a string
                     parts.append((type(item), item))
                 else:

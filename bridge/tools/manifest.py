@@ -290,7 +290,7 @@ def build_spec(
     )
     # Made when first asked for (few programs use this dialect), from what is known now.
     sdk = functools.partial(
-        sdk_view,
+        _sdk_rendering,
         fn,
         sig,
         name=tool_name,
@@ -301,21 +301,25 @@ def build_spec(
         decorator_description=meta.description if meta else None,
         doc=getattr(fn, "__doc__", None),
     )
-    remember_output(spec, "appbuilder-sdk", lambda _: sdk())
+    remember_output(spec, "appbuilder-sdk", sdk)
     if arguments.appbuilder is not None:
         remember_output(spec, "appbuilder", _appbuilder(arguments.appbuilder))
     return spec
 
 
+def _sdk_rendering(fn: Any, sig: inspect.Signature, _: ToolSpec, **view: Any) -> dict[str, Any]:
+    return sdk_view(fn, sig, **view)
+
+
 def _appbuilder(shaped: Callable[[], dict[str, Any]]) -> Fresh:
     """The appbuilder rendering of a tool whose arguments schema comes shaped already (`shaped`
     fills a new copy each time, and the rest is strings)."""
+    return Fresh(_render_appbuilder, shaped)
 
-    def render(spec: ToolSpec) -> dict[str, Any]:
-        output: dict[str, Any] = render_spec(spec, "appbuilder", shaped=shaped())
-        return output
 
-    return Fresh(render)
+def _render_appbuilder(spec: ToolSpec, shaped: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    output: dict[str, Any] = render_spec(spec, "appbuilder", shaped=shaped())
+    return output
 
 
 def _param(

@@ -142,6 +142,9 @@ def _plain_json(value: Any, depth: int) -> bool:
     return False
 
 
+_NOTHING: frozenset[str] = frozenset()
+
+
 def build_arguments(
     params: Sequence[Param],
     *,
@@ -204,11 +207,12 @@ def build_arguments(
         model,
         keys=keys,
         parameters=parameters,
-        ignored=ignored,
-        explicit=explicit,
-        optional=optional,
+        # The validator keeps these until it is built: the usual empty ones are one object.
+        ignored=ignored or _NOTHING,
+        explicit=explicit or _NOTHING,
+        optional=optional or _NOTHING,
         pass_unknown=not strict,
-        reserved=reserved,
+        reserved=reserved or _NOTHING,
     )
     appbuilder: Callable[[], dict[str, Any]] | None = None
     if strict:
