@@ -203,6 +203,8 @@ def merge_options(
     """The decorator's options (`declared`) with the non-None `overrides` on top, checked."""
     if isinstance(overrides, ToolOptions):
         return overrides
+    if not declared and (overrides is None or _all_none(overrides)):
+        return _DEFAULT_OPTIONS  # what the checks below give (frozen, so one is shared)
     values: dict[str, Any] = dict.fromkeys(OPTION_NAMES)
     values.update(idempotent=False, confirm=False, read_only=False, strict=True)
     values.update(declared)
@@ -230,6 +232,22 @@ def merge_options(
             problems.append(problem)
             values[key] = None
     return ToolOptions(**values)
+
+
+def _all_none(overrides: Mapping[str, Any]) -> bool:
+    return all(value is None and key in OPTION_NAMES for key, value in overrides.items())
+
+
+_DEFAULT_OPTIONS = ToolOptions(
+    timeout=None,
+    idempotent=False,
+    confirm=False,
+    read_only=False,
+    before=None,
+    after=None,
+    strict=True,
+)
+"""What `merge_options` makes of no options (its defaults, every check passed)."""
 
 
 _HOOK_SHAPES = {
