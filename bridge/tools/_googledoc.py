@@ -38,6 +38,8 @@ _TYPED_ARG = re.compile(r"\s*(.+?)\s*\(\s*(.*[^\s]+)\s*\)")
 _MULTIPLE = re.compile(r"(\s*[^:\s]+:)|([^:]*\]:.*)")
 _UNKNOWN_META = re.compile(r"\n\S")
 _INDENT = re.compile(r"^\s*")
+_ENTRY_STARTS: dict[str, re.Pattern[str]] = {}
+"""By indentation: where the entries of a section start (few indentations occur)."""
 
 Parsed = tuple[
     str | None, str | None, list[tuple[str, str | None, str]], tuple[str | None, str] | None
@@ -65,26 +67,28 @@ def _split_entry(text: str) -> tuple[str, str] | None:
 def parse_google(doc: str) -> Parsed | None:
     """The parts of a Google-style docstring, or None when it is not the usual kind."""
     text = inspect.cleandoc(doc)
-    matches = list(_TITLES.finditer(text))
-    if matches:
-        desc_chunk, meta_chunk = text[: matches[0].start()], text[matches[0].start() :]
-        matches = list(_TITLES.finditer(meta_chunk))
+    found = [(match.start(), match.end(), match.group(1)) for match in _TITLES.finditer(text)]
+    if found:
+        # The titles of `meta_chunk` are those of `text`, moved: the first one starts a line
+        # in both (docstring_parser searches the chunk again).
+        first = found[0][0]
+        desc_chunk, meta_chunk = text[:first], text[first:]
+        matches = [(start - first, end - first, title) for start, end, title in found]
     else:
-        desc_chunk, meta_chunk = text, ""
+        desc_chunk, meta_chunk, matches = text, "", []
     parts = desc_chunk.split("\n", 1)
     short = parts[0] or None
     long = (parts[1] or "").strip() or None if len(parts) > 1 else None
-    titles = [match.group(1) for match in matches]
+    titles = [title for _, _, title in matches]
     if len(set(titles)) != len(titles):
         return None  # a repeated section replaces the first one's text but keeps its place
     params: list[tuple[str, str | None, str]] = []
     returns: tuple[str | None, str] | None = None
-    for index, match in enumerate(matches):
-        title = match.group(1)
+    for index, (_, title_end, title) in enumerate(matches):
         if title not in _PARAM_TITLES and title != "Returns":
             return None
-        end = matches[index + 1].start() if index + 1 < len(matches) else len(meta_chunk)
-        details = meta_chunk[match.end() : end]
+        end = matches[index + 1][0] if index + 1 < len(matches) else len(meta_chunk)
+        details = meta_chunk[title_end:end]
         unknown = _UNKNOWN_META.search(details)
         if unknown is not None:
             details = details[: unknown.start()]
@@ -101,7 +105,12 @@ def parse_google(doc: str) -> Parsed | None:
             continue
         indent_match = _INDENT.search(chunk)
         indent = indent_match.group() if indent_match else ""
-        starts = list(re.finditer("^" + indent + r"(?=\S)", chunk, flags=re.M))
+        entry = _ENTRY_STARTS.get(indent)
+        if entry is None:
+            entry = re.compile("^" + indent + r"(?=\S)", flags=re.M)
+            if len(_ENTRY_STARTS) < 64:
+                _ENTRY_STARTS[indent] = entry
+        starts = list(entry.finditer(chunk))
         if not starts:
             return None
         for number, start in enumerate(starts):

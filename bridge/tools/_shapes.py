@@ -48,7 +48,12 @@ _GET_SLOTS = operator.attrgetter(*_SLOTS)
 
 def placeholder(index: int) -> str:
     """The description the model of a shape is built with for argument `index`."""
+    if 0 <= index < len(_PLACEHOLDERS):
+        return _PLACEHOLDERS[index]
     return f"{_PREFIX}{index}\x00"
+
+
+_PLACEHOLDERS = tuple(f"{_PREFIX}{index}\x00" for index in range(64))
 
 
 @dataclass(frozen=True)

@@ -289,17 +289,18 @@ def build_spec(
         output_schema=_output_schema(return_hint(fn, sig, hints), meta, doc, where),
     )
     # Made when first asked for (few programs use this dialect), from what is known now.
-    sdk = functools.partial(
-        _sdk_rendering,
+    sdk = _SdkRendering(
         fn,
         sig,
-        name=tool_name,
-        description=description,
-        skip=context_param,
-        decorated=meta is not None and meta.manifests > 0,
-        notes=tuple(meta.params) if meta else (),
-        decorator_description=meta.description if meta else None,
-        doc=getattr(fn, "__doc__", None),
+        {
+            "name": tool_name,
+            "description": description,
+            "skip": context_param,
+            "decorated": meta is not None and meta.manifests > 0,
+            "notes": tuple(meta.params) if meta else (),
+            "decorator_description": meta.description if meta else None,
+            "doc": getattr(fn, "__doc__", None),
+        },
     )
     remember_output(spec, "appbuilder-sdk", sdk)
     if arguments.appbuilder is not None:
@@ -307,8 +308,19 @@ def build_spec(
     return spec
 
 
-def _sdk_rendering(fn: Any, sig: inspect.Signature, _: ToolSpec, **view: Any) -> dict[str, Any]:
-    return sdk_view(fn, sig, **view)
+class _SdkRendering:
+    """The appbuilder-sdk rendering of a function, made when first asked for (one object kept
+    per tool rather than a partial's three: a thousand of them are walked by the collector)."""
+
+    __slots__ = ("fn", "sig", "view")
+
+    def __init__(self, fn: Any, sig: inspect.Signature, view: dict[str, Any]) -> None:
+        self.fn = fn
+        self.sig = sig
+        self.view = view
+
+    def __call__(self, _: ToolSpec) -> dict[str, Any]:
+        return sdk_view(self.fn, self.sig, **self.view)
 
 
 def _appbuilder(shaped: Callable[[], dict[str, Any]]) -> Fresh:

@@ -10,7 +10,6 @@ in one and caches the result per spec, so listing manifests again costs a copy, 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import json
 import logging
@@ -200,23 +199,20 @@ def build_arguments(
     keys = {f"p{i}": p.name for i, p in enumerate(params)}
     optional = {p.name for p in params if _has_default(p.default)} - shape.nullable
 
-    # Partials rather than closures: a thousand tools keep a third as many objects alive,
-    # which the garbage collector walks again and again while they are registered.
-    validator = functools.partial(
-        ArgumentValidator,
+    validator = _ValidatorRecipe(
         model,
-        keys=keys,
-        parameters=parameters,
-        # The validator keeps these until it is built: the usual empty ones are one object.
-        ignored=ignored or _NOTHING,
-        explicit=explicit or _NOTHING,
-        optional=optional or _NOTHING,
-        pass_unknown=not strict,
-        reserved=reserved or _NOTHING,
+        keys,
+        parameters,
+        # Kept until the validator is built: the usual empty ones are one shared object.
+        ignored or _NOTHING,
+        explicit or _NOTHING,
+        optional or _NOTHING,
+        not strict,
+        reserved or _NOTHING,
     )
     appbuilder: Callable[[], dict[str, Any]] | None = None
     if strict:
-        appbuilder = functools.partial(_appbuilder_parameters, shape, texts)
+        appbuilder = _ShapedAppbuilder(shape, texts)
     else:
         parameters["additionalProperties"] = True
     return ArgumentsSchema(
@@ -227,8 +223,67 @@ def build_arguments(
     )
 
 
-def _appbuilder_parameters(shape: Shape, texts: dict[str, str]) -> dict[str, Any]:
-    return fill(shape.render("appbuilder", appbuilder_parameters), texts)
+# Small objects rather than closures or partials: what a tool keeps is one object each, not
+# three or nine, and a thousand tools registered make the garbage collector walk them again
+# and again.
+class _ValidatorRecipe:
+    """Builds a tool's `ArgumentValidator` (for `LazyValidator`)."""
+
+    __slots__ = (
+        "explicit",
+        "ignored",
+        "keys",
+        "model",
+        "optional",
+        "parameters",
+        "pass_unknown",
+        "reserved",
+    )
+
+    def __init__(
+        self,
+        model: type[BaseModel],
+        keys: dict[str, str],
+        parameters: dict[str, Any],
+        ignored: Collection[str],
+        explicit: Collection[str],
+        optional: Collection[str],
+        pass_unknown: bool,
+        reserved: Collection[str],
+    ) -> None:
+        self.model = model
+        self.keys = keys
+        self.parameters = parameters
+        self.ignored = ignored
+        self.explicit = explicit
+        self.optional = optional
+        self.pass_unknown = pass_unknown
+        self.reserved = reserved
+
+    def __call__(self) -> ArgumentValidator:
+        return ArgumentValidator(
+            self.model,
+            keys=self.keys,
+            parameters=self.parameters,
+            ignored=self.ignored,
+            explicit=self.explicit,
+            optional=self.optional,
+            pass_unknown=self.pass_unknown,
+            reserved=self.reserved,
+        )
+
+
+class _ShapedAppbuilder:
+    """A tool's appbuilder arguments schema, filled from its shape's (see `Shape.render`)."""
+
+    __slots__ = ("shape", "texts")
+
+    def __init__(self, shape: Shape, texts: dict[str, str]) -> None:
+        self.shape = shape
+        self.texts = texts
+
+    def __call__(self) -> dict[str, Any]:
+        return fill(self.shape.render("appbuilder", appbuilder_parameters), self.texts)
 
 
 def _build_shape(
