@@ -89,6 +89,23 @@ class Shape:
         return found
 
 
+_CONSTRAINTS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _constraint_fields(kind: type) -> tuple[str, ...] | None:
+    """The field names of an `annotated_types` constraint class (`Ge`, `MaxLen`...), else None;
+    found once per class (`dataclasses.fields` costs more than the rest of a key)."""
+    try:
+        return _CONSTRAINTS[kind]
+    except KeyError:
+        pass
+    names = None
+    if kind.__module__ == "annotated_types" and dataclasses.is_dataclass(kind):
+        names = tuple(field.name for field in dataclasses.fields(kind))
+    _CONSTRAINTS[kind] = names
+    return names
+
+
 class _UncachableError(Exception):
     pass
 
@@ -134,9 +151,9 @@ class _KeyBuilder:
                 else:
                     parts.append(self.value(item, depth + 1))
             return tuple(parts)
-        if kind.__module__ == "annotated_types" and dataclasses.is_dataclass(obj):
-            fields = dataclasses.fields(obj)
-            return (kind, tuple(self.value(getattr(obj, f.name), depth + 1) for f in fields))
+        names = _constraint_fields(kind)
+        if names is not None:
+            return (kind, tuple(self.value(getattr(obj, name), depth + 1) for name in names))
         return self.ident(obj)
 
     def json(self, obj: Any) -> Hashable:
