@@ -35,6 +35,8 @@ from bridge.types import ToolRun
 
 __all__ = ["ToolSource", "Toolbox"]
 
+_NAME = re.compile(NAME_RULE.strip("^$"))
+
 logger = logging.getLogger(__name__)
 
 ToolSource = Toolset
@@ -156,7 +158,7 @@ class Toolbox:
         for spec in specs:
             if not isinstance(spec, ToolSpec):
                 raise UsageError(f"{toolset!r}.specs() returned a {type(spec).__name__}")
-            if not re.fullmatch(NAME_RULE.strip("^$"), spec.name):
+            if not _NAME.fullmatch(spec.name):
                 raise UsageError(
                     f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not "
                     f"match {NAME_RULE}"
@@ -180,7 +182,7 @@ class Toolbox:
         """Register a ready spec (from another tool source: HTTP, OpenAPI, MCP...)."""
         if not isinstance(spec, ToolSpec):
             raise UsageError(f"add_spec takes a ToolSpec (got {type(spec).__name__})")
-        if not re.fullmatch(NAME_RULE.strip("^$"), spec.name):
+        if not _NAME.fullmatch(spec.name):
             raise UsageError(
                 f"cannot add {spec.origin or spec.name}: tool name {spec.name!r} does not match "
                 f"{NAME_RULE}"
