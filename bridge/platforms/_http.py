@@ -14,6 +14,9 @@ import requests.utils
 from requests.adapters import HTTPAdapter
 from requests.cookies import extract_cookies_to_jar
 from requests.structures import CaseInsensitiveDict
+from requests.utils import select_proxy
+
+from bridge.platforms._direct import Pools, can_send_direct, send_direct
 
 __all__ = ["PlatformSession", "causes", "connect_failure", "new_session", "origin"]
 
@@ -32,10 +35,12 @@ class PlatformSession(requests.Session):
     resolved once per origin (`proxies_for`), REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE once, and
     netrc not at all, since every adapter sends its own Authorization header.
 
-    `send_plain` prepares the request itself and hands it to the mounted adapter: the same
-    TLS settings, proxies, pools and exceptions as `Session.request`; redirects are followed
-    and cookies kept as there. Anything it cannot do the same way (auth, hooks or default
-    query parameters set on the session, multipart bodies) goes through `Session.request`.
+    `send_plain` sends through the mounted adapter's pools with the same TLS settings,
+    proxies and exceptions as `Session.request`; redirects are followed and cookies kept as
+    there. The common request (a bytes body, no proxy, no cookie to send) goes straight to
+    urllib3 (`bridge.platforms._direct`); others are prepared by requests and handed to the
+    adapter. Anything neither can do the same way (auth, hooks or default query parameters
+    set on the session, multipart bodies) goes through `Session.request`.
     """
 
     def __init__(self, *, connections: int = DEFAULT_CONNECTIONS) -> None:
@@ -49,6 +54,7 @@ class PlatformSession(requests.Session):
             self.mount("http://", adapter)
             self.mount("https://", adapter)
         self._environment: dict[str, dict[str, str]] = {}
+        self._pools: Pools = {}
 
     def proxies_for(self, url: str) -> dict[str, str]:
         """The proxies for `url`: the environment's (read once per origin), then the
@@ -77,34 +83,84 @@ class PlatformSession(requests.Session):
         """Send one request as `Session.request(..., stream=True)` would (see the class)."""
         merged = CaseInsensitiveDict(self.headers)
         merged.update(headers)
+        sent = {k: v for k, v in merged.items() if isinstance(v, str)}
+        textual = len(sent) == len(merged)  # bytes or None values: requests' own handling
+        adapter = self.get_adapter(url)
+        proxies = self.proxies_for(url)
+        timeout_pair = (timeout[0], timeout[1])
+        verify = True if self.verify is None else self.verify  # None verifies, as in requests
+        # The common case straight to urllib3; the rest as requests prepares it.
+        if (
+            params is None
+            and textual
+            and can_send_direct(adapter)
+            and not isinstance(body, str)  # http.client would encode it as Latin-1
+            and not len(self.cookies)
+            and (not proxies or select_proxy(url, proxies) is None)
+        ):
+            assert isinstance(adapter, HTTPAdapter)
+            response = send_direct(
+                adapter,
+                method,
+                url,
+                body=body,
+                headers=sent,
+                timeout=timeout_pair,
+                verify=verify,
+                cert=self.cert,
+                pools=self._pools,
+            )
+        else:
+            prepared = self._prepare(method, url, params, body, merged)
+            response = adapter.send(
+                prepared,
+                stream=True,
+                timeout=timeout_pair,
+                verify=verify,
+                cert=self.cert,
+                proxies=proxies,
+            )
+        if "set-cookie" in response.headers or response.is_redirect:
+            # What `Session.send` does after the adapter, for a complete prepared request.
+            prepared = self._prepare(method, url, params, body, merged)
+            extract_cookies_to_jar(self.cookies, prepared, response.raw)  # type: ignore[no-untyped-call]
+            if response.is_redirect:
+                # Each hop is sent (and checked) by requests itself.
+                hops = self.resolve_redirects(
+                    response,
+                    prepared,
+                    stream=True,
+                    timeout=timeout_pair,
+                    verify=verify,  # type: ignore[arg-type]  # a CA bundle path is fine
+                    cert=self.cert,
+                    proxies=proxies,
+                )
+                history = list(hops)
+                if history:
+                    history.insert(0, response)
+                    response = history.pop()
+                    response.history = history
+        return response
+
+    def _prepare(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        body: bytes | str | None,
+        headers: Mapping[str, str | bytes],
+    ) -> requests.PreparedRequest:
         prepared = requests.PreparedRequest()
         prepared.prepare(
             method=method,
             url=url,
-            headers={k: v for k, v in merged.items() if v is not None},
+            headers={k: v for k, v in headers.items() if v is not None},
             data=body,
             params=params,
             # An empty jar would still cost a cookie-policy pass per request.
             cookies=self.cookies if len(self.cookies) else None,
         )
-        options: dict[str, Any] = {
-            "stream": True,
-            "timeout": timeout,
-            "verify": self.verify,
-            "cert": self.cert,
-            "proxies": self.proxies_for(url),
-        }
-        response = self.get_adapter(url).send(prepared, **options)
-        if "set-cookie" in response.headers:
-            extract_cookies_to_jar(self.cookies, prepared, response.raw)  # type: ignore[no-untyped-call]
-        if response.is_redirect:
-            # What `Session.send` does: each hop is sent (and checked) by requests itself.
-            history = list(self.resolve_redirects(response, prepared, **options))
-            if history:
-                history.insert(0, response)
-                response = history.pop()
-                response.history = history
-        return response
+        return prepared
 
 
 def new_session(base_url: str = "", *, connections: int = DEFAULT_CONNECTIONS) -> PlatformSession:

@@ -303,7 +303,8 @@ class Transport:
         call = self._call(url, operation, request_id=merged.get(self.request_id_header))
         attempt = 0
         while True:
-            logger.debug("%s%s %s (attempt %d)", _lead(call), method, redact(url), attempt + 1)
+            if logger.isEnabledFor(logging.DEBUG):  # or redact() runs for nothing
+                logger.debug("%s%s %s (attempt %d)", _lead(call), method, redact(url), attempt + 1)
             try:
                 response = self._send(method, url, params, body, files, merged)
             except _FOREIGN as exc:

@@ -10,6 +10,7 @@ loopback server, which also plays a forward proxy: a request line in absolute fo
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from bridge.errors import PlatformConnectionError, PlatformStatusError
+from bridge.errors import BridgeError, PlatformConnectionError, PlatformStatusError
 from bridge.platforms._http import PlatformSession, new_session
 from bridge.platforms._transport import ErrorAnswer, Transport, read_body
 from bridge.platforms.retry import RetryPolicy
@@ -47,6 +48,8 @@ class _Handler(BaseHTTPRequestHandler):
         status = 200
         if path.startswith("/set-cookie"):
             headers["Set-Cookie"] = "sid=s3cr3t; Path=/"
+        elif path.startswith("/status-500"):
+            status = 500
         elif path.startswith("/redirect"):
             status = 307
             headers["Location"] = "/landed"
@@ -242,3 +245,107 @@ def test_connections_size_the_pool() -> None:
     adapter = new_session(connections=64).get_adapter("http://x")
     assert isinstance(adapter, requests.adapters.HTTPAdapter)
     assert adapter._pool_maxsize == 64  # type: ignore[attr-defined]
+
+
+# --- the direct path fails as requests fails --------------------------------------------------
+
+
+class _Silent:
+    """A loopback server that reads each request and then closes the connection without a
+    word (`close=True`) or holds it open without answering."""
+
+    def __init__(self, *, close: bool) -> None:
+        self.close = close
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.listener.settimeout(0.1)  # so that `stop` is seen
+        self.held: list[socket.socket] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            conn.settimeout(10)
+            conn.recv(65536)
+            if self.close:
+                conn.close()
+            else:
+                self.held.append(conn)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def _failure(session: requests.Session, url: str, **options: Any) -> tuple[type, str]:
+    transport = Transport(
+        label="Test",
+        headers=options.pop("headers", {"Authorization": "Bearer t0ken"}),
+        connect_timeout=5,
+        idle_timeout=options.pop("idle_timeout", 10),
+        retry_policy=RetryPolicy(max_retries=0),
+        read_status_error=_read_error,
+        request_id_header="x-request-id",
+        session=session,
+    )
+    with pytest.raises(BridgeError) as info:
+        response = transport.request("POST", url, json={"q": 1}, stream=False)
+        response.close()
+    return type(info.value), info.value.message
+
+
+def _closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/x"
+
+
+@pytest.mark.parametrize(
+    "case", ["refused", "closed-unanswered", "idle", "newline-in-header", "tls-to-plain", "500"]
+)
+def test_the_direct_path_fails_as_session_request_does(server: _Server, case: str) -> None:
+    silent = (
+        _Silent(close=case == "closed-unanswered")
+        if case in ("closed-unanswered", "idle")
+        else None
+    )
+    try:
+        options: dict[str, Any] = {}
+        if case == "refused":
+            url = _closed_port()
+        elif silent is not None:
+            url = silent.url + "/runs"
+            options["idle_timeout"] = 0.5
+        elif case == "newline-in-header":
+            url = server.url + "/echo"
+            options["headers"] = {"X-Extra": "one\r\nInjected: two"}
+        elif case == "tls-to-plain":
+            url = server.url.replace("http://", "https://") + "/echo"
+        else:
+            url = server.url + "/status-500"
+        direct = new_session()
+        ours = _failure(direct, url, **dict(options))
+        theirs = _failure(requests.Session(), url, **dict(options))
+    finally:
+        if silent is not None:
+            silent.stop()
+    assert ours == theirs
+    if case not in ("newline-in-header", "tls-to-plain"):
+        assert direct._pools  # the direct path was taken
+    assert not any(seen["target"].startswith("http") for seen in server.seen)
+
+
+@pytest.mark.parametrize("path", ["/a b", "/caf\u00e9", "/q?x=1&y=a b", "/%zz"])
+def test_urls_are_sent_as_requests_prepares_them(server: _Server, path: str) -> None:
+    seen = [_post(session, server.url + path)[0]["target"] for session in _both()]
+    assert seen[0] == seen[1]
