@@ -7,14 +7,18 @@ import logging
 import sys
 import types
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer import _click
 from typer.core import TyperCommand, TyperGroup, TyperOption
-from typer.models import CommandFunctionType
+
+if TYPE_CHECKING:
+    from typer import _click  # click itself with typer < 0.2x: only named in annotations
+    from typer.models import CommandFunctionType
 
 __all__ = ["Typer", "app", "state"]
+
+logger = logging.getLogger(__name__)
 
 _DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 """Modules typer's help renderer imports at its top but only uses for markdown help text and
@@ -58,10 +62,13 @@ def _import_help_renderer() -> None:
     sys.modules.update(placeholders)
     try:
         importlib.import_module("typer.rich_utils")
+    except Exception:  # a typer that wants more of them: (it is gone again) imported as usual
+        logger.debug("typer.rich_utils needs the modules deferred; importing them", exc_info=True)
     finally:
         for module, placeholder in placeholders.items():
             if sys.modules.get(module) is placeholder:
                 del sys.modules[module]
+    importlib.import_module("typer.rich_utils")
 
 
 class _Group(TyperGroup):

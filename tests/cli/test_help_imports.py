@@ -68,3 +68,31 @@ def test_group_help_of_db() -> None:
     result = _probe("db", "--help")
     assert "status" in str(result["help"]) and "upgrade" in str(result["help"])
     assert result["loaded"] == []
+
+
+def test_a_typer_that_needs_more_of_them_gets_them() -> None:
+    """If typer's renderer imports a name the stand-ins lack, it is imported the usual way."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "import bridge.cli._app as cli_app\n"
+        "cli_app._DEFERRED = {'rich.markdown': 'NotMarkdown'}\n"
+        "from bridge.cli import app\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        "        app(['--help'], prog_name='toolbridge')\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "import rich.markdown, typer.rich_utils\n"
+        "assert typer.rich_utils.Markdown is rich.markdown.Markdown\n"
+        "print(out.getvalue())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+        timeout=120,
+        check=True,
+    )
+    assert "Usage: toolbridge [OPTIONS] COMMAND [ARGS]..." in done.stdout
