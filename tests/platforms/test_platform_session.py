@@ -103,12 +103,17 @@ def _read_error(answer: ErrorAnswer) -> PlatformStatusError:
     return answer.error()
 
 
-def _transport(session: requests.Session) -> Transport:
+def _transport(
+    session: requests.Session,
+    *,
+    headers: dict[str, str] | None = None,
+    idle_timeout: float = 10,
+) -> Transport:
     return Transport(
         label="Test",
-        headers={"Authorization": "Bearer t0ken"},
+        headers={"Authorization": "Bearer t0ken"} if headers is None else headers,
         connect_timeout=5,
-        idle_timeout=10,
+        idle_timeout=idle_timeout,
         retry_policy=RetryPolicy(max_retries=0),
         read_status_error=_read_error,
         request_id_header="x-request-id",
@@ -221,15 +226,7 @@ def test_a_session_with_auth_or_hooks_goes_through_session_request(server: _Serv
     session.auth = ("user", "pass")
     called: list[int] = []
     session.hooks["response"].append(lambda response, **_: called.append(response.status_code))
-    transport = Transport(
-        label="Test",
-        connect_timeout=5,
-        idle_timeout=10,
-        retry_policy=RetryPolicy(max_retries=0),
-        read_status_error=_read_error,
-        request_id_header="x-request-id",
-        session=session,
-    )
+    transport = _transport(session, headers={})
     response = transport.request("POST", server.url + "/echo", json={}, stream=False)
     seen = json.loads(response.content)
     assert seen["authorization"] == "Basic dXNlcjpwYXNz"
@@ -288,16 +285,7 @@ class _Silent:
 
 
 def _failure(session: requests.Session, url: str, **options: Any) -> tuple[type, str]:
-    transport = Transport(
-        label="Test",
-        headers=options.pop("headers", {"Authorization": "Bearer t0ken"}),
-        connect_timeout=5,
-        idle_timeout=options.pop("idle_timeout", 10),
-        retry_policy=RetryPolicy(max_retries=0),
-        read_status_error=_read_error,
-        request_id_header="x-request-id",
-        session=session,
-    )
+    transport = _transport(session, **options)
     with pytest.raises(BridgeError) as info:
         response = transport.request("POST", url, json={"q": 1}, stream=False)
         response.close()
