@@ -6,6 +6,8 @@ import json
 import math
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from bridge.tools._shapes import Shape, _filler, fill, placeholder, placeholders
@@ -60,3 +62,37 @@ def test_data_that_is_not_plain_json_is_copied_instead() -> None:
     filled = fill(shape, {placeholder(0): "text"})
     assert shape.filler == [None]
     assert filled == {"properties": {"a": {"description": "text", "default": (1, 2)}}}
+
+
+class _Sneaky(str):
+    """A str whose repr is code: the literal builder must not trust it."""
+
+    def __repr__(self) -> str:
+        return "__import__('os').getpid()"
+
+
+def test_a_str_subclass_with_its_own_repr_is_copied_not_compiled() -> None:
+    for odd in (_Sneaky("x"), {"k": [_Sneaky("y")]}):
+        parameters = {"properties": {"a": {"description": placeholder(0), "default": odd}}}
+        assert _filler(parameters) is None
+    parameters = {"properties": {_Sneaky("a"): {"description": placeholder(0)}}}
+    assert _filler(parameters) is None
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_any_json_is_built_exactly_as_a_copy(value: Any) -> None:
+    parameters = {"properties": {"a": {"description": placeholder(0), "default": value}}}
+    shape = _shape(parameters)
+    filled = fill(shape, {placeholder(0): "text"})
+    expected = {"properties": {"a": {"description": "text", "default": value}}}
+    assert repr(filled) == repr(expected)  # repr: NaN-free floats, -0.0 and key order alike
+    if shape.filler[0] is not None:  # infinities are copied
+        assert filled["properties"]["a"] is not parameters["properties"]["a"]
