@@ -226,39 +226,18 @@ def build_arguments(
 # Small objects rather than closures or partials: what a tool keeps is one object each, not
 # three or nine, and a thousand tools registered make the garbage collector walk them again
 # and again.
+@dataclasses.dataclass(slots=True, eq=False)
 class _ValidatorRecipe:
     """Builds a tool's `ArgumentValidator` (for `LazyValidator`)."""
 
-    __slots__ = (
-        "explicit",
-        "ignored",
-        "keys",
-        "model",
-        "optional",
-        "parameters",
-        "pass_unknown",
-        "reserved",
-    )
-
-    def __init__(
-        self,
-        model: type[BaseModel],
-        keys: dict[str, str],
-        parameters: dict[str, Any],
-        ignored: Collection[str],
-        explicit: Collection[str],
-        optional: Collection[str],
-        pass_unknown: bool,
-        reserved: Collection[str],
-    ) -> None:
-        self.model = model
-        self.keys = keys
-        self.parameters = parameters
-        self.ignored = ignored
-        self.explicit = explicit
-        self.optional = optional
-        self.pass_unknown = pass_unknown
-        self.reserved = reserved
+    model: type[BaseModel]
+    keys: dict[str, str]
+    parameters: dict[str, Any]
+    ignored: Collection[str]
+    explicit: Collection[str]
+    optional: Collection[str]
+    pass_unknown: bool
+    reserved: Collection[str]
 
     def __call__(self) -> ArgumentValidator:
         return ArgumentValidator(
@@ -273,14 +252,12 @@ class _ValidatorRecipe:
         )
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class _ShapedAppbuilder:
     """A tool's appbuilder arguments schema, filled from its shape's (see `Shape.render`)."""
 
-    __slots__ = ("shape", "texts")
-
-    def __init__(self, shape: Shape, texts: dict[str, str]) -> None:
-        self.shape = shape
-        self.texts = texts
+    shape: Shape
+    texts: dict[str, str]
 
     def __call__(self) -> dict[str, Any]:
         return fill(self.shape.render("appbuilder", appbuilder_parameters), self.texts)
