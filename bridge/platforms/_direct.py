@@ -13,7 +13,7 @@ On loopback this is about 0.15 ms less CPU per request than `HTTPAdapter.send`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 import requests
@@ -45,7 +45,7 @@ from urllib3.exceptions import ProxyError as _ProxyError
 from urllib3.exceptions import SSLError as _SSLError
 from urllib3.util import Timeout
 
-__all__ = ["Pools", "can_send_direct", "send_direct"]
+__all__ = ["Pools", "send_direct"]
 
 _MAX_URLS = 1024
 """Distinct URLs whose preparation is kept (URLs with ids in them are prepared each time once
@@ -55,11 +55,6 @@ Origin = tuple[str, "str | None", "int | None"]
 _prepared_urls: dict[str, tuple[str, str, Origin]] = {}
 Pools = dict[tuple[Origin, object, object], HTTPConnectionPool]
 """The pools `send_direct` used, by origin and TLS settings (one table per session)."""
-
-
-def can_send_direct(adapter: Any) -> bool:
-    """True for requests' own adapter (not a subclass, which may override `send`)."""
-    return type(adapter) is HTTPAdapter
 
 
 def send_direct(

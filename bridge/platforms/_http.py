@@ -16,7 +16,7 @@ from requests.cookies import extract_cookies_to_jar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import select_proxy
 
-from bridge.platforms._direct import Pools, can_send_direct, send_direct
+from bridge.platforms._direct import Pools, send_direct
 
 __all__ = ["PlatformSession", "causes", "connect_failure", "new_session", "origin"]
 
@@ -87,25 +87,24 @@ class PlatformSession(requests.Session):
         textual = len(sent) == len(merged)  # bytes or None values: requests' own handling
         adapter = self.get_adapter(url)
         proxies = self.proxies_for(url)
-        timeout_pair = (timeout[0], timeout[1])
         verify = True if self.verify is None else self.verify  # None verifies, as in requests
         # The common case straight to urllib3; the rest as requests prepares it.
         if (
             params is None
             and textual
-            and can_send_direct(adapter)
+            and type(adapter) is HTTPAdapter  # a subclass may override `send`
             and not isinstance(body, str)  # http.client would encode it as Latin-1
             and not len(self.cookies)
             and (not proxies or select_proxy(url, proxies) is None)
         ):
-            assert isinstance(adapter, HTTPAdapter)
+            prepared = None
             response = send_direct(
                 adapter,
                 method,
                 url,
                 body=body,
                 headers=sent,
-                timeout=timeout_pair,
+                timeout=timeout,
                 verify=verify,
                 cert=self.cert,
                 pools=self._pools,
@@ -115,14 +114,14 @@ class PlatformSession(requests.Session):
             response = adapter.send(
                 prepared,
                 stream=True,
-                timeout=timeout_pair,
+                timeout=timeout,
                 verify=verify,
                 cert=self.cert,
                 proxies=proxies,
             )
         if "set-cookie" in response.headers or response.is_redirect:
             # What `Session.send` does after the adapter, for a complete prepared request.
-            prepared = self._prepare(method, url, params, body, merged)
+            prepared = prepared or self._prepare(method, url, params, body, merged)
             extract_cookies_to_jar(self.cookies, prepared, response.raw)  # type: ignore[no-untyped-call]
             if response.is_redirect:
                 # Each hop is sent (and checked) by requests itself.
@@ -130,7 +129,7 @@ class PlatformSession(requests.Session):
                     response,
                     prepared,
                     stream=True,
-                    timeout=timeout_pair,
+                    timeout=timeout,
                     verify=verify,  # type: ignore[arg-type]  # a CA bundle path is fine
                     cert=self.cert,
                     proxies=proxies,
