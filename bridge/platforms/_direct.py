@@ -12,12 +12,14 @@ On loopback this is about 0.15 ms less CPU per request than `HTTPAdapter.send`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.cookies import extract_cookies_to_jar
 from requests.exceptions import (
     ConnectionError,
     ConnectTimeout,
@@ -28,7 +30,7 @@ from requests.exceptions import (
     SSLError,
 )
 from requests.structures import CaseInsensitiveDict
-from requests.utils import check_header_validity
+from requests.utils import check_header_validity, get_encoding_from_headers
 from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.exceptions import (
     ClosedPoolError,
@@ -45,7 +47,7 @@ from urllib3.exceptions import ProxyError as _ProxyError
 from urllib3.exceptions import SSLError as _SSLError
 from urllib3.util import Timeout
 
-__all__ = ["Pools", "send_direct"]
+__all__ = ["MAX_CHECKED_HEADERS", "Pools", "send_direct"]
 
 _MAX_URLS = 1024
 """Distinct URLs whose preparation is kept (URLs with ids in them are prepared each time once
@@ -53,6 +55,10 @@ the table is full)."""
 Origin = tuple[str, "str | None", "int | None"]
 """Scheme, host and port: what a connection pool serves."""
 _prepared_urls: dict[str, tuple[str, str, Origin]] = {}
+MAX_CHECKED_HEADERS = 4096
+"""Distinct (name, value) pairs a session keeps as checked: the fixed ones (authorization,
+user agent, content type) are checked once; per-request ids fill the table, then are checked
+each time."""
 Pools = dict[tuple[Origin, object, object], HTTPConnectionPool]
 """The pools `send_direct` used, by origin and TLS settings (one table per session)."""
 
@@ -68,26 +74,35 @@ def send_direct(
     verify: bool | str,
     cert: str | tuple[str, str] | None,
     pools: Pools,
+    checked: set[tuple[str, str]],
 ) -> requests.Response:
     """Send one request without a proxy; the response's body is left unread.
 
     The pool requests' adapter picks for an origin and TLS settings is kept in `pools` and
-    asked for again once the adapter's pool manager has closed it.
+    asked for again once the adapter's pool manager has closed it. Header (name, value) pairs
+    found valid are kept in `checked` (the session's own: its values include credentials).
 
     Raises:
         requests.exceptions.RequestException: As `HTTPAdapter.send` would raise it.
     """
     full_url, path_url, origin = _prepared(url)
     for item in headers.items():
-        check_header_validity(item)  # a newline in a value is refused, as requests does
-    sent: CaseInsensitiveDict[str] = CaseInsensitiveDict(headers)
+        if item not in checked:
+            check_header_validity(item)  # a newline in a value is refused, as requests does
+            if len(checked) < MAX_CHECKED_HEADERS:
+                checked.add(item)
     body = body or None  # requests sends an empty body as none
+    # A plain dict for urllib3 (a CaseInsensitiveDict costs it about 30 us to read), with the
+    # Content-Length requests' `prepare_body` sets; `headers` names each header once.
+    wire = dict(headers)
+    given = next((name for name in wire if name.lower() == "content-length"), None)
     if body is not None:
-        sent["Content-Length"] = str(len(body))
-    elif method not in ("GET", "HEAD") and "Content-Length" not in sent:
-        sent["Content-Length"] = "0"
+        wire = _set_length(wire, given, str(len(body)))
+    elif method not in ("GET", "HEAD") and given is None:
+        wire["Content-Length"] = "0"
     request = requests.PreparedRequest()
-    request.method, request.url, request.headers, request.body = method, full_url, sent, body
+    request.method, request.url, request.body = method, full_url, body
+    request.headers = CaseInsensitiveDict(wire)
     key = (origin, verify, cert)
     pool = pools.get(key)
     if pool is None or pool.pool is None:  # none yet, or closed by the pool manager
@@ -102,13 +117,13 @@ def send_direct(
             method=method,
             url=path_url,
             body=body,
-            headers=sent,
+            headers=wire,
             redirect=False,
             assert_same_host=False,
             preload_content=False,
             decode_content=False,
             retries=adapter.max_retries,
-            timeout=Timeout(connect=timeout[0], read=timeout[1]),
+            timeout=_timeout(timeout),
             chunked=False,
         )
     # The translations of `HTTPAdapter.send` (requests 2.32-2.34), in its order.
@@ -138,7 +153,38 @@ def send_direct(
         if isinstance(e, _InvalidHeader):
             raise InvalidHeader(e, request=request) from e
         raise
-    return adapter.build_response(request, raw)
+    return _response(adapter, request, raw)
+
+
+def _set_length(headers: dict[str, str], given: str | None, length: str) -> dict[str, str]:
+    """`headers` with `Content-Length: length`, where a header of that name already stands
+    (as a CaseInsensitiveDict sets it)."""
+    if given is None:
+        headers["Content-Length"] = length
+        return headers
+    return {
+        ("Content-Length" if name == given else name): (length if name == given else value)
+        for name, value in headers.items()
+    }
+
+
+def _response(
+    adapter: HTTPAdapter, request: requests.PreparedRequest, raw: Any
+) -> requests.Response:
+    """`HTTPAdapter.build_response`, looking for cookies only when the server set some (the
+    cookie jar's parse of the headers is most of its cost otherwise)."""
+    response = requests.Response()
+    response.status_code = raw.status
+    response.headers = CaseInsensitiveDict(raw.headers)
+    response.encoding = get_encoding_from_headers(response.headers)
+    response.raw = raw
+    response.reason = raw.reason
+    response.url = cast(str, request.url)
+    if "set-cookie" in response.headers or "set-cookie2" in response.headers:
+        extract_cookies_to_jar(response.cookies, request, raw)  # type: ignore[no-untyped-call]
+    response.request = request
+    response.connection = adapter
+    return response
 
 
 def _prepared(url: str) -> tuple[str, str, Origin]:
@@ -154,3 +200,9 @@ def _prepared(url: str) -> tuple[str, str, Origin]:
         if len(_prepared_urls) < _MAX_URLS:
             _prepared_urls[url] = found
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(timeout: tuple[float, float]) -> Timeout:
+    """urllib3's timeout for (connect, read) seconds (it clones what it is given)."""
+    return Timeout(connect=timeout[0], read=timeout[1])

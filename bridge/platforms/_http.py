@@ -55,6 +55,7 @@ class PlatformSession(requests.Session):
             self.mount("https://", adapter)
         self._environment: dict[str, dict[str, str]] = {}
         self._pools: Pools = {}
+        self._checked_headers: set[tuple[str, str]] = set()
 
     def proxies_for(self, url: str) -> dict[str, str]:
         """The proxies for `url`: the environment's (read once per origin), then the
@@ -108,6 +109,7 @@ class PlatformSession(requests.Session):
                 verify=verify,
                 cert=self.cert,
                 pools=self._pools,
+                checked=self._checked_headers,
             )
         else:
             prepared = self._prepare(method, url, params, body, merged)

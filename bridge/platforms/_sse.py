@@ -40,9 +40,7 @@ def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
     `chunks` is usually ``response.iter_content(chunk_size=None)``; transport errors raised
     while reading it propagate unchanged so the adapter can map them.
     """
-    client = sseclient.SSEClient(_whole_events(_normalise_newlines(chunks)), char_enc="utf-8")
-    for event in client.events():
-        data = event.data
+    for data in _event_data(_whole_events(_normalise_newlines(chunks))):
         if not data:
             continue  # heartbeats and `event: ping` frames carry no payload
         if data.strip() == DONE:
@@ -61,6 +59,27 @@ def iter_sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
     for event in client.events():
         if event.data:
             yield event.event or "message", event.data
+
+
+def _event_data(pieces: Iterable[bytes]) -> Iterator[str]:
+    """The data of each event in LF-only `pieces` that end on event boundaries (the last one
+    may be an event cut off by EOF), as sseclient-py reads it.
+
+    An event that is one ``data:`` line, what every platform sends for each chunk, is read
+    here (one decode, one slice); any other event (several lines, comments, ``event:`` or
+    ``id:`` fields, stray blank lines) is handed to sseclient-py whole. Both read the same
+    text (`tests/platforms/test_sse_properties.py` compares them on generated streams).
+    """
+    for piece in pieces:
+        for block in piece.split(b"\n\n"):
+            if not block:
+                continue
+            if block.startswith(b"data:") and b"\n" not in block:
+                value = block.decode("utf-8")[5:]  # the whole line, as sseclient decodes it
+                yield value[1:] if value.startswith(" ") else value
+                continue
+            for event in sseclient.SSEClient(iter([block + b"\n\n"]), char_enc="utf-8").events():
+                yield event.data
 
 
 def _normalise_newlines(chunks: Iterable[bytes]) -> Iterator[bytes]:

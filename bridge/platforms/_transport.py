@@ -174,6 +174,21 @@ def read_body(response: requests.Response) -> bytes:
     if isinstance(response._content, bytes):  # already read (requests keeps it there)
         return response._content
     limit = MAX_BODY_BYTES
+    raw = response.raw
+    if (
+        isinstance(raw, urllib3.HTTPResponse)
+        and not response._content_consumed  # type: ignore[attr-defined]
+        and raw.length_remaining is not None  # a Content-Length, within the bound
+        and raw.length_remaining <= limit
+        and "content-encoding" not in raw.headers  # (its decoded size is not known)
+    ):
+        # One read where `iter_content` takes a generator and two reads, its exceptions
+        # raised as `iter_content` raises them.
+        with _as_iter_content():
+            body = raw.read(decode_content=True)
+        response._content_consumed = True  # type: ignore[attr-defined]
+        response._content = body
+        return body
     data = bytearray()
     for piece in response.iter_content(chunk_size=64 * 1024):
         data += piece
@@ -183,6 +198,21 @@ def read_body(response: requests.Response) -> bytes:
     body = bytes(data)
     response._content = body  # what `response.content` would have kept
     return body
+
+
+@contextlib.contextmanager
+def _as_iter_content() -> Iterator[None]:
+    """urllib3's errors while reading a body, as `requests.Response.iter_content` raises them."""
+    try:
+        yield
+    except urllib3.exceptions.ProtocolError as e:
+        raise requests.exceptions.ChunkedEncodingError(e) from e
+    except urllib3.exceptions.DecodeError as e:
+        raise requests.exceptions.ContentDecodingError(e) from e
+    except urllib3.exceptions.ReadTimeoutError as e:
+        raise requests.exceptions.ConnectionError(e) from e
+    except urllib3.exceptions.SSLError as e:
+        raise requests.exceptions.SSLError(e) from e
 
 
 StatusErrorReader = Callable[[ErrorAnswer], PlatformStatusError]

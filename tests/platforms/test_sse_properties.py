@@ -67,3 +67,75 @@ def test_numbers_sent_as_text_are_coerced(a: int, b: int, as_text: bool) -> None
     assert spec is not None
     raw = {"a": str(a), "b": str(b)} if as_text else {"a": a, "b": b}
     assert spec.function(**spec.validate(raw)) == a + b
+
+
+def _sseclient_data(chunks: list[bytes]) -> list[str]:
+    """The reference: every event through sseclient-py, as `iter_sse_data` read them before
+    its one-`data:`-line fast path."""
+    import sseclient
+
+    from bridge.platforms._sse import DONE, _normalise_newlines, _whole_events
+
+    found: list[str] = []
+    client = sseclient.SSEClient(_whole_events(_normalise_newlines(chunks)), char_enc="utf-8")
+    for event in client.events():
+        if not event.data:
+            continue
+        if event.data.strip() == DONE:
+            break
+        found.append(event.data)
+    return found
+
+
+SSE_PIECES = st.sampled_from(
+    [
+        b"data:",
+        b"data: ",
+        b"data:  ",
+        b"data",
+        b"event: x",
+        b"id: 7",
+        b"retry: 5",
+        b": c",
+        b":",
+        b" ",
+        b"\t",
+        b"x",
+        b"{}",
+        b"[DONE]",
+        b"\xc3\xa9",
+        b"\xef\xbb\xbf",
+        b"\xff",
+        b"\n",
+        b"\r",
+        b"\r\n",
+        b"\n\n",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(SSE_PIECES, max_size=40),
+    cuts=st.lists(st.integers(min_value=1, max_value=12), max_size=30),
+)
+def test_single_line_fast_path_reads_what_sseclient_reads(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    """Any stream, split anywhere: the same data, or the same error, as sseclient-py alone."""
+    raw = b"".join(pieces)
+    chunks, start = [], 0
+    for cut in cuts:
+        chunks.append(raw[start : start + cut])
+        start += cut
+    chunks.append(raw[start:])
+    expected: list[str] | type[BaseException]
+    try:
+        expected = _sseclient_data(list(chunks))
+    except UnicodeDecodeError:
+        expected = UnicodeDecodeError
+    try:
+        got: list[str] | type[BaseException] = list(iter_sse_data(iter(chunks)))
+    except UnicodeDecodeError:
+        got = UnicodeDecodeError
+    assert got == expected

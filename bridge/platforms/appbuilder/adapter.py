@@ -38,6 +38,7 @@ from bridge.platforms.appbuilder.models import (
     RunResponse,
     ToolChoice,
     ToolOutput,
+    Usage,
 )
 from bridge.platforms.base import PlatformLimits, parse_tool_choice
 from bridge.types import (
@@ -258,7 +259,8 @@ class _RunState:
         self.fallback_request_id = fallback_request_id
         self.message_id = ""
         self.answer: list[str] = []
-        self.usage: dict[str, Any] | None = None
+        self.usage: Usage | None = None
+        """The last usage seen (dumped once, into `RunFinished`)."""
         self.calls: dict[str, ToolCall] = {}
         self.human: HumanInputRequested | None = None
         self.published: list[str] = []
@@ -287,7 +289,7 @@ class _RunState:
         self.final_chunk = not chunk.content or bool(chunk.is_completion)
         for event in chunk.content:
             if event.usage is not None:
-                self.usage = event.usage.model_dump(mode="json")
+                self.usage = event.usage
             if event.failed:
                 yield self._failed(event)
                 return
@@ -322,7 +324,7 @@ class _RunState:
         if complete or self.succeeded or (text and self.final_chunk):
             return RunFinished(
                 answer=text,
-                usage=self.usage,
+                usage=None if self.usage is None else self.usage.model_dump(mode="json"),
                 message_id=self.message_id or None,
                 request_id=self.best_request_id,
                 raw=self.last_chunk.model_dump(mode="json") if self.last_chunk else None,

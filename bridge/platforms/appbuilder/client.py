@@ -21,7 +21,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
-from bridge.platforms._transport import Files, Transport
+from bridge.platforms._transport import Files, Transport, read_body
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
     check_conversation_id,
@@ -157,6 +157,7 @@ class AppBuilderClient:
             raise ConfigurationError(str(exc)) from None
         self._authorization = authorization
         self._platform = os.environ.get("APPBUILDER_SDK_PLATFORM", "unknown")
+        self._sdk_configs: dict[str, str] = {}
         self._http = Transport(
             label="AppBuilder",
             connect_timeout=self.connect_timeout,
@@ -462,19 +463,28 @@ class AppBuilderClient:
 
     # --- transport ------------------------------------------------------------------------------
 
+    def _sdk_config(self, context: str) -> str:
+        """The `X-Appbuilder-Sdk-Config` header value, made once per MCP context."""
+        found = self._sdk_configs.get(context)
+        if found is None:
+            config = {
+                "appbuilder_sdk_version": SDK_VERSION,
+                "appbuilder_sdk_language": "python",
+                "appbuilder_sdk_platform": self._platform,
+            }
+            if context:
+                config["appbuilder_sdk_mcp_context"] = context
+            found = json.dumps(config, separators=(",", ":"))
+            if len(self._sdk_configs) < 64:  # contexts are few; never grow without bound
+                self._sdk_configs[context] = found
+        return found
+
     def _headers(
         self, request_id: str, *, json_body: bool, mcp_context: str | None
     ) -> dict[str, str]:
-        config = {
-            "appbuilder_sdk_version": SDK_VERSION,
-            "appbuilder_sdk_language": "python",
-            "appbuilder_sdk_platform": self._platform,
-        }
-        context = mcp_context or os.environ.get("APPBUILDER_SDK_MCP_CONTEXT")
-        if context:
-            config["appbuilder_sdk_mcp_context"] = context
+        context = mcp_context or os.environ.get("APPBUILDER_SDK_MCP_CONTEXT") or ""
         headers = {
-            "X-Appbuilder-Sdk-Config": json.dumps(config, separators=(",", ":")),
+            "X-Appbuilder-Sdk-Config": self._sdk_config(context),
             "X-Appbuilder-Origin": "appbuilder_sdk",
             "X-Appbuilder-Request-Id": request_id,
             "X-Bce-Request-Id": request_id,
@@ -526,7 +536,7 @@ class AppBuilderClient:
         ctx.streaming = True
         try:
             with ctx.errors():
-                raw = response.content
+                raw = read_body(response)  # bounded by MAX_BODY_BYTES
                 if allow_empty and not raw.strip():
                     return {}
                 payload = json.loads(raw.decode("utf-8"))

@@ -444,3 +444,31 @@ def test_default_policy_is_used_when_none_given(fake_url: str) -> None:
     client = AppBuilderClient("app-1", TOKEN, fake_url, max_retries=5)
     assert client.retry_policy == RetryPolicy(max_retries=5)
     client.close()
+
+
+# --- whole bodies read in one go (a Content-Length within the bound) ---------------------------
+
+
+def test_a_body_over_the_bound_is_refused_not_read(
+    client: AppBuilderClient, fake: FakeAppBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.platforms import _transport
+
+    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", 1024)
+    padding = "x" * 4096
+    fake.push(Reply(body=b'{"conversation_id": "c-1", "pad": "' + padding.encode() + b'"}'))
+    with pytest.raises(PlatformError, match="larger than 1024 bytes"):
+        client.create_conversation()
+    # Within the bound, the same body is read whole, in one read.
+    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", 8192)
+    fake.push(Reply(body=b'{"conversation_id": "c-1", "pad": "' + padding.encode() + b'"}'))
+    assert client.create_conversation() == "c-1"
+
+
+def test_a_body_shorter_than_its_content_length_is_interrupted(
+    client: AppBuilderClient, fake: FakeAppBuilder
+) -> None:
+    fake.push(Reply(body=b'{"conversation_id": "c', headers={"content-length": "64"}))
+    with pytest.raises(StreamInterruptedError) as info:
+        client.create_conversation()
+    assert "create_conversation" in info.value.message, info.value.message
