@@ -70,6 +70,8 @@ from bridge.platforms.appbuilder import AppBuilderPlatform
 __all__ = ["main"]
 
 PER_CLIENT = 2
+EMULATOR_PID: list[int] = []
+"""The emulator process, once started (its CPU is part of each run's budget)."""
 PARTS = ("sqlite", "postgres", "failover")
 
 
@@ -82,6 +84,10 @@ class Figures:
     added_p99_ms: float
     direct_cpu_ms: float
     daemon_cpu_ms: float
+    client_cpu_ms: float
+    """This process's CPU per conversation while it plays the daemon's clients."""
+    emulator_cpu_ms: float
+    """The emulator's CPU per conversation during the daemon run."""
 
 
 @dataclass
@@ -94,6 +100,8 @@ class Run:
     daemon_cpu: float
     database_cpu: float
     transactions: int
+    client_cpu: float = 0.0
+    emulator_cpu: float = 0.0
 
 
 SCENARIO = {
@@ -246,7 +254,9 @@ def _daemon(
         pids = [daemon.proc.pid for daemon in daemons]
         database = postgres_pids(server) if server is not None else []
         cpu = cpu_seconds(pids), cpu_seconds(database)
+        others = time.process_time(), cpu_seconds(EMULATOR_PID)
         latencies, wall = _drive(clients, one)
+        others = time.process_time() - others[0], cpu_seconds(EMULATOR_PID) - others[1]
         # Backends opened during the run count too (the pools grow under load).
         database += [pid for pid in postgres_pids(server) if pid not in database] if server else []
         cpu = cpu_seconds(pids) - cpu[0], cpu_seconds(database) - cpu[1]
@@ -256,7 +266,7 @@ def _daemon(
             daemon.stop()
     # The backends have exited with the daemons' pools: their statistics are in.
     xacts = transactions(server, db) - xacts if server is not None else 0
-    return Run(latencies, wall, peaks, *cpu, xacts)
+    return Run(latencies, wall, peaks, *cpu, xacts, *others)
 
 
 def _row(
@@ -291,7 +301,13 @@ def _row(
         f"| {100 * (result.daemon_cpu + result.database_cpu) / (2 * daemon_wall):.0f} % |"
     )
     figures[(clients, label)] = Figures(
-        len(direct) / direct_wall, n / daemon_wall, s99 - d99, direct_ms, daemon_ms
+        len(direct) / direct_wall,
+        n / daemon_wall,
+        s99 - d99,
+        direct_ms,
+        daemon_ms,
+        1e3 * result.client_cpu / n,
+        1e3 * result.emulator_cpu / n,
     )
 
 
@@ -332,6 +348,7 @@ def main() -> int:
             "export GATEWAY_URL_V2=",
             {},
         )
+        EMULATOR_PID[:] = [emu.proc.pid]
         try:
             emulator = {
                 "GATEWAY_URL_V2": emu.url,
@@ -467,6 +484,21 @@ def _targets(figures: dict[tuple[int, str], Figures]) -> None:
                 "<= +25 ms",
                 f.added_p99_ms <= 25,
             )
+    cores = os.cpu_count() or 1
+    for (clients, label), f in figures.items():
+        # At 0.85 x the direct rate, everything on this machine together may spend at most
+        # cores / (0.85 x rate) per conversation; the emulator and the clients take their
+        # share first. The daemon runs the loop itself (the direct CPU) plus its own work.
+        budget = 1e3 * cores / (0.85 * f.direct_rate) - f.emulator_cpu_ms - f.client_cpu_ms
+        line(
+            f"daemon CPU budget per conversation for 0.85 on {cores} cores, {clients} clients",
+            label,
+            f"{budget:.1f} ms (spent {f.daemon_cpu_ms:.1f}; the loop alone "
+            f"{f.direct_cpu_ms:.1f}; emulator {f.emulator_cpu_ms:.1f}, "
+            f"clients {f.client_cpu_ms:.1f})",
+            "(the daemon's CPU over all its cores must fit)",
+            None,
+        )
     for (clients, label), f in figures.items():
         line(
             f"CPU per conversation, daemon / direct, {clients} clients",
