@@ -8,7 +8,10 @@ import pytest
 from ab_fakes import NO_WAIT, TOKEN, FakeAppBuilder
 
 from bridge._serve import ServerHandle, serve_in_thread
+from bridge.platforms._transport import Transport
 from bridge.platforms.appbuilder import AppBuilderClient
+from bridge.platforms.appbuilder._errors import CONFIG_HINT, REQUEST_ID_HEADER, read_status_error
+from bridge.platforms.retry import RetryPolicy
 
 ENV_VARS = (
     "APPBUILDER_TOKEN",
@@ -58,3 +61,19 @@ def client(fake: FakeAppBuilder, fake_url: str) -> Iterator[AppBuilderClient]:
         "app-1", TOKEN, fake_url, retry_policy=NO_WAIT, connect_timeout=5, idle_timeout=10
     ) as instance:
         yield instance
+
+
+@pytest.fixture(scope="module")
+def transport() -> Iterator[Transport]:
+    """An AppBuilder `Transport` that sends nothing: for the error mapping and parsing tests."""
+    transport = Transport(
+        label="AppBuilder",
+        connect_timeout=10.0,
+        idle_timeout=120.0,
+        retry_policy=RetryPolicy(),
+        read_status_error=read_status_error,
+        request_id_header=REQUEST_ID_HEADER,
+        config_hint=CONFIG_HINT,
+    )
+    yield transport
+    transport.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,30 +34,13 @@ from bridge.errors import (
 )
 from bridge.platforms._transport import KEPT_BODY, ErrorAnswer, Transport
 from bridge.platforms.appbuilder._errors import (
-    CONFIG_HINT,
     REQUEST_ID_HEADER,
     CallContext,
     in_band_error,
     read_status_error,
 )
-from bridge.platforms.retry import RetryPolicy
 
 URL = "http://127.0.0.1:1/v2/app/conversation/runs"
-
-
-@pytest.fixture(scope="module")
-def transport() -> Iterator[Transport]:
-    transport = Transport(
-        label="AppBuilder",
-        connect_timeout=10.0,
-        idle_timeout=120.0,
-        retry_policy=RetryPolicy(),
-        read_status_error=read_status_error,
-        request_id_header=REQUEST_ID_HEADER,
-        config_hint=CONFIG_HINT,
-    )
-    yield transport
-    transport.close()
 
 
 def _ctx(transport: Transport, *, streaming: bool = False) -> CallContext:

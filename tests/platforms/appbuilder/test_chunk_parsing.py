@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pydantic
@@ -15,32 +14,16 @@ from hypothesis import strategies as st
 
 from bridge.errors import ProtocolError
 from bridge.platforms._transport import Transport
-from bridge.platforms.appbuilder._errors import (
-    CONFIG_HINT,
-    REQUEST_ID_HEADER,
-    CallContext,
-    read_status_error,
-)
+from bridge.platforms.appbuilder._errors import CallContext
 from bridge.platforms.appbuilder._stream import parse_chunk
 from bridge.platforms.appbuilder.models import RunResponse
-from bridge.platforms.retry import RetryPolicy
 
 URL = "http://127.0.0.1:9/v2/app/conversation/runs"
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Iterator[CallContext]:
-    transport = Transport(
-        label="AppBuilder",
-        connect_timeout=10.0,
-        idle_timeout=120.0,
-        retry_policy=RetryPolicy(),
-        read_status_error=read_status_error,
-        request_id_header=REQUEST_ID_HEADER,
-        config_hint=CONFIG_HINT,
-    )
-    yield CallContext(operation="run", url=URL, transport=transport, sent_request_id="s")
-    transport.close()
+def ctx(transport: Transport) -> CallContext:
+    return CallContext(operation="run", url=URL, transport=transport, sent_request_id="s")
 
 
 def _reference(data: str) -> RunResponse:
