@@ -30,7 +30,6 @@ from typing import Any
 import pydantic
 import requests
 import urllib3.exceptions
-from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import (
     BridgeError,
@@ -47,7 +46,15 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
-from bridge.platforms._http import PlatformSession, causes, connect_failure, new_session, origin
+from bridge.platforms._http import (
+    PlatformSession,
+    causes,
+    connect_failure,
+    header,
+    merge_headers,
+    new_session,
+    origin,
+)
 from bridge.platforms._sse import TooLargeError
 from bridge.platforms.retry import ExcKind, RetryPolicy
 
@@ -324,13 +331,13 @@ class Transport:
         Raises:
             PlatformError: The matching subclass once retries are exhausted or not allowed.
         """
-        merged: CaseInsensitiveDict[str] = CaseInsensitiveDict(self.headers)
-        merged.update(headers or {})
+        merged = merge_headers(self.headers, headers or {})
         body = data
         if json is not None:
             body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
-            merged.setdefault("Content-Type", "application/json")
-        call = self._call(url, operation, request_id=merged.get(self.request_id_header))
+            if not any(name.lower() == "content-type" for name in merged):
+                merged["Content-Type"] = "application/json"
+        call = self._call(url, operation, request_id=header(merged, self.request_id_header))
         attempt = 0
         while True:
             if logger.isEnabledFor(logging.DEBUG):  # or redact() runs for nothing
@@ -420,7 +427,7 @@ class Transport:
         params: Mapping[str, Any] | None,
         body: bytes | str | None,
         files: Files | Callable[[], Files] | None,
-        headers: CaseInsensitiveDict[str],
+        headers: dict[str, str],
     ) -> requests.Response:
         session = self._session
         timeout = (self.connect_timeout, self.idle_timeout)

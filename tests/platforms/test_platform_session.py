@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import BridgeError, PlatformConnectionError, PlatformStatusError
-from bridge.platforms._http import PlatformSession, new_session
+from bridge.platforms._http import PlatformSession, header, merge_headers, new_session
 from bridge.platforms._transport import ErrorAnswer, Transport, read_body
 from bridge.platforms.retry import RetryPolicy
 
@@ -337,3 +340,24 @@ def test_the_direct_path_fails_as_session_request_does(server: _Server, case: st
 def test_urls_are_sent_as_requests_prepares_them(server: _Server, path: str) -> None:
     seen = [_post(session, server.url + path)[0]["target"] for session in _both()]
     assert seen[0] == seen[1]
+
+
+header_names = st.sampled_from(["Accept", "accept", "ACCEPT", "X-Id", "x-id", "Content-Type"])
+header_layers = st.lists(
+    st.lists(st.tuples(header_names, st.one_of(st.none(), st.text(max_size=3)))).map(dict),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(layers=header_layers, wanted=header_names)
+def test_headers_merge_as_a_case_insensitive_dict_merges_them(
+    layers: list[dict[str, str | None]], wanted: str
+) -> None:
+    """Same names (the later spelling), same values, same order as requests' own merge."""
+    expected: CaseInsensitiveDict[str | None] = CaseInsensitiveDict()
+    for layer in layers:
+        expected.update(layer)
+    merged = merge_headers(*layers)
+    assert list(merged.items()) == list(expected.items())
+    assert header(merged, wanted) == expected.get(wanted)
