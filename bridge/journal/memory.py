@@ -118,20 +118,23 @@ class MemoryJournal(Journal):
         return {"status": last.status if last else "new", "messages": len(conv.message_ids)}
 
     def _evict(self) -> None:
-        if len(self._convs) <= self.max_conversations:
-            return  # the usual case: no copy of every key per new conversation
-        for key in list(self._convs):
-            if len(self._convs) <= self.max_conversations:
-                return
-            conv = self._convs[key]
-            if self._status(conv)["status"] != "running":
-                del self._convs[key]
-                for message_id in conv.message_ids:
-                    self._messages.pop(message_id, None)
-                for approval_id in [
-                    a.approval_id for a in self._approvals.values() if a.conversation_id == key
-                ]:
-                    del self._approvals[approval_id]
+        while len(self._convs) > self.max_conversations:
+            # The least recently updated first (the dict is kept in that order): usually the
+            # very first entry, so a full journal pays one step per new conversation, not a
+            # copy of every key.
+            key = next(
+                (k for k, c in self._convs.items() if self._status(c)["status"] != "running"),
+                None,
+            )
+            if key is None:
+                return  # every conversation is running: none may be forgotten
+            conv = self._convs.pop(key)
+            for message_id in conv.message_ids:
+                self._messages.pop(message_id, None)
+            for approval_id in [
+                a.approval_id for a in self._approvals.values() if a.conversation_id == key
+            ]:
+                del self._approvals[approval_id]
 
     def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
         with self._lock:
