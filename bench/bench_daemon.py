@@ -88,6 +88,8 @@ class Figures:
     """This process's CPU per conversation while it plays the daemon's clients."""
     emulator_cpu_ms: float
     """The emulator's CPU per conversation during the daemon run."""
+    database_cpu_ms: float
+    """The PostgreSQL server's CPU per conversation (0 for SQLite)."""
 
 
 @dataclass
@@ -308,6 +310,7 @@ def _row(
         daemon_ms,
         1e3 * result.client_cpu / n,
         1e3 * result.emulator_cpu / n,
+        1e3 * result.database_cpu / n,
     )
 
 
@@ -487,15 +490,19 @@ def _targets(figures: dict[tuple[int, str], Figures]) -> None:
     cores = os.cpu_count() or 1
     for (clients, label), f in figures.items():
         # At 0.85 x the direct rate, everything on this machine together may spend at most
-        # cores / (0.85 x rate) per conversation; the emulator and the clients take their
-        # share first. The daemon runs the loop itself (the direct CPU) plus its own work.
-        budget = 1e3 * cores / (0.85 * f.direct_rate) - f.emulator_cpu_ms - f.client_cpu_ms
+        # cores / (0.85 x rate) per conversation; the emulator, the clients and the database
+        # server take their share first. The daemon runs the loop itself (the direct CPU)
+        # plus its own work.
+        others = f.emulator_cpu_ms + f.client_cpu_ms + f.database_cpu_ms
+        budget = 1e3 * cores / (0.85 * f.direct_rate) - others
         line(
             f"daemon CPU budget per conversation for 0.85 on {cores} cores, {clients} clients",
             label,
             f"{budget:.1f} ms (spent {f.daemon_cpu_ms:.1f}; the loop alone "
             f"{f.direct_cpu_ms:.1f}; emulator {f.emulator_cpu_ms:.1f}, "
-            f"clients {f.client_cpu_ms:.1f})",
+            f"clients {f.client_cpu_ms:.1f}"
+            + (f", database {f.database_cpu_ms:.1f}" if f.database_cpu_ms else "")
+            + ")",
             "(the daemon's CPU over all its cores must fit)",
             None,
         )
