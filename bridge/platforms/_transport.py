@@ -46,12 +46,11 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
+from bridge.platforms._headers import has_header, header, merge_headers
 from bridge.platforms._http import (
     PlatformSession,
     causes,
     connect_failure,
-    header,
-    merge_headers,
     new_session,
     origin,
 )
@@ -335,7 +334,7 @@ class Transport:
         body = data
         if json is not None:
             body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
-            if not any(name.lower() == "content-type" for name in merged):
+            if not has_header(merged, "Content-Type"):
                 merged["Content-Type"] = "application/json"
         call = self._call(url, operation, request_id=header(merged, self.request_id_header))
         attempt = 0

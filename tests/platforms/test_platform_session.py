@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import BridgeError, PlatformConnectionError, PlatformStatusError
-from bridge.platforms._http import PlatformSession, header, merge_headers, new_session
+from bridge.platforms._headers import has_header, header, merge_headers
+from bridge.platforms._http import PlatformSession, new_session
 from bridge.platforms._transport import ErrorAnswer, Transport, read_body
 from bridge.platforms.retry import RetryPolicy
 
@@ -43,6 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
             "cookie": self.headers.get("Cookie"),
             "authorization": self.headers.get("Authorization"),
             "body": body,
+            "lengths": self.headers.get_all("Content-Length") or [],
         }
         self.server.seen.append(seen)
         path = self.path.split("://", 1)[-1]
@@ -169,6 +171,7 @@ def test_a_307_is_followed_with_method_and_body(server: _Server, kind: str) -> N
         "cookie": None,
         "authorization": "Bearer t0ken",
         "body": '{"query": "hi"}',
+        "lengths": ["15"],
     }
     assert [r.status_code for r in response.history] == [307]
 
@@ -361,3 +364,19 @@ def test_headers_merge_as_a_case_insensitive_dict_merges_them(
     merged = merge_headers(*layers)
     assert list(merged.items()) == list(expected.items())
     assert header(merged, wanted) == expected.get(wanted)
+    assert has_header(merged, wanted) == (wanted in expected)
+
+
+@pytest.mark.parametrize("session", _both(), ids=["platform", "requests"])
+def test_a_content_length_given_by_the_caller_is_the_bodys_or_kept(
+    server: _Server, session: requests.Session
+) -> None:
+    """A Content-Length header in any case is replaced by the body's length (one header), and
+    kept on a POST without a body, on the direct path as in requests."""
+    transport = _transport(session, headers={"content-length": "999", "Authorization": "x"})
+    response = transport.request("POST", server.url + "/a", data=b'{"q": 1}', stream=False)
+    assert response.json()["lengths"] == ["8"]
+    transport = _transport(session, headers={"CONTENT-LENGTH": "0"})
+    response = transport.request("POST", server.url + "/b", stream=False)
+    assert response.json()["lengths"] == ["0"]
+    assert [seen["body"] for seen in server.seen] == ['{"q": 1}', ""]
