@@ -192,8 +192,9 @@ def serve(
     server = None
     try:
         settings = load_settings(flags, config=config)
+        connection.check_scenario()
         if connection.emulator:
-            server, settings = _start_emulator(settings)
+            server, settings = _start_emulator(settings, connection.scenario)
         else:
             _check_platform_settings(settings)
         configure_logging(
@@ -211,15 +212,20 @@ def serve(
     raise typer.Exit(code)
 
 
-def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]:
-    """--emulator: the platform's embedded emulator, serving for as long as the daemon does."""
+def _start_emulator(
+    settings: DaemonSettings, scenario: Path | None
+) -> tuple[Emulator, DaemonSettings]:
+    """--emulator: the platform's embedded emulator, serving for as long as the daemon does,
+    scripted by --scenario, with its state kept beside a file journal (so a restart, even a
+    kill -9, finds the conversations the journal continues)."""
     from bridge.platforms.registry import get_entry
 
     entry = get_entry(settings.platform)
-    protocol = entry.require_emulator()
-    from bridge.emulator import Emulator
-
-    server = Emulator(protocol=protocol, scenario=_declared_tools(entry, settings)).start()
+    server = entry.start_emulator(
+        scenario=scenario,
+        tools=_declared_tools(entry, settings),
+        state_file=_emulator_state_file(settings.db),
+    )
     try:
         client_env = server.env()
         given = [entry.setting(option) for option in entry.emulated_options(client_env)]
@@ -235,15 +241,25 @@ def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]
     return server, settings.with_platform_options(entry.emulator_options(client_env))
 
 
-def _declared_tools(entry: PlatformEntry, settings: DaemonSettings) -> dict[str, Any] | None:
-    """The scenario declaring the daemon's tools to an emulated agent whose tools are
-    configured server-side (Coze's bot), or None."""
+def _declared_tools(entry: PlatformEntry, settings: DaemonSettings) -> list[dict[str, Any]]:
+    """The daemon's tools (Chat Completions function tools) for an emulated agent whose tools
+    are configured server-side (Coze's bot); none for the others (they get them per run)."""
     if entry.emulator_tools is None or not settings.tools:
-        return None
+        return []
     from bridge.cli._common import build_toolbox
 
     with build_toolbox(settings.tools, allow_hosts=settings.allow_hosts) as toolbox:
-        return entry.emulator_tools(toolbox.manifests("openai"))
+        return toolbox.manifests("openai")
+
+
+def _emulator_state_file(db: str) -> Path | None:
+    """Where the embedded emulator keeps its state: beside a SQLite journal file (None for a
+    journal in memory or on PostgreSQL)."""
+    from bridge.journal.stores import is_postgres_url
+
+    if db == ":memory:" or db.startswith("file:") or is_postgres_url(db):
+        return None
+    return Path(f"{db}.emulator.json")
 
 
 def _check_platform_settings(settings: DaemonSettings) -> None:
