@@ -46,7 +46,6 @@ def test_serve_emulator_survives_kill_9_during_a_tool_call(tmp_path: Path) -> No
 
         wait_for(ended, "the interrupted message to end", timeout=60)
         [resumed] = second.request("GET", f"/v1/conversations/{cid}").json()["messages"]
-        assert (tmp_path / "journal.db.emulator.json").exists()
         assert (resumed["status"], resumed["answer"]) == ("finished", "value of alpha"), (
             resumed,
             second.log,
@@ -57,6 +56,7 @@ def test_serve_emulator_survives_kill_9_during_a_tool_call(tmp_path: Path) -> No
         detail = second.request("GET", f"/v1/conversations/{cid}").json()
     finally:
         second.stop()
+    assert (tmp_path / "journal.db.emulator.json").exists()
     # The emulator knew the conversation: no replacement was needed.
     assert len(detail["platform_conversations"]) == 1, detail["platform_conversations"]
     assert "NotFound" not in second.log and "not found" not in second.log, second.log
