@@ -106,9 +106,12 @@ def test_not_found_for_a_conversation_names_the_conversation_as_the_cause(
     """A first message to an id the platform never had is not papered over; the error says
     the conversation is what is missing, not to check the app (or bot) id."""
     name, emu = platform
-    with _bridge(name, emu) as bridge, bridge.conversation("7000000000000000001") as conversation:
-        with pytest.raises(NotFoundError) as caught:
-            conversation.ask("weather in Paris")
+    with (
+        _bridge(name, emu) as bridge,
+        bridge.conversation("7000000000000000001") as conversation,
+        pytest.raises(NotFoundError) as caught,
+    ):
+        conversation.ask("weather in Paris")
     message = str(caught.value)
     assert "no longer has this conversation" in message, message
     assert "expired or was deleted" in message, message

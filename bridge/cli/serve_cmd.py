@@ -213,7 +213,7 @@ def serve(
 
 
 def _start_emulator(
-    settings: DaemonSettings, scenario: Path | None
+    settings: DaemonSettings, scenario: Path | None = None
 ) -> tuple[Emulator, DaemonSettings]:
     """--emulator: the platform's embedded emulator, serving for as long as the daemon does,
     scripted by --scenario, with its state kept beside a file journal (so a restart, even a
