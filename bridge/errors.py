@@ -68,7 +68,9 @@ __all__ = [
 ]
 
 _SECRET_PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
+    # Not a placeholder in a hint ("Bearer <token>", "Bearer <personal access token>"): that
+    # shows the header's shape, not a secret.
+    re.compile(r"(?i)(bearer\s+)(?!<[\w .-]{1,40}>(?:[\s\"',;.)]|$))[^\s\"',;]+"),
     # Not the shape shown in hints ("it looks like bce-v3/ALTAK-…/…"): that is no secret.
     re.compile(r"bce-v3/(?!ALTAK-(?:…|\.\.\.)(?:/(?:…|\.\.\.))?(?:[\s\"',;)]|$))[^\s\"',;]+"),
     # `token=...`-style pairs. Values under 8 characters are words ("token: set"), not

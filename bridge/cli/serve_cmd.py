@@ -290,10 +290,16 @@ def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
             settings.lease_seconds,
         )
     if server is not None:
+        kept = (
+            f"its state kept in {server.state_file}"
+            if server.state_file is not None
+            else "its state in memory"
+        )
         logger.info(
-            "platform: the embedded %s emulator at %s (--emulator)",
+            "platform: the embedded %s emulator at %s (--emulator; %s)",
             get_entry(settings.platform).short_title,
             server.base_url,
+            kept,
         )
     if not settings.tools:
         logger.warning(
