@@ -717,11 +717,14 @@ class Conversation:
             # emulator restarted without its state; typically met by a recovery after a
             # restart): the outputs have nowhere to go. The next message continues in a new
             # platform conversation (`_on_platform`).
-            raise ConversationLostError(
+            raise NotFoundError(
                 f"the {self._platform.name} platform no longer knows conversation "
                 f"{self.platform_conversation_id}, so the outputs of the {len(runs)} call(s) "
-                f"that ran could not be delivered ({exc}); ask again: the next message "
-                "continues in a new platform conversation"
+                f"that ran could not be delivered ({exc.message}); ask again: the next message "
+                "continues in a new platform conversation",
+                request_id=exc.request_id,
+                status_code=exc.status_code,
+                code=exc.code,
             ) from None
         except _REFUSALS as exc:
             if not may_have_arrived:
