@@ -1,9 +1,10 @@
 """A platform conversation that no longer exists does not break the conversation for good.
 
 A platform may drop a conversation (it expired or was deleted there; an emulator restarted
-without its state): the next message continues in a new platform conversation, the reason is
-journaled (the conversation's transcript shows it), and the messages after it stay there. The
-platform's "not found" names the conversation, not the app id, as the cause.
+without its state; a Responses server lost the chain's previous response): the next message
+continues in a new platform conversation, the reason is journaled (the conversation's
+transcript shows it), and the messages after it stay there. The platform's "not found" names
+the conversation, not the app id, as the cause.
 """
 
 from __future__ import annotations
@@ -48,8 +49,15 @@ def _emulator(name: str, port: int = 0) -> Emulator:
     return Emulator(protocol=entry.require_emulator(), scenario=scenario, port=port)
 
 
-@pytest.fixture(params=["appbuilder", "coze"])
+@pytest.fixture(params=["appbuilder", "coze", "responses"])
 def platform(request: pytest.FixtureRequest) -> Iterator[tuple[str, Emulator]]:
+    with _emulator(request.param) as emu:
+        yield request.param, emu
+
+
+@pytest.fixture(params=["appbuilder", "coze"])
+def server_side(request: pytest.FixtureRequest) -> Iterator[tuple[str, Emulator]]:
+    """A platform that keeps conversations by id on the server (Responses keeps a chain)."""
     with _emulator(request.param) as emu:
         yield request.param, emu
 
@@ -101,11 +109,11 @@ def test_a_conversation_the_platform_forgot_continues_in_a_new_one(
 
 
 def test_not_found_for_a_conversation_names_the_conversation_as_the_cause(
-    platform: tuple[str, Emulator],
+    server_side: tuple[str, Emulator],
 ) -> None:
     """A first message to an id the platform never had is not papered over; the error says
     the conversation is what is missing, not to check the app (or bot) id."""
-    name, emu = platform
+    name, emu = server_side
     with (
         _bridge(name, emu) as bridge,
         bridge.conversation("7000000000000000001") as conversation,
