@@ -5,7 +5,8 @@ bounds, a broken or hostile server could hold a run forever with keep-alive comm
 resets the idle timeout) or fill memory with endless text deltas or tool-call argument
 fragments. Every adapter reads its streams through a `RunBudget`:
 
-- `RunBudget.timed` wraps the stream's bytes and checks the total time at every chunk that
+- `RunBudget.chunks` reads the stream's bytes as they arrive (`_transport.stream_chunks`:
+  bounded pieces, never a whole body first) and checks the total time at every chunk that
   arrives (keep-alives included): a run that streams for longer than `run_timeout` seconds
   raises `StreamTimeoutError`. A server that sends nothing at all is stopped sooner by the
   idle timeout, so the limit is overshot by at most one idle timeout.
@@ -28,7 +29,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import requests
+
 from bridge.errors import ConfigurationError, StreamLimitError, StreamTimeoutError
+from bridge.platforms._transport import stream_chunks
 
 __all__ = [
     "LIMITS",
@@ -235,6 +239,14 @@ class RunBudget:
         """Characters of tool-call arguments counted so far."""
         self.tool_calls = 0
         """Tool calls counted so far."""
+
+    def chunks(self, response: requests.Response) -> Iterator[bytes]:
+        """The body of a streamed `response` as it arrives (`stream_chunks`), timed.
+
+        Raises:
+            StreamTimeoutError: the stream has lasted longer than `run_timeout`.
+        """
+        return self.timed(stream_chunks(response))
 
     def timed(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """`chunks` unchanged, the total time checked as each one arrives.

@@ -135,7 +135,7 @@ class ResponsesClient:
         )
         assembler = StreamAssembler(self.url, budget)
         with self._http.errors(self.url, streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(budget.timed(response.iter_content(chunk_size=None))):
+            for data in iter_sse_data(budget.chunks(response)):
                 event = decode_object(data, request_id, what="a stream event")
                 for neutral in assembler.feed(event):
                     received.append(neutral)

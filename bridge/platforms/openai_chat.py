@@ -560,7 +560,7 @@ class OpenAIChatPlatform:
         )
         turn = Completion(budget=budget)
         with self._http.errors(streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(budget.timed(response.iter_content(chunk_size=None))):
+            for data in iter_sse_data(budget.chunks(response)):
                 payload = decode_object(data, request_id, what="a stream chunk")
                 turn.error = error_details(payload)
                 if turn.error is not None:

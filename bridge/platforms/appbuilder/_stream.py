@@ -93,7 +93,7 @@ class RunStream(Iterator[RunChunk]):
         counted: set[str] = set()
         try:
             with ctx.errors():
-                chunks = budget.timed(self._response.iter_content(chunk_size=None))
+                chunks = budget.chunks(self._response)
                 for data in iter_sse_data(chunks):
                     chunk = parse_chunk(data, ctx)
                     if chunk.is_error:

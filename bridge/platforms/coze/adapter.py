@@ -439,7 +439,7 @@ class CozePlatform:
             with self._http.errors(
                 url, operation=operation, streaming=True, received=received, request_id=logid
             ):
-                chunks = budget.timed(response.iter_content(chunk_size=None))
+                chunks = budget.chunks(response)
                 for name, data in iter_sse_events(chunks):
                     for event in reader.feed(name, data):
                         received.append(event)
