@@ -27,12 +27,12 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import ConfigurationError, StreamLimitError, StreamTimeoutError
-from bridge.platforms._transport import stream_chunks
+
+if TYPE_CHECKING:  # the registry imports this module: `toolbridge --help` must stay light
+    import requests
 
 __all__ = [
     "LIMITS",
@@ -246,6 +246,8 @@ class RunBudget:
         Raises:
             StreamTimeoutError: the stream has lasted longer than `run_timeout`.
         """
+        from bridge.platforms._transport import stream_chunks
+
         return self.timed(stream_chunks(response))
 
     def timed(self, chunks: Iterable[bytes]) -> Iterator[bytes]:

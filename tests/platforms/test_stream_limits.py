@@ -13,10 +13,14 @@ A platform added to the registry fails here until it has a wire below and declar
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +39,9 @@ PIECE = "x" * 1024
 LIMIT = 64 * 1024
 """The answer and arguments bound the tests set (characters)."""
 MAX_CALLS = 8
+
+_PLATFORM_VARIABLES = ("APPBUILDER_", "GATEWAY_", "OPENAI_", "COZE_", "TOOLBRIDGE_")
+"""The environment a `toolbridge run` subprocess does not inherit (only the flags count)."""
 
 Frames = Callable[[int], str] | None
 """Frame number -> one server-sent event (with its blank line); None: the head is the whole
@@ -466,3 +473,57 @@ def test_the_loop_fails_the_message_and_the_conversation_goes_on(
             server.mode = "answer"
             assert conv.ask("and now briefly").answer == "fine"
         assert [m.status for m in journal.messages(conv.id)] == ["failed", "finished"]
+
+
+_FLAGS: dict[str, list[str]] = {
+    "appbuilder": [
+        "--token",
+        "bce-v3/ALTAK-limits/0123456789abcdef",
+        "--app-id",
+        "00000000-0000-0000-0000-000000000001",
+    ],
+    "openai": ["--model", "m"],
+    "coze": ["--token", "pat_limits_0123456789", "--bot-id", "1"],
+    "responses": ["--model", "m"],
+}
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags", "code", "said"),
+    [
+        (
+            "keepalive",
+            ["--run-timeout", "1"],
+            4,
+            (
+                "total time limit of 1 s (run_timeout)",
+                "raise it with --run-timeout or TOOLBRIDGE_RUN_TIMEOUT",
+            ),
+        ),
+        (
+            "text",
+            ["--max-answer-chars", str(LIMIT)],
+            1,
+            (
+                f"past {LIMIT} characters (max_answer_chars), so it was not read further",
+                "raise it with --max-answer-chars or TOOLBRIDGE_MAX_ANSWER_CHARS",
+            ),
+        ),
+    ],
+)
+def test_toolbridge_run_stops_at_the_flags_limit(
+    name: str, mode: str, flags: list[str], code: int, said: tuple[str, ...], tmp_path: Path
+) -> None:
+    base = {"openai": "/v1", "responses": "/v1"}.get(name, "")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_PLATFORM_VARIABLES)}
+    with EndlessServer(name, mode).running() as server:
+        command = [sys.executable, "-m", "bridge", "run", "go on forever", "--platform", name]
+        command += ["--base-url", server.url + base, *_FLAGS[name], *flags]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+        )
+        assert server.sent < (PING_CAP if mode == "keepalive" else CAP)
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(part in lines[0] for part in said), done.stderr
+    assert "Traceback" not in done.stderr
