@@ -233,6 +233,8 @@ class EndlessServer:
         self.mode = mode
         self.sent = 0
         self.streams = 0
+        self.paths: list[str] = []
+        """The paths of the requests received, in order."""
         self.stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -283,6 +285,7 @@ class EndlessServer:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?", 1)[0]
+                server.paths.append(path)
                 if path in _JSON_ANSWERS:
                     body = json.dumps(_JSON_ANSWERS[path]).encode()
                     self.send_response(200)
@@ -473,6 +476,8 @@ def test_the_loop_fails_the_message_and_the_conversation_goes_on(
             server.mode = "answer"
             assert conv.ask("and now briefly").answer == "fine"
         assert [m.status for m in journal.messages(conv.id)] == ["failed", "finished"]
+    if platform_name == "coze":  # the stopped chat was cancelled, not left running
+        assert "/v3/chat/cancel" in server.paths
 
 
 _FLAGS: dict[str, list[str]] = {
