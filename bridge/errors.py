@@ -14,7 +14,9 @@
     │   │   └── ServerError          5xx
     │   ├── InBandError              HTTP 200 whose body carries an error code/message
     │   ├── StreamInterruptedError   the connection dropped mid-stream (keeps what arrived)
-    │   │   └── StreamTimeoutError   ...or went quiet past the idle timeout (also a timeout)
+    │   │   ├── StreamTimeoutError   ...or went quiet past the idle timeout, or ran past the
+    │   │   │                        run's total time limit (also a timeout)
+    │   │   └── StreamLimitError     ...or was stopped: its answer or tool calls grew past a bound
     │   └── ProtocolError            the platform sent something we cannot decode
     ├── RunError                     the conversation loop could not finish
     │   ├── RunFailedError           the platform reported the run as failed
@@ -60,6 +62,7 @@ __all__ = [
     "RunInterruptedError",
     "ServerError",
     "StreamInterruptedError",
+    "StreamLimitError",
     "StreamTimeoutError",
     "UsageError",
     "redact",
@@ -221,10 +224,21 @@ class StreamInterruptedError(PlatformError):
 
 
 class StreamTimeoutError(PlatformTimeoutError, StreamInterruptedError):
-    """The stream went quiet for longer than the idle timeout; `received` keeps what arrived.
+    """The stream went quiet for longer than the idle timeout, or the run streamed for longer
+    than its total time limit (`run_timeout`); `received` keeps what arrived.
 
     It is both a `PlatformTimeoutError` (what happened) and a `StreamInterruptedError` (the
     run is in an unknown state, so the request must not simply be sent again).
+    """
+
+
+class StreamLimitError(StreamInterruptedError):
+    """The stream was stopped because the run's answer text, its tool-call arguments or its
+    number of tool calls grew past a bound (`max_answer_chars`, `max_arguments_chars`,
+    `max_tool_calls`); `received` keeps what arrived.
+
+    Like any interrupted stream, the run is left in an unknown state on the platform; the
+    message fails, and the next one may continue in a new platform conversation.
     """
 
 

@@ -367,7 +367,8 @@ def _platform_values(
             continue
         raw = values.pop(name)
         problem = setting.problem(raw)
-        if problem is None and setting.kind != "bool" and not isinstance(raw, str):
+        numeric = setting.kind in ("seconds", "count") and isinstance(raw, (int, float))
+        if problem is None and setting.kind != "bool" and not isinstance(raw, str) and not numeric:
             problem = f"expected text, got {type(raw).__name__}"
         if problem is not None:
             # The source names the setting; "token: ..." would be masked by `redact`.

@@ -46,8 +46,10 @@ def create_platform(name: str, **options: Any) -> Platform:
 
     The options are the platform's settings (`bridge.platforms.registry.PLATFORMS[name]`,
     e.g. appbuilder's `app_id`, `token`, `base_url`; openai's `base_url`, `model`, `api_key`,
-    `tool_protocol`), plus `connect_timeout`, `idle_timeout`, `max_retries`, `retry_policy` and
-    `session`, which every adapter takes, and any other keyword its adapter class takes.
+    `tool_protocol`; every platform's stream limits `run_timeout`, `max_answer_chars`,
+    `max_arguments_chars`, `max_tool_calls`), plus `connect_timeout`, `idle_timeout`,
+    `max_retries`, `retry_policy` and `session`, which every adapter takes, and any other
+    keyword its adapter class takes.
 
     Raises:
         UsageError: Unknown platform, or an option that only other platforms take (named by

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from bridge.errors import ConfigurationError, UsageError
+from bridge.platforms._limits import LIMITS, Limit
 
 if TYPE_CHECKING:
     from bridge.emulator import Emulator
@@ -32,6 +33,7 @@ __all__ = [
     "COMMON_OPTIONS",
     "DAEMON_RENAMES",
     "DEFAULT_PLATFORM",
+    "LIMIT_SETTINGS",
     "PLATFORMS",
     "PlatformEntry",
     "Setting",
@@ -80,8 +82,9 @@ class Setting(NamedTuple):
     """Never shown: doctor masks it, the daemon keeps it as a `SecretStr`."""
     required: bool = False
     """Without a value (option or variable) the platform cannot be used."""
-    kind: Literal["text", "url", "bool", "choice"] = "text"
-    """How a value is checked and parsed: a ``url`` must be http(s); a ``bool`` is a switch."""
+    kind: Literal["text", "url", "bool", "choice", "seconds", "count"] = "text"
+    """How a value is checked and parsed: a ``url`` must be http(s); a ``bool`` is a switch;
+    ``seconds`` is a number > 0 and ``count`` an integer >= 1 (both parsed to numbers)."""
     choices: tuple[str, ...] = ()
     """The accepted values of a ``choice``."""
     shape: str | None = None
@@ -115,6 +118,8 @@ class Setting(NamedTuple):
             if isinstance(value, bool) or str(value).strip().lower() in _TRUE | _FALSE:
                 return None
             return f"{value!r} is not a yes/no value; expected true or false"
+        if self.kind in ("seconds", "count"):
+            return _limit_of(self).problem(value)
         text = str(value)
         # A secret goes into an HTTP header whole: inner whitespace is a copy-paste accident
         # (but "Bearer KEY" is how some keys are written).
@@ -135,7 +140,34 @@ class Setting(NamedTuple):
         """`value` as the adapter takes it (a bool for a switch, else unchanged)."""
         if self.kind == "bool" and not isinstance(value, bool):
             return str(value).strip().lower() in _TRUE
+        if self.kind in ("seconds", "count"):
+            return _limit_of(self).parse(value)
         return value
+
+    @property
+    def shared(self) -> bool:
+        """Whether every platform takes this setting (the stream limits)."""
+        return self.option in _LIMIT_OPTIONS
+
+
+def _limit_of(setting: Setting) -> Limit:
+    """The stream limit behind a ``seconds`` or ``count`` setting."""
+    return next(limit for limit in LIMITS if limit.option == setting.option)
+
+
+LIMIT_SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(
+        limit.option,
+        limit.flag,
+        limit.env,
+        str(limit.default) if isinstance(limit.default, int) else f"{limit.default:g}",
+        limit.help,
+        kind="seconds" if limit.kind == "seconds" else "count",
+    )
+    for limit in LIMITS
+)
+"""The bounds of every answer stream (`bridge.platforms._limits`): every platform takes them."""
+_LIMIT_OPTIONS = frozenset(setting.option for setting in LIMIT_SETTINGS)
 
 
 def _shown(setting: Setting, text: str) -> str:
@@ -338,13 +370,15 @@ def settings_table() -> str:
         "| platform | flag | environment variable | default | what |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for entry in PLATFORMS.values():
-        for s in entry.settings:
-            default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
-            env = f"`{s.env}`" if s.env else "–"
-            flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind == "bool" else f"`{s.flag}`"
-            what = s.help + ("; secret, never shown" if s.secret else "")
-            lines.append(f"| `{entry.name}` | {flag} | {env} | {default} | {what} |")
+    rows = [(f"`{entry.name}`", s) for entry in PLATFORMS.values() for s in entry.settings]
+    rows = [row for row in rows if not row[1].shared]
+    rows += [("every platform", s) for s in LIMIT_SETTINGS]
+    for name, s in rows:
+        default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
+        env = f"`{s.env}`" if s.env else "–"
+        flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind == "bool" else f"`{s.flag}`"
+        what = s.help + ("; secret, never shown" if s.secret else "")
+        lines.append(f"| {name} | {flag} | {env} | {default} | {what} |")
     return "\n".join(lines)
 
 
@@ -387,6 +421,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "the gateway",
                 kind="url",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="appbuilder",
         hints={
@@ -440,6 +475,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 kind="choice",
                 choices=("native", "text"),
             ),
+            *LIMIT_SETTINGS,
         ),
         hints={
             "auth": "the API key was refused: check OPENAI_API_KEY/--api-key",
@@ -500,6 +536,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "toolbridge",
                 "Coze's user_id for runs that name no end user",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="coze",
         emulator_tools=lambda tools: {"coze": {"plugins": tools}},
@@ -553,6 +590,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "nothing stored, every item resent (zero data retention, vLLM)",
                 kind="bool",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="responses",
         hints={
