@@ -5,7 +5,7 @@ A pure ASGI middleware (not `BaseHTTPMiddleware`, which buffers streaming respon
 request body is read up to the limit before the app sees it, so an oversized body is refused
 with 413 before any route runs, whether it announced its length or was sent chunked. Before
 that, a request for a name the daemon does not answer to gets 421 and a cross-origin browser
-request 403 (`bridge.daemon.hosts`).
+request 403 (`bridge._hosts`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bridge.daemon.hosts import HostGate
+from bridge._hosts import HostGate
 from bridge.daemon.logs import request_id_var
 from bridge.daemon.metrics import Metrics
 

@@ -12,7 +12,6 @@ source of the bad value (never the value of a secret).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import socket
@@ -31,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from bridge.daemon.hosts import HostGate
+from bridge._hosts import HostGate, is_loopback
 from bridge.errors import UsageError
 from bridge.journal.stores import db_password
 from bridge.platforms.registry import DAEMON_RENAMES, DEFAULT_PLATFORM
@@ -75,7 +74,7 @@ class DaemonSettings(BaseModel):
     """Hosts HTTP and OpenAPI tools may call besides those their manifests name."""
     server_names: list[str] = Field(default_factory=list)
     """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
-    and loopback; requests for any other Host get 421 (see `bridge.daemon.hosts`)."""
+    and loopback; requests for any other Host get 421 (see `bridge._hosts`)."""
     platform: str = DEFAULT_PLATFORM
     """A name from the platform registry (`bridge.platforms.registry.PLATFORMS`)."""
     host: str = "127.0.0.1"
@@ -179,7 +178,7 @@ class DaemonSettings(BaseModel):
     @field_validator("server_names")
     @classmethod
     def _server_names(cls, value: list[str]) -> list[str]:
-        HostGate.for_daemon("127.0.0.1", value)  # raises ValueError naming the bad entry
+        HostGate.for_server("127.0.0.1", value)  # raises ValueError naming the bad entry
         return value
 
     @model_validator(mode="after")
@@ -282,16 +281,6 @@ def default_db(env: Mapping[str, str] | None = None) -> str:
     state = env.get("XDG_STATE_HOME", "")
     base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local/state"
     return str(base / "toolbridge" / "toolbridge.db")
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 _LISTS = {"tools", "allow_hosts", "server_names"}
