@@ -123,6 +123,28 @@ def mcp_serve(
         bool,
         typer.Option("--allow-remote", help="Allow a non-loopback --host (no authentication!)."),
     ] = False,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's headers (http); later it gets 408.",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            min=0.001,
+            help="Seconds a request body may pause (http); later it gets 408 and is not run.",
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections", min=1, help="Open connections at most (http); more get 503."
+        ),
+    ] = 1000,
     yes: Annotated[
         bool,
         typer.Option(
@@ -192,9 +214,15 @@ def mcp_serve(
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"toolbridge mcp-serve: http://{shown}:{sock.getsockname()[1]}{path}")
         typer.echo(f"tools: {', '.join(toolbox.names())}", err=True)
+        from bridge._connections import ConnectionLimits
         from bridge._serve import run_foreground
 
-        run_foreground(asgi, sock, verbose=bool(state.get("verbose")))
+        limits = ConnectionLimits(
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            max_connections=max_connections,
+        )
+        run_foreground(asgi, sock, verbose=bool(state.get("verbose")), limits=limits)
     except KeyboardInterrupt:
         pass
     finally:

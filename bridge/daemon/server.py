@@ -21,6 +21,7 @@ from types import FrameType
 
 import uvicorn
 
+from bridge._connections import ConnectionLimits, http_protocol
 from bridge.daemon.app import create_app
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
@@ -114,6 +115,13 @@ def serve(settings: DaemonSettings) -> int:
         timeout_graceful_shutdown=int(settings.grace + 0.999) + ANSWER_SECONDS,
         server_header=False,
         proxy_headers=False,
+        http=http_protocol(
+            ConnectionLimits(
+                header_timeout=settings.header_timeout,
+                body_timeout=settings.body_timeout,
+                max_connections=settings.max_connections,
+            )
+        ),
     )
     server = _Server(config, service, grace)
     try:

@@ -101,6 +101,14 @@ class DaemonSettings(BaseModel):
     """Seconds a SIGTERM/SIGINT waits for running tool calls and runs."""
     log_json: bool = False
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a client has to send a request's headers (from connecting, or from the end of
+    the previous response); later, it gets 408 and the connection is closed."""
+    body_timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds a request's body may pause between two pieces before it gets 408 and the
+    connection is closed (the request is not run)."""
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections at most; a new one beyond gets 503 and is closed."""
     max_rounds: int = Field(default=10, ge=1, le=1000)
     tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
     idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
