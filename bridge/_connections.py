@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
-__all__ = ["MAX_HEADER_BYTES", "ConnectionLimits", "http_protocol"]
+__all__ = ["MAX_HEADER_BYTES", "ConnectionLimits", "fit_descriptor_limit", "http_protocol"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ bound of its own)."""
 _REJECT_WAIT = 1.0
 """Seconds a connection over the cap may take to send its request before it is closed (the
 503 is written after its first bytes are read, so that closing does not reset it)."""
+
+_DESCRIPTOR_RESERVE = 128
+"""Files a server needs besides its connections (journal, logs, sockets of tools)."""
 
 _Phase = Literal["headers", "body", "busy"]
 
@@ -66,10 +69,47 @@ class ConnectionLimits:
 
 
 def http_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP/1.1 protocol class with `limits` applied (pass it as ``Config(http=)``)."""
+    """uvicorn's HTTP/1.1 protocol class with `limits` applied (pass it as ``Config(http=)``).
+
+    The process's open-files limit is raised to fit them first (`fit_descriptor_limit`).
+    """
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    fit_descriptor_limit(limits)
+
     return type("BoundedHTTPProtocol", (_Bounded, AutoHTTPProtocol), {"limits": limits})
+
+
+def fit_descriptor_limit(limits: ConnectionLimits) -> None:
+    """Raise this process's soft limit on open files so that `max_connections` fit, up to the
+    hard limit; warn (naming the setting) if they cannot.
+
+    Past the limit, accepting fails (asyncio then stops accepting for a second) before the cap
+    could answer 503.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    wanted = limits.max_connections + _DESCRIPTOR_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft < wanted:
+        logger.warning(
+            "this process may open %d files (ulimit -n), too few for --max-connections %d and "
+            "the server's own; lower --max-connections to about %d or raise the limit",
+            soft,
+            limits.max_connections,
+            max(1, soft - _DESCRIPTOR_RESERVE),
+        )
 
 
 def _answer(status: int, reason: str, code: str, message: str, extra: str = "") -> bytes:
@@ -132,11 +172,13 @@ class _Bounded(asyncio.Protocol):
             return
         if self._phase == "headers":
             self._header_bytes += len(data)
-            if self._header_bytes > MAX_HEADER_BYTES:
-                message = f"the request headers are larger than {MAX_HEADER_BYTES} bytes"
-                self._close(431, "Request Header Fields Too Large", "headers_too_large", message)
-                return
         super().data_received(data)
+        cycle = self.cycle
+        waiting = cycle is None or cycle.response_complete  # still no complete header block
+        if waiting and self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+            message = f"the request headers are larger than {MAX_HEADER_BYTES} bytes"
+            self._close(431, "Request Header Fields Too Large", "headers_too_large", message)
+            return
         self._progress()
 
     def connection_lost(self, exc: Exception | None) -> None:

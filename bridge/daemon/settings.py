@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from bridge._connections import ConnectionLimits
 from bridge._hosts import HostGate, is_loopback
 from bridge.errors import UsageError
 from bridge.journal.stores import db_password
@@ -217,6 +218,14 @@ class DaemonSettings(BaseModel):
             return self.replica_id
         host = socket.gethostname() or "localhost"
         return f"{host}:{self.port}" if self.port else f"{host}:pid{os.getpid()}"
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The bounds on slow and surplus connections (`bridge._connections`)."""
+        return ConnectionLimits(
+            header_timeout=self.header_timeout,
+            body_timeout=self.body_timeout,
+            max_connections=self.max_connections,
+        )
 
     def platform_options(self) -> dict[str, Any]:
         """Keyword arguments for `bridge.platforms.create_platform` (absent: from the env)."""

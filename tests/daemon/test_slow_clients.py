@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.daemon.settings import SettingsError, load_settings
 from bridge.emulator import Emulator
 from tests.daemon.conftest import API_KEY, DaemonProcess, executions, start_daemon, wait_for
 
@@ -168,6 +169,15 @@ def test_a_client_gone_before_the_end_of_its_body_is_not_run(
     assert detail["messages"] == []
 
 
+def test_headers_over_the_size_bound_get_431(slow_daemon: DaemonProcess) -> None:
+    filler = b"".join(f"X-Filler-{i}: {'a' * 1000}\r\n".encode() for i in range(70))
+    with socket.create_connection(_address(slow_daemon), timeout=30) as sock:
+        sock.sendall(b"GET /v1/conversations HTTP/1.1\r\nHost: 127.0.0.1\r\n" + filler)
+        answer = read_all(sock)
+    assert answer.startswith((b"HTTP/1.1 431 ", b"HTTP/1.1 400 ")), answer[:200]
+    assert slow_daemon.request("GET", "/v1/conversations").status_code == 200
+
+
 def test_connections_beyond_the_cap_get_503(
     emulator: Emulator, tools_dir: Path, tmp_path: Path
 ) -> None:
@@ -211,3 +221,19 @@ def test_connections_beyond_the_cap_get_503(
         for sock in held:
             sock.close()
         daemon.stop()
+
+
+def test_the_limits_are_settings() -> None:
+    settings = load_settings({}, env={})
+    assert (settings.header_timeout, settings.body_timeout, settings.max_connections) == (
+        10.0,
+        30.0,
+        1000,
+    )
+    env = {"TOOLBRIDGE_HEADER_TIMEOUT": "2.5", "TOOLBRIDGE_MAX_CONNECTIONS": "50"}
+    loaded = load_settings({"body_timeout": 4}, env=env)
+    assert (loaded.header_timeout, loaded.body_timeout, loaded.max_connections) == (2.5, 4, 50)
+    with pytest.raises(SettingsError, match=r"greater than 0 \(from --header-timeout\)"):
+        load_settings({"header_timeout": 0}, env={})
+    with pytest.raises(SettingsError, match=r"TOOLBRIDGE_MAX_CONNECTIONS='0'"):
+        load_settings({}, env={"TOOLBRIDGE_MAX_CONNECTIONS": "0"})
