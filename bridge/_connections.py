@@ -46,6 +46,10 @@ bound of its own)."""
 _REJECT_WAIT = 1.0
 """Seconds a connection over the cap may take to send its request before it is closed (the
 503 is written after its first bytes are read, so that closing does not reset it)."""
+_LINGER = 2.0
+"""Seconds a connection stays half-closed after a refusal, its input read and dropped, before
+it is closed: closing a socket with unread input resets it, and the client could lose the
+answer (nginx's lingering close)."""
 
 _DESCRIPTOR_RESERVE = 128
 """Files a server needs besides its connections (journal, logs, sockets of tools)."""
@@ -68,16 +72,21 @@ class ConnectionLimits:
     max_connections: int = 1000
 
 
-def http_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+def http_protocol(
+    limits: ConnectionLimits, base: type[asyncio.Protocol] | None = None
+) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol class with `limits` applied (pass it as ``Config(http=)``).
 
-    The process's open-files limit is raised to fit them first (`fit_descriptor_limit`).
+    `base` is the uvicorn protocol to extend (default: uvicorn's choice, httptools when it is
+    installed, else h11). The process's open-files limit is raised to fit the limits first
+    (`fit_descriptor_limit`).
     """
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    if base is None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+        base = AutoHTTPProtocol
     fit_descriptor_limit(limits)
-
-    return type("BoundedHTTPProtocol", (_Bounded, AutoHTTPProtocol), {"limits": limits})
+    return type("BoundedHTTPProtocol", (_Bounded, base), {"limits": limits})
 
 
 def fit_descriptor_limit(limits: ConnectionLimits) -> None:
@@ -157,6 +166,7 @@ class _Bounded(asyncio.Protocol):
     _phase: _Phase | None = None
     _header_bytes = 0
     _rejected: asyncio.Transport | None = None
+    _lingering = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if len(self.connections) >= self.limits.max_connections:
@@ -167,6 +177,8 @@ class _Bounded(asyncio.Protocol):
         self._progress()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # answered: the rest of the request is read and dropped
         if self._rejected is not None:
             self._reject()
             return
@@ -196,6 +208,8 @@ class _Bounded(asyncio.Protocol):
     def _progress(self) -> None:
         """After anything that may move the connection on: arm the timer its phase needs."""
         cycle = self.cycle
+        if self._lingering:
+            return
         if self.transport.is_closing():
             self._cancel()
         elif cycle is None or cycle.response_complete:
@@ -255,28 +269,35 @@ class _Bounded(asyncio.Protocol):
         transport = self._rejected
         if transport is None or transport.is_closing():
             return
-        self._cancel()
         cap = self.limits.max_connections
         _refusals.note(f"{cap} were open; --max-connections")
         message = (
             f"the server has its maximum of {cap} open connections (--max-connections); "
             "try again shortly"
         )
-        transport.write(
-            _answer(
-                503,
-                "Service Unavailable",
-                "too_many_connections",
-                message,
-                "retry-after: 1\r\n",
-            )
+        answer = _answer(
+            503, "Service Unavailable", "too_many_connections", message, "retry-after: 1\r\n"
         )
+        # Closed at once, not lingering: the cap bounds descriptors only if refused connections
+        # let go of theirs at once. The request was read, so closing seldom resets it.
+        self._cancel()
+        self._lingering = True
+        transport.write(answer)
         transport.close()
 
     def _close(self, status: int, reason: str, code: str, message: str) -> None:
+        """Send the answer and end the connection: half-closed, input dropped, closed after
+        `_LINGER` seconds or when the client closes (whichever comes first). It still counts
+        against the cap until then."""
         self._cancel()
-        self.transport.write(_answer(status, reason, code, message))
-        self.transport.close()
+        self._lingering = True
+        transport = self.transport
+        transport.write(_answer(status, reason, code, message))
+        if transport.can_write_eof():
+            transport.write_eof()
+            self._timer = asyncio.get_running_loop().call_later(_LINGER, transport.close)
+        else:
+            transport.close()
 
     def _peer(self) -> str:
         peer = self.transport.get_extra_info("peername")

@@ -184,7 +184,7 @@ def test_connections_beyond_the_cap_get_503(
     cap = 20
     daemon = start_daemon(
         emulator, tools_dir, ":memory:",
-        "--max-connections", str(cap), "--header-timeout", "3",
+        "--max-connections", str(cap), "--header-timeout", "5",
         api_key=API_KEY,
     )  # fmt: skip
     held: list[socket.socket] = []

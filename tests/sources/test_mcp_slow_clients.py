@@ -29,7 +29,7 @@ def limited(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, 
     tools.write_text(MARKER_TOOLS, encoding="utf-8")
     proc, line = _start(
         tools,
-        "--header-timeout", "1", "--body-timeout", "1", "--max-connections", str(SLOW_CLIENTS + 5),
+        "--header-timeout", "3", "--body-timeout", "1", "--max-connections", str(SLOW_CLIENTS + 5),
     )  # fmt: skip
     try:
         assert line.startswith("toolbridge mcp-serve: http://127.0.0.1:"), (line, proc.poll())
