@@ -153,7 +153,10 @@ def mcp_http_app(
         ValueError: a server name is not ``host`` or ``host:port``.
     """
     _sdk()
-    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.server.transport_security import (
+        DEFAULT_MAX_REQUEST_BODY_SIZE,
+        TransportSecuritySettings,
+    )
 
     from bridge._hosts import HostGate
     from bridge.sources._http_gate import HostGateMiddleware
@@ -164,7 +167,7 @@ def mcp_http_app(
     # for three spellings of loopback.
     off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=off)
-    app.add_middleware(HostGateMiddleware, gate=gate)
+    app.add_middleware(HostGateMiddleware, gate=gate, max_body_bytes=DEFAULT_MAX_REQUEST_BODY_SIZE)
     return app
 
 

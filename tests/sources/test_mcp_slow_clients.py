@@ -121,3 +121,7 @@ def test_slow_headers_slow_bodies_and_surplus_connections(
         time.sleep(0.05)
     assert _fds(proc) <= before + 2, (before, _fds(proc))
     assert _initialize(address) == 200
+    proc.terminate()
+    _, errors = proc.communicate(timeout=30)
+    assert "Traceback" not in errors, errors  # the app never saw the stalled request
+    assert "closed for slow headers or body" in errors
