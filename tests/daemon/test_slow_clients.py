@@ -152,6 +152,7 @@ def test_a_body_that_stops_gets_408_and_is_not_run(
         while b"\r\n\r\n" not in head:
             head += sock.recv(65536)
     assert head.startswith(b"HTTP/1.1 200 "), head[:300]
+    assert "Traceback" not in slow_daemon.log
 
 
 def test_a_client_gone_before_the_end_of_its_body_is_not_run(
@@ -167,6 +168,7 @@ def test_a_client_gone_before_the_end_of_its_body_is_not_run(
     assert executions(tools_dir) == [], "half a body ran a tool"
     detail = slow_daemon.request("GET", f"/v1/conversations/{cid}").json()
     assert detail["messages"] == []
+    assert "Traceback" not in slow_daemon.log
 
 
 def test_headers_over_the_size_bound_get_431(slow_daemon: DaemonProcess) -> None:
