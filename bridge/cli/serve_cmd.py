@@ -119,6 +119,29 @@ def serve(
     max_body_bytes: Annotated[
         int | None, typer.Option("--max-body-bytes", help="Largest request body (default 64 KiB).")
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--header-timeout",
+            help="Seconds a client has to send a request's headers; later it gets 408 and is "
+            "disconnected (default 10).",
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--body-timeout",
+            help="Seconds a request body may pause before the request gets 408 and is not run "
+            "(default 30).",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            help="Open connections at most; more get 503 (default 1000).",
+        ),
+    ] = None,
     max_rounds: Annotated[
         int | None, typer.Option("--max-rounds", help="Most tool rounds per message (default 10).")
     ] = None,
@@ -180,6 +203,9 @@ def serve(
         "log_json": log_json,
         "queue_limit": queue_limit,
         "max_body_bytes": max_body_bytes,
+        "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
+        "max_connections": max_connections,
         "max_rounds": max_rounds,
         "tool_timeout": tool_timeout,
         "idle_timeout": idle_timeout,

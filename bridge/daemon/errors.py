@@ -51,7 +51,7 @@ GATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "cross-origin browser request (cross_origin)"},
     421: {"model": ErrorBody, "description": "a Host the daemon does not answer to"},
 }
-"""Errors of the Host/Origin gate in front of every route (`bridge.daemon.hosts`)."""
+"""Errors of the Host/Origin gate in front of every route (`bridge._hosts`)."""
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     **{
