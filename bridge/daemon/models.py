@@ -161,9 +161,15 @@ class SendMessage(_Request):
     def _tool_choice(cls, value: object) -> object:
         # One reading of a tool choice everywhere (Bridge, CLI, API), with its clear errors.
         try:
-            return parse_tool_choice(value)
+            choice = parse_tool_choice(value)
         except UsageError as exc:
             raise ValueError(str(exc)) from None
+        if isinstance(choice, ToolChoice) and choice.input is not None:
+            # The forced call's arguments: what cannot be journaled must not be sent.
+            problem = _untext(choice.input, "tool_choice.input")
+            if problem is not None:
+                raise ValueError(problem)
+        return choice
 
 
 class MessageResult(BaseModel):

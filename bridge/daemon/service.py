@@ -535,6 +535,7 @@ class Service:
         live = self._checkout(cid, job.end_user_id, job.lease)
         conversation = live.conversation
         tally = RunTally()
+        text = StreamedText()
         with self._live_lock:
             generation = self.generation
             generation.runs += 1
@@ -552,7 +553,6 @@ class Service:
                     job.query, tool_choice=job.tool_choice, sent_by=job.sent_by
                 )
             handle.message_id = conversation.message_id
-            text = StreamedText()
             for event in events:
                 tally.see(event)
                 self._observe(event, cid)
@@ -580,6 +580,7 @@ class Service:
             elif not isinstance(exc, BridgeError):
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
+            self._publish_text(handle, cid, conversation.message_id, text.flush())
             handle.publish("failed", failure.to_json())
             self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
             outcome = RunOutcome("failed", failure=failure)

@@ -153,6 +153,8 @@ def test_a_string_that_is_not_text_is_refused_before_the_tool_runs(
     cid = served.new_conversation()
     query = post_raw(served, f"/v1/conversations/{cid}/messages", b'{"query": "\\u0000\\ud800"}')
     assert "query: holds a lone" in _refusal(query, "query")
+    forced = b'{"query": "x", "tool_choice": {"name": "note", "input": {"text": "\\u0000\\ud800"}}}'
+    _refusal(post_raw(served, f"/v1/conversations/{cid}/messages", forced), "tool_choice.input")
 
     # A NUL alone is text: the call runs, is answered and journaled.
     ran = served.request("POST", "/v1/tools/note/call", json={"arguments": {"text": "a\x00b"}})
