@@ -230,7 +230,7 @@ def _assert_clean(raw: bytes) -> None:
 # --- the properties -------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("kind", list(SECRETS))
 @pytest.mark.parametrize("name", EVENT_NAMES)
