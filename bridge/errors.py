@@ -65,9 +65,12 @@ __all__ = [
     "StreamLimitError",
     "StreamTimeoutError",
     "UsageError",
+    "held_back",
     "redact",
+    "redact_data",
     "register_secret",
     "status_error_class",
+    "valid_text",
 ]
 
 _SECRET_PATTERNS = (
@@ -110,6 +113,51 @@ def redact(text: str) -> str:
             text = pattern.sub(lambda m: m.group(1) + "[secure]", text)
         else:
             text = pattern.sub("[secure]", text)
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with `redact` applied to every string,
+    keys included, and every string made `valid_text`: what may leave the daemon.
+
+    Other values (numbers, booleans, None, datetimes) are returned as they are.
+    """
+    if isinstance(value, str):
+        return redact(valid_text(value))
+    if isinstance(value, dict):
+        return {
+            (redact_data(key) if isinstance(key, str) else key): redact_data(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_data(item) for item in value]
+    return value
+
+
+def held_back(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a registered secret.
+
+    A stream that redacts piece by piece (answer text as it streams) keeps that many back
+    until the next piece shows whether they are a secret: a secret split across two pieces
+    is masked like a whole one.
+    """
+    longest = 0
+    for secret in _extra_secrets:
+        for size in range(min(len(secret) - 1, len(text)), longest, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return longest
+
+
+def valid_text(text: str) -> str:
+    """`text` as text UTF-8 can encode: a surrogate pair becomes its character, a lone
+    surrogate (a Python string can hold one; no JSON reader, database or terminal takes it)
+    becomes U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
 
 

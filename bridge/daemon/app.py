@@ -26,6 +26,7 @@ from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.fastpath import FastRoutes
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
+from bridge.daemon.outbound import PublicJSONResponse
 from bridge.daemon.recovery import recover
 from bridge.daemon.relay import start_relay
 from bridge.daemon.routers import approvals, console, conversations, events, health, tools
@@ -120,6 +121,8 @@ def create_app(
         version=__version__,
         description="Conversations with a hosted agent whose tools run on this machine.",
         lifespan=lifespan,
+        # Every JSON body through one redaction step (`bridge.daemon.outbound`).
+        default_response_class=PublicJSONResponse,
         docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: not on an intranet
         redoc_url=None,
     )

@@ -143,5 +143,23 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX leases_by_expiry ON leases (expires_at);
     """,
+    # 6 -> 7: tool calls made directly, outside conversations.
+    """
+    CREATE TABLE direct_calls (
+        call_id TEXT PRIMARY KEY,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        called_by TEXT,
+        approved_by TEXT,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        duration_ms DOUBLE PRECISION,
+        finished_at TEXT,
+        rid BIGSERIAL NOT NULL
+    );
+    CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC, rid DESC);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -23,6 +23,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from bridge.errors import redact_data
 from bridge.sources._mcp_confirm import HostApproval
 from bridge.sources.mcp import _sdk
 from bridge.tools.approval import needs_approval
@@ -174,8 +175,10 @@ def mcp_http_app(
 def _result(text: str, *, is_error: bool) -> types.CallToolResult:
     from mcp import types
 
+    # Registered secrets (HTTP tools' `${ENV}` credentials) never reach the client, which is
+    # a model's host: one step, `redact_data`, as on the daemon's ways out.
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=is_error
+        content=[types.TextContent(type="text", text=redact_data(text))], is_error=is_error
     )
 
 
@@ -201,8 +204,8 @@ def _structured(name: str, schema: dict[str, Any], run: ToolRun) -> types.CallTo
             is_error=True,
         )
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=run.output)],
-        structured_content=content,
+        content=[types.TextContent(type="text", text=redact_data(run.output))],
+        structured_content=redact_data(content),
         is_error=False,
     )
 
