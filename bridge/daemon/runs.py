@@ -98,7 +98,9 @@ class StreamedText:
 
     def feed(self, text: str) -> str:
         """What of the text so far may be sent now."""
-        text = self._kept + text
+        # Masked before the cut: a whole secret whose end is the start of another one must not
+        # be cut there (each piece is masked on its own, so a cut secret would go out).
+        text = redact(self._kept + text)
         keep = held_back(text)
         self._kept = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]

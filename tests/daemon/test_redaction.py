@@ -32,6 +32,7 @@ from bridge.daemon.models import MessageResult
 from bridge.daemon.outbound import PublicJSONResponse
 from bridge.daemon.runs import RunHandle, StreamedText, event_payload
 from bridge.daemon.settings import load_settings
+from bridge.errors import register_secret
 from bridge.journal import MemoryJournal
 
 DAEMON = Path(bridge.__file__).parent / "daemon"
@@ -288,6 +289,26 @@ def test_streamed_answer_text_never_spells_a_secret(kind: str, data: st.DataObje
     joined = "".join(event.data["text"] for event in handle.history)
     for secret_ in SECRETS.values():
         assert secret_ not in joined
+
+
+def test_a_whole_secret_is_not_cut_where_another_secret_begins() -> None:
+    """A secret whose last characters are the first of another registered secret: the stream
+    must not keep those characters back and send the rest of the secret unmasked."""
+    first = "ovl-" + secrets.token_hex(10) + "zq"
+    second = "zq" + secrets.token_hex(10)
+    register_secret(first)
+    register_secret(second)
+    stream = StreamedText()
+    handle = RunHandle("c", "r")
+    for piece in ("before ", first):
+        out = stream.feed(piece)
+        if out:
+            handle.publish("text_delta", {"text": out})
+    rest = stream.flush()
+    if rest:
+        handle.publish("text_delta", {"text": rest})
+    joined = "".join(event.data["text"] for event in handle.history)
+    assert joined == "before [secure]"
 
 
 @settings(max_examples=40, deadline=None)
