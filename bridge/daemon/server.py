@@ -216,6 +216,8 @@ def serve(settings: DaemonSettings, owned: Claim | None = None) -> int:
 
 
 def _serve(settings: DaemonSettings, owned: Claim) -> int:
+    if owned.replica is not None and owned.replica.note:
+        logger.warning("%s", owned.replica.note)
     try:
         app = create_app(settings)
     except BaseException:

@@ -632,6 +632,9 @@ class ReplicaClaim:
         self.token = token
         self.locked = True
         self.lost = False
+        self.note: str | None = None
+        """What became of a previous process that held the id (for the daemon's log, which
+        is set up after the claim)."""
         self._conn: psycopg.Connection[Any] | None = conn
         self._mutex = threading.Lock()
         self._stop = threading.Event()
@@ -780,19 +783,16 @@ def claim_replica(dsn: str, replica: str, seconds: float, owner: Owner) -> Repli
                 raise ReplicaInUseError(
                     replica, label, _owner(row) if row is not None else None, advice
                 )
+            note = None
             if row is not None and not locked:
-                logger.warning(
-                    "replica %s: its previous process (%s) has not renewed it for %.0f s; "
-                    "taking its place",
-                    replica,
-                    _owner(row).describe(),
-                    float(row["silent_s"]),
+                note = (
+                    f"replica {replica}: its previous process ({_owner(row).describe()}) has "
+                    f"not renewed it for {float(row['silent_s']):.0f} s; taking its place"
                 )
             elif row is not None and not row["expired"]:
-                logger.info(
-                    "replica %s: its previous process (%s) is gone; taking its leases back",
-                    replica,
-                    _owner(row).describe(),
+                note = (
+                    f"replica {replica}: its previous process ({_owner(row).describe()}) is "
+                    "gone; taking its leases back"
                 )
             cur.execute(
                 "INSERT INTO replicas (replica_id, token, pid, hostname, address, started_at, "
@@ -819,6 +819,7 @@ def claim_replica(dsn: str, replica: str, seconds: float, owner: Owner) -> Repli
         raise
     claim = ReplicaClaim(dsn, replica, seconds, conn, token)
     claim.locked = locked
+    claim.note = note
     return claim
 
 
