@@ -181,3 +181,39 @@ def test_a_replica_refusal_names_the_replica_and_its_holder() -> None:
         "replica r1 of journal postgresql://u@db/j is in use by toolbridge serve (pid 42, on "
         "node-7, http://10.0.0.7:8411); stop it first"
     )
+
+
+def test_a_library_journal_refuses_a_file_a_daemon_owns(db: Path, held: Holder) -> None:
+    from bridge.journal.sqlite import SQLiteJournal
+
+    with pytest.raises(JournalInUseError) as refused:
+        SQLiteJournal(db)
+    assert str(refused.value) == (
+        f"journal {db} is in use by toolbridge serve (pid {held.pid}, "
+        "http://127.0.0.1:8412); stop it first or open another journal file"
+    )
+    assert not db.exists()
+
+
+def test_no_daemon_starts_on_a_file_library_journals_have_open(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.journal import owner
+    from bridge.journal.sqlite import SQLiteJournal
+
+    monkeypatch.setattr(owner, "PROBE_SECONDS", 0.05)
+    first, second = SQLiteJournal(db), SQLiteJournal(db)  # library processes take turns
+    try:
+        with pytest.raises(JournalInUseError) as refused:
+            JournalLock.acquire(str(db))
+    finally:
+        first.close()
+        second.close()
+    assert str(refused.value) == (
+        f"journal {db} is in use by another process that has it open (a library "
+        "SQLiteJournal); stop it first or use another --db"
+    )
+    with JournalLock.acquire(str(db)) as lock:
+        assert lock.held, "closed library journals hold nothing"
+        journal = SQLiteJournal(db)  # this process's own daemon opening its journal
+        journal.close()

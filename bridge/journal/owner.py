@@ -11,6 +11,10 @@ Readers do not take the exclusive lock: `holder` (``toolbridge db status``) prob
 shared lock for an instant; a daemon that starts at that instant sees only a shared holder and
 tries again, so a probe never makes a start fail.
 
+The library's `SQLiteJournal` shares (`share`): it holds a shared lock while it is open, so
+library processes can take turns on one file as before, but none opens a file a daemon owns,
+and no daemon starts (and recovers) on a file a library process has open.
+
 PostgreSQL replica ids are owned through the journal itself
 (`bridge.journal.postgres.PostgresJournal.claim_replica`); `ReplicaInUseError` is their
 refusal, worded like `JournalInUseError`.
@@ -39,6 +43,8 @@ __all__ = [
     "ReplicaInUseError",
     "holder",
     "lock_path",
+    "share",
+    "unshare",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,6 +53,7 @@ SUFFIX = ".lock"
 PROBE_SECONDS = 2.0
 """How long a starting daemon retries while only a reader's instant probe holds the lock."""
 DEFAULT_COMMAND = "toolbridge serve"
+SHARED = "another process that has it open (a library SQLiteJournal)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class Owner:
     def describe(self, *, host: bool = False) -> str:
         """``toolbridge serve (pid 1234, http://127.0.0.1:8412)`` and the like; the host is
         named when it is another machine's (always with `host`)."""
+        if self.command == SHARED:
+            return SHARED
         parts = [f"pid {self.pid}" if self.pid is not None else "pid unknown"]
         if self.host and (host or self.host != socket.gethostname()):
             parts.append(f"on {self.host}")
@@ -160,26 +169,16 @@ class JournalLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + PROBE_SECONDS
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                if _try_lock(fd, fcntl.LOCK_EX):
-                    if _same_file(fd, path):
-                        break
-                    # Removed (a stopping daemon) between our open and our lock: the file we
-                    # locked is no longer the lock file. Try again on the new one.
-                    os.close(fd)
-                    continue
-                if _try_lock(fd, fcntl.LOCK_SH) and time.monotonic() < deadline:
-                    # Only readers' instant probes hold it: not an owner. Try again.
-                    os.close(fd)
-                    time.sleep(0.01)
-                    continue
-                owner = Owner.from_text(_read(fd))
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
-            raise JournalInUseError(db, owner, advice)
+            fd, found = _attempt(path)
+            if fd is not None:
+                break
+            if found is not None:
+                raise JournalInUseError(db, found, advice)
+            # Shared holders only: a reader's instant probe (try again), or library journals
+            # that keep it open (refused once that lasts).
+            if time.monotonic() >= deadline:
+                raise JournalInUseError(db, Owner(pid=None, command=SHARED), advice)
+            time.sleep(0.01)
         owner = Owner(pid=os.getpid(), host=socket.gethostname(), since=_now(), command=command)
         lock = cls(db, path, fd, owner)
         lock._write()
@@ -228,6 +227,26 @@ class JournalLock:
         self.release()
 
 
+def _attempt(path: Path) -> tuple[int | None, Owner | None]:
+    """One try at the exclusive lock: (its descriptor, None), or (None, the owner that holds
+    it), or (None, None) when only shared holders have it or the file was just replaced."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if _try_lock(fd, fcntl.LOCK_EX):
+            if _same_file(fd, path):
+                got, fd = fd, -1
+                return got, None
+            # Removed by a stopping daemon between our open and our lock: the file we
+            # locked is no longer the lock file; the next try opens the new one.
+            return None, None
+        if _try_lock(fd, fcntl.LOCK_SH):
+            return None, None
+        return None, Owner.from_text(_read(fd))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def _try_lock(fd: int, kind: int) -> bool:
     try:
         fcntl.flock(fd, kind | fcntl.LOCK_NB)
@@ -267,4 +286,34 @@ def holder(db: str | Path) -> Owner | None:
             return None
         return Owner.from_text(_read(fd))
     finally:
+        os.close(fd)
+
+
+def share(db: str, *, advice: str) -> int | None:
+    """Hold `db` shared (a library journal): returns the descriptor to give to `unshare`, or
+    None when this process owns `db` already (its daemon opening its own journal).
+
+    Raises:
+        JournalInUseError: a daemon (another process) owns `db`.
+    """
+    path = lock_path(db)
+    if _key(path) in _HELD:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            if not _try_lock(fd, fcntl.LOCK_SH):
+                raise JournalInUseError(db, Owner.from_text(_read(fd)), advice)
+            if _same_file(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # removed by a stopping daemon meanwhile: open the new one
+
+
+def unshare(fd: int | None) -> None:
+    """Let go of what `share` returned."""
+    if fd is not None:
         os.close(fd)

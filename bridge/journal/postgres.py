@@ -651,17 +651,19 @@ class ReplicaClaim:
         psycopg = _psycopg()
         with self._mutex:
             if self._conn is None or self._conn.closed:
+                # A new session (the server restarted): its advisory lock is taken again.
                 self._conn = _connect(self.dsn)
                 self.locked = False
-            if not self.locked:
-                row = self._conn.execute(
-                    f"SELECT pg_try_advisory_lock({_LOCK_KEY})", (_text(self.replica),)
-                ).fetchone()
-                self.locked = bool(row and row[0])
+            conn = self._conn
             try:
-                return int(self._conn.execute(sql, params).rowcount)
+                if not self.locked:
+                    row = conn.execute(
+                        f"SELECT pg_try_advisory_lock({_LOCK_KEY})", (_text(self.replica),)
+                    ).fetchone()
+                    self.locked = bool(row and row[0])
+                return int(conn.execute(sql, params).rowcount)
             except psycopg.Error as exc:
-                self._conn.close()
+                conn.close()
                 raise JournalUnavailableError(
                     f"journal {safe_dsn(self.dsn)}: {_clean(self.dsn, exc)}"
                 ) from None
