@@ -135,8 +135,8 @@ def claim(settings: DaemonSettings) -> Claim:
     """
     db = settings.db
     embedded = db != ":memory:" and not is_postgres_url(db)
-    fresh = embedded and not Path(db).exists()
     lock = JournalLock.acquire(db) if embedded else None
+    fresh = embedded and not Path(db).exists()  # known once no other daemon can create it
     replica = None
     try:
         if is_postgres_url(db):
