@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "SQLiteJournal": "bridge.journal",
     "ServerError": "bridge.errors",
     "StreamInterruptedError": "bridge.errors",
+    "StreamLimitError": "bridge.errors",
     "StreamTimeoutError": "bridge.errors",
     "TextDelta": "bridge.types",
     "ToolBatch": "bridge.types",
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
         RunInterruptedError,
         ServerError,
         StreamInterruptedError,
+        StreamLimitError,
         StreamTimeoutError,
         UsageError,
     )

@@ -6,7 +6,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bridge._connections import ConnectionLimits
 
 __all__ = ["ServerHandle", "run_foreground", "serve_in_thread"]
 
@@ -62,13 +65,17 @@ def serve_in_thread(
         thread.join(timeout=10)
 
 
-def run_foreground(app: Any, sock: Any, *, verbose: bool = False) -> None:
+def run_foreground(
+    app: Any, sock: Any, *, verbose: bool = False, limits: ConnectionLimits | None = None
+) -> None:
     """Serve `app` on an already bound socket until Ctrl+C or SIGTERM (CLI commands).
 
     The caller binds the socket first, so "address in use" is reported before anything is
-    printed as listening.
+    printed as listening. `limits` bound slow and surplus connections (`bridge._connections`).
     """
     import uvicorn
+
+    from bridge._connections import http_protocol
 
     config = uvicorn.Config(
         app,
@@ -76,6 +83,7 @@ def run_foreground(app: Any, sock: Any, *, verbose: bool = False) -> None:
         access_log=verbose,
         lifespan="on",
         timeout_graceful_shutdown=2,
+        http=http_protocol(limits) if limits is not None else "auto",
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

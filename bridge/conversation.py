@@ -44,6 +44,7 @@ from bridge.errors import (
     ConflictError,
     ConversationLostError,
     MaxRoundsError,
+    NotFoundError,
     PreconditionError,
     RunFailedError,
     RunInterruptedError,
@@ -55,6 +56,7 @@ from bridge.journal.records import INTERRUPTED_MESSAGE, MessageRecord, StateSnap
 from bridge.platforms.base import (
     Platform,
     ToolChoiceLike,
+    declare_tools_to,
     export_state_of,
     exports_state,
     import_state_into,
@@ -306,6 +308,8 @@ class Bridge:
         try:
             self.platform_tools = platform_tools_for(platform, options.platform_tools)
             options = options.replace(tool_choice=self.checked_tool_choice(options.tool_choice))
+            # An emulated agent whose tools are configured server-side learns them here.
+            declare_tools_to(platform, self.toolbox.manifests("openai"))
         except BaseException:
             # What it made (a toolbox's MCP servers) must not leak; the platform is the caller's.
             self._release()
@@ -708,6 +712,20 @@ class Conversation:
                 end_user_id=self.end_user_id,
                 stream=stream,
             )
+        except NotFoundError as exc:
+            # The platform conversation no longer exists (it expired, was deleted, or an
+            # emulator restarted without its state; typically met by a recovery after a
+            # restart): the outputs have nowhere to go. The next message continues in a new
+            # platform conversation (`_on_platform`).
+            raise NotFoundError(
+                f"the {self._platform.name} platform no longer knows conversation "
+                f"{self.platform_conversation_id}, so the outputs of the {len(runs)} call(s) "
+                f"that ran could not be delivered ({exc.message}); ask again: the next message "
+                "continues in a new platform conversation",
+                request_id=exc.request_id,
+                status_code=exc.status_code,
+                code=exc.code,
+            ) from None
         except _REFUSALS as exc:
             if not may_have_arrived:
                 raise
@@ -730,11 +748,15 @@ class Conversation:
         """`send` a new query to the platform conversation; once more to a fresh one if the
         platform refuses it because an interrupted run left it waiting (for tool outputs of
         calls the bridge never saw, typically), or because it lost the conversation (a platform
-        that keeps histories in memory, after the bridge restarted)."""
+        that keeps histories in memory, after the bridge restarted; a conversation that expired
+        or was deleted on the platform, or an emulator that restarted without its state).
+
+        If the new platform conversation cannot be made either (a wrong app id answers "not
+        found" to that too), that error is raised: nothing is papered over."""
         old = self.platform_conversation_id
         try:
             return send(old)
-        except ConversationLostError as exc:
+        except (ConversationLostError, NotFoundError) as exc:
             # A conversation of this journal that the platform no longer knows: its history
             # is gone, but the conversation must still take its next message.
             if not self._earlier_messages():

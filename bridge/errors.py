@@ -14,7 +14,9 @@
     │   │   └── ServerError          5xx
     │   ├── InBandError              HTTP 200 whose body carries an error code/message
     │   ├── StreamInterruptedError   the connection dropped mid-stream (keeps what arrived)
-    │   │   └── StreamTimeoutError   ...or went quiet past the idle timeout (also a timeout)
+    │   │   ├── StreamTimeoutError   ...or went quiet past the idle timeout, or ran past the
+    │   │   │                        run's total time limit (also a timeout)
+    │   │   └── StreamLimitError     ...or was stopped: its answer or tool calls grew past a bound
     │   └── ProtocolError            the platform sent something we cannot decode
     ├── RunError                     the conversation loop could not finish
     │   ├── RunFailedError           the platform reported the run as failed
@@ -60,15 +62,21 @@ __all__ = [
     "RunInterruptedError",
     "ServerError",
     "StreamInterruptedError",
+    "StreamLimitError",
     "StreamTimeoutError",
     "UsageError",
+    "held_back",
     "redact",
+    "redact_data",
     "register_secret",
     "status_error_class",
+    "valid_text",
 ]
 
 _SECRET_PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
+    # Not a placeholder in a hint ("Bearer <token>", "Bearer <personal access token>"): that
+    # shows the header's shape, not a secret.
+    re.compile(r"(?i)(bearer\s+)(?!<[\w .-]{1,40}>(?:[\s\"',;.)]|$))[^\s\"',;]+"),
     # Not the shape shown in hints ("it looks like bce-v3/ALTAK-…/…"): that is no secret.
     re.compile(r"bce-v3/(?!ALTAK-(?:…|\.\.\.)(?:/(?:…|\.\.\.))?(?:[\s\"',;)]|$))[^\s\"',;]+"),
     # `token=...`-style pairs. Values under 8 characters are words ("token: set"), not
@@ -105,6 +113,51 @@ def redact(text: str) -> str:
             text = pattern.sub(lambda m: m.group(1) + "[secure]", text)
         else:
             text = pattern.sub("[secure]", text)
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with `redact` applied to every string,
+    keys included, and every string made `valid_text`: what may leave the daemon.
+
+    Other values (numbers, booleans, None, datetimes) are returned as they are.
+    """
+    if isinstance(value, str):
+        return redact(valid_text(value))
+    if isinstance(value, dict):
+        return {
+            (redact_data(key) if isinstance(key, str) else key): redact_data(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_data(item) for item in value]
+    return value
+
+
+def held_back(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a registered secret.
+
+    A stream that redacts piece by piece (answer text as it streams) keeps that many back
+    until the next piece shows whether they are a secret: a secret split across two pieces
+    is masked like a whole one.
+    """
+    longest = 0
+    for secret in _extra_secrets:
+        for size in range(min(len(secret) - 1, len(text)), longest, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return longest
+
+
+def valid_text(text: str) -> str:
+    """`text` as text UTF-8 can encode: a surrogate pair becomes its character, a lone
+    surrogate (a Python string can hold one; no JSON reader, database or terminal takes it)
+    becomes U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
 
 
@@ -219,10 +272,21 @@ class StreamInterruptedError(PlatformError):
 
 
 class StreamTimeoutError(PlatformTimeoutError, StreamInterruptedError):
-    """The stream went quiet for longer than the idle timeout; `received` keeps what arrived.
+    """The stream went quiet for longer than the idle timeout, or the run streamed for longer
+    than its total time limit (`run_timeout`); `received` keeps what arrived.
 
     It is both a `PlatformTimeoutError` (what happened) and a `StreamInterruptedError` (the
     run is in an unknown state, so the request must not simply be sent again).
+    """
+
+
+class StreamLimitError(StreamInterruptedError):
+    """The stream was stopped because the run's answer text, its tool-call arguments or its
+    number of tool calls grew past a bound (`max_answer_chars`, `max_arguments_chars`,
+    `max_tool_calls`); `received` keeps what arrived.
+
+    Like any interrupted stream, the run is left in an unknown state on the platform; the
+    message fails, and the next one may continue in a new platform conversation.
     """
 
 

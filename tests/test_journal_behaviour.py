@@ -151,3 +151,46 @@ def test_close_is_idempotent(journal: Journal) -> None:
     journal.add_conversation("conv")
     journal.close()
     journal.close()
+
+
+def test_direct_calls_are_recorded_before_they_run_then_with_their_outcome(
+    journal: Journal,
+) -> None:
+    from bridge.errors import register_secret
+    from bridge.types import ToolCall, ToolRun
+
+    secret = "direct-call-secret-4711"
+    register_secret(secret)
+    call = ToolCall(call_id="try-1", name="stamp", arguments={"doc": f"key {secret}"})
+    journal.begin_direct_call(call, called_by="bob", approved_by="bob")
+    journal.begin_direct_call(
+        ToolCall(call_id="try-2", name="note", arguments={"text": "\x00 half \ud800"}),
+        called_by="alice",
+        approved_by=None,
+    )
+    [second, first], total = journal.direct_calls()
+    assert total == 2
+    assert (first.call_id, first.tool, first.state) == ("try-1", "stamp", "started")
+    assert (first.called_by, first.approved_by) == ("bob", "bob")
+    assert first.arguments == {"doc": "key [secure]"} and first.output is None
+    assert first.finished_at is None and first.started_at is not None
+    assert second.arguments == {"text": "\x00 half \ufffd"} or second.arguments == {
+        "text": "\ufffd half \ufffd"  # PostgreSQL text holds no NUL
+    }
+
+    started = datetime.now(timezone.utc)
+    journal.finish_direct_call(
+        ToolRun(
+            call_id="try-1",
+            name="stamp",
+            arguments=call.arguments,
+            output=f"stamped with {secret}",
+            started_at=started,
+            duration_ms=12.5,
+        )
+    )
+    [record], total = journal.direct_calls(limit=1, offset=1)
+    assert total == 2
+    assert (record.call_id, record.state, record.error) == ("try-1", "finished", None)
+    assert record.output == "stamped with [secure]" and record.duration_ms == 12.5
+    assert record.finished_at is not None and record.finished_at >= record.started_at

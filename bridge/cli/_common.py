@@ -8,6 +8,7 @@ import logging
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -24,7 +25,6 @@ from bridge.errors import (
 from bridge.platforms.registry import DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
-    from bridge.emulator import Emulator
     from bridge.platforms.base import Platform
     from bridge.platforms.registry import Setting
     from bridge.platforms.retry import RetryNotice
@@ -40,6 +40,7 @@ __all__ = [
     "AllowHostOpt",
     "Connection",
     "EmulatorOpt",
+    "ScenarioOpt",
     "ToolsOpt",
     "build_toolbox",
     "exit_code_for",
@@ -79,6 +80,15 @@ EmulatorOpt = Annotated[
         "--emulator",
         help="Talk to the platform's embedded emulator (offline, no credentials) instead of "
         "the real service; without it, a missing setting is an error.",
+    ),
+]
+
+ScenarioOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--scenario",
+        help="With --emulator: a scenario file (YAML or JSON) that scripts the emulated agent, "
+        "as for `toolbridge emulator --scenario`.",
     ),
 ]
 
@@ -126,6 +136,20 @@ class Connection:
     settings: Mapping[str, Any] = field(default_factory=dict)
     emulator: bool = False
     on_retry: Callable[[RetryNotice], None] | None = None
+    scenario: Path | None = None
+    """``--scenario``: the file that scripts the embedded emulator's agent (with `emulator`)."""
+
+    def check_scenario(self) -> None:
+        """Refuse ``--scenario`` without ``--emulator`` (it scripts only the emulator).
+
+        Raises:
+            UsageError: ``--scenario`` was given without ``--emulator``.
+        """
+        if self.scenario is not None and not self.emulator:
+            raise UsageError(
+                f"--scenario {self.scenario} scripts the embedded emulator's agent; pass "
+                "--emulator too (a real platform's agent is configured on the platform)"
+            )
 
     def open(self, tools: Sequence[dict[str, Any]] = ()) -> Platform:
         """Build the platform adapter from these flags and the environment.
@@ -143,6 +167,7 @@ class Connection:
         from bridge.platforms.registry import get_entry
         from bridge.platforms.retry import RetryPolicy
 
+        self.check_scenario()
         entry = get_entry(self.platform)
         options = {key: value for key, value in self.settings.items() if value is not None}
         entry.refuse_foreign(options)
@@ -151,8 +176,7 @@ class Connection:
         if not self.emulator:
             entry.require(options)
             return entry.create(**options)
-        scenario = entry.emulator_tools(list(tools)) if entry.emulator_tools and tools else None
-        server = self._emulator(entry.require_emulator(), scenario)
+        server = entry.start_emulator(scenario=self.scenario, tools=tools)
         try:
             client_env = server.env()
             given = [
@@ -181,13 +205,6 @@ class Connection:
         # Closing the platform (as every command does) stops the emulator it talks to.
         platform.close = close_both  # type: ignore[method-assign]
         return platform
-
-    def _emulator(self, protocol: str, scenario: dict[str, Any] | None) -> Emulator:
-        from bridge.emulator import Emulator
-
-        server = Emulator(protocol=protocol, scenario=scenario).start()
-        logger.info("using the embedded %s emulator at %s", protocol, server.base_url)
-        return server
 
 
 FROM_FLAGS = Connection()
@@ -260,6 +277,11 @@ def with_platform_flags(
             "emulator", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=EmulatorOpt
         )
     )
+    extra.append(
+        inspect.Parameter(
+            "scenario", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ScenarioOpt
+        )
+    )
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(command, eval_str=True)
@@ -269,8 +291,9 @@ def with_platform_flags(
         def wrapper(**kwargs: Any) -> Any:
             platform = kwargs.pop("platform")
             emulator = bool(kwargs.pop("emulator"))
+            scenario = kwargs.pop("scenario")
             settings = {option: kwargs.pop(name) for name, option in params.items()}
-            connection = Connection(platform or "", settings, emulator)
+            connection = Connection(platform or "", settings, emulator, scenario=scenario)
             return command(connection=connection, **kwargs)
 
         signature = own.replace(

@@ -137,11 +137,13 @@ def _platform_checks(entry: PlatformEntry, connection: Connection) -> list[Check
             return [Check("platform", "fail", str(exc), exit_code_for(exc))]
         return [Check("platform", "ok", f"the embedded {entry.short_title} emulator (--emulator)")]
     offline = ", or pass --emulator to check the embedded emulator instead"
+    # The stream limits every platform shares are listed only when given (then checked).
     return [
         _setting_check(
             setting, setting.given(connection.settings), offline * bool(entry.emulator_protocol)
         )
         for setting in entry.settings
+        if not setting.shared or setting.given(connection.settings) is not None
     ]
 
 

@@ -119,6 +119,29 @@ def serve(
     max_body_bytes: Annotated[
         int | None, typer.Option("--max-body-bytes", help="Largest request body (default 64 KiB).")
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--header-timeout",
+            help="Seconds a client has to send a request's headers; later it gets 408 and is "
+            "disconnected (default 10).",
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--body-timeout",
+            help="Seconds a request body may pause before the request gets 408 and is not run "
+            "(default 30).",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            help="Open connections at most; more get 503 (default 1000).",
+        ),
+    ] = None,
     max_rounds: Annotated[
         int | None, typer.Option("--max-rounds", help="Most tool rounds per message (default 10).")
     ] = None,
@@ -186,6 +209,9 @@ def serve(
         "log_json": log_json,
         "queue_limit": queue_limit,
         "max_body_bytes": max_body_bytes,
+        "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
+        "max_connections": max_connections,
         "max_rounds": max_rounds,
         "tool_timeout": tool_timeout,
         "idle_timeout": idle_timeout,
@@ -199,13 +225,14 @@ def serve(
     owned = None
     try:
         settings = load_settings(flags, config=config)
+        connection.check_scenario()
         if not connection.emulator:
             _check_platform_settings(settings)
         # Before anything is read or logged: a second daemon on this journal or port stops
         # here with one line, leaving the first one's work alone.
         owned = claim(settings)
         if connection.emulator:
-            server, settings = _start_emulator(settings)
+            server, settings = _start_emulator(settings, connection.scenario)
         configure_logging(
             json_lines=settings.log_json,
             verbose=bool(state.get("verbose")),
@@ -223,15 +250,20 @@ def serve(
     raise typer.Exit(code)
 
 
-def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]:
-    """--emulator: the platform's embedded emulator, serving for as long as the daemon does."""
+def _start_emulator(
+    settings: DaemonSettings, scenario: Path | None = None
+) -> tuple[Emulator, DaemonSettings]:
+    """--emulator: the platform's embedded emulator, serving for as long as the daemon does,
+    scripted by --scenario, with its state kept beside a file journal (so a restart, even a
+    kill -9, finds the conversations the journal continues)."""
     from bridge.platforms.registry import get_entry
 
     entry = get_entry(settings.platform)
-    protocol = entry.require_emulator()
-    from bridge.emulator import Emulator
-
-    server = Emulator(protocol=protocol, scenario=_declared_tools(entry, settings)).start()
+    server = entry.start_emulator(
+        scenario=scenario,
+        tools=_declared_tools(entry, settings),
+        state_file=_emulator_state_file(settings.db),
+    )
     try:
         client_env = server.env()
         given = [entry.setting(option) for option in entry.emulated_options(client_env)]
@@ -247,15 +279,25 @@ def _start_emulator(settings: DaemonSettings) -> tuple[Emulator, DaemonSettings]
     return server, settings.with_platform_options(entry.emulator_options(client_env))
 
 
-def _declared_tools(entry: PlatformEntry, settings: DaemonSettings) -> dict[str, Any] | None:
-    """The scenario declaring the daemon's tools to an emulated agent whose tools are
-    configured server-side (Coze's bot), or None."""
+def _declared_tools(entry: PlatformEntry, settings: DaemonSettings) -> list[dict[str, Any]]:
+    """The daemon's tools (Chat Completions function tools) for an emulated agent whose tools
+    are configured server-side (Coze's bot); none for the others (they get them per run)."""
     if entry.emulator_tools is None or not settings.tools:
-        return None
+        return []
     from bridge.cli._common import build_toolbox
 
     with build_toolbox(settings.tools, allow_hosts=settings.allow_hosts) as toolbox:
-        return entry.emulator_tools(toolbox.manifests("openai"))
+        return toolbox.manifests("openai")
+
+
+def _emulator_state_file(db: str) -> Path | None:
+    """Where the embedded emulator keeps its state: beside a SQLite journal file (None for a
+    journal in memory or on PostgreSQL)."""
+    from bridge.journal.stores import is_postgres_url
+
+    if db == ":memory:" or db.startswith("file:") or is_postgres_url(db):
+        return None
+    return Path(f"{db}.emulator.json")
 
 
 def _check_platform_settings(settings: DaemonSettings) -> None:
@@ -286,10 +328,16 @@ def _announce(settings: DaemonSettings, server: Emulator | None) -> None:
             settings.lease_seconds,
         )
     if server is not None:
+        kept = (
+            f"its state kept in {server.state_file}"
+            if server.state_file is not None
+            else "its state in memory"
+        )
         logger.info(
-            "platform: the embedded %s emulator at %s (--emulator)",
+            "platform: the embedded %s emulator at %s (--emulator; %s)",
             get_entry(settings.platform).short_title,
             server.base_url,
+            kept,
         )
     if not settings.tools:
         logger.warning(

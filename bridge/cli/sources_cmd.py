@@ -110,10 +110,41 @@ def mcp_serve(
     port: Annotated[int, typer.Option("--port", help="Port (http); 0 picks a free one.")] = 8420,
     path: Annotated[str, typer.Option("--path", help="Endpoint path (http).")] = "/mcp",
     allow_host: AllowHostsOpt = [],  # noqa: B006
+    server_name: Annotated[
+        list[str],
+        typer.Option(
+            "--server-name",
+            help="A name (host or host:port) clients reach the endpoint by, besides the bound "
+            "address, localhost, 127.0.0.1 and [::1] (http); other Host names get 421 and "
+            "pages of other origins 403. Repeat for more.",
+        ),
+    ] = [],  # noqa: B006 - typer needs a literal default
     allow_remote: Annotated[
         bool,
         typer.Option("--allow-remote", help="Allow a non-loopback --host (no authentication!)."),
     ] = False,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's headers (http); later it gets 408.",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            min=0.001,
+            help="Seconds a request body may pause (http); later it gets 408 and is not run.",
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections", min=1, help="Open connections at most (http); more get 503."
+        ),
+    ] = 1000,
     yes: Annotated[
         bool,
         typer.Option(
@@ -127,12 +158,15 @@ def mcp_serve(
     """Expose tools (Python, HTTP manifests, OpenAPI, other MCP servers) as an MCP server.
 
     With --transport stdio the protocol uses stdin/stdout (logs go to stderr); with http it
-    serves streamable HTTP on http://HOST:PORT/PATH until Ctrl+C. A confirm tool runs only after
-    the host's user accepted the call (MCP elicitation), unless --yes.
+    serves streamable HTTP on http://HOST:PORT/PATH until Ctrl+C. Over HTTP, requests for other
+    Host names than the endpoint's own get 421 and browser requests from other origins 403, on
+    every address (see --server-name). A confirm tool runs only after the host's user accepted
+    the call (MCP elicitation), unless --yes.
     """
     import anyio
 
-    from bridge.cli.emulator_cmd import _bind, _is_loopback
+    from bridge._hosts import HostGate, canonical_address, is_loopback
+    from bridge.cli.emulator_cmd import _bind
     from bridge.errors import BridgeError, UsageError
     from bridge.loading import load_tools
 
@@ -141,11 +175,16 @@ def mcp_serve(
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
         mode = "http" if transport == "http" else "stdio"
-        if mode == "http" and not _is_loopback(host) and not allow_remote:
+        host = canonical_address(host)  # 127.1 -> 127.0.0.1: one spelling, bound and gated
+        if mode == "http" and not is_loopback(host) and not allow_remote:
             raise UsageError(
                 f"refusing to listen on {host}: the MCP endpoint has no authentication; use a "
                 "loopback address, or pass --allow-remote behind your own authenticating proxy"
             )
+        try:
+            HostGate.for_server(host, server_name)
+        except ValueError as exc:
+            raise UsageError(f"--server-name: {exc}") from None
         toolbox = load_tools(tools, allow_hosts=allow_host)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
@@ -164,7 +203,7 @@ def mcp_serve(
 
         from bridge.sources.mcp_server import mcp_http_app
 
-        asgi = mcp_http_app(toolbox, path=path, host=host, yes=yes)
+        asgi = mcp_http_app(toolbox, path=path, host=host, server_names=server_name, yes=yes)
         try:
             sock = _bind(host, port)
         except OSError as exc:
@@ -175,9 +214,15 @@ def mcp_serve(
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"toolbridge mcp-serve: http://{shown}:{sock.getsockname()[1]}{path}")
         typer.echo(f"tools: {', '.join(toolbox.names())}", err=True)
+        from bridge._connections import ConnectionLimits
         from bridge._serve import run_foreground
 
-        run_foreground(asgi, sock, verbose=bool(state.get("verbose")))
+        limits = ConnectionLimits(
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            max_connections=max_connections,
+        )
+        run_foreground(asgi, sock, verbose=bool(state.get("verbose")), limits=limits)
     except KeyboardInterrupt:
         pass
     finally:

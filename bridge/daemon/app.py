@@ -4,7 +4,7 @@ The factory builds what can fail on bad configuration (platform, journal, toolbo
 away, so `toolbridge serve` exits with a clear message instead of a half-started server. The
 `lifespan` starts the workers, recovers interrupted messages before the first request is
 served, and on shutdown drains the runs for `grace` seconds and releases everything. Every
-request first passes the Host/Origin gate (`bridge.daemon.hosts`).
+request first passes the Host/Origin gate (`bridge._hosts`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from bridge import __version__
+from bridge._hosts import HostGate
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.fastpath import FastRoutes
-from bridge.daemon.hosts import HostGate
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
+from bridge.daemon.outbound import PublicJSONResponse
 from bridge.daemon.recovery import recover
 from bridge.daemon.relay import start_relay
 from bridge.daemon.routers import approvals, console, conversations, events, health, tools
@@ -120,6 +121,8 @@ def create_app(
         version=__version__,
         description="Conversations with a hosted agent whose tools run on this machine.",
         lifespan=lifespan,
+        # Every JSON body through one redaction step (`bridge.daemon.outbound`).
+        default_response_class=PublicJSONResponse,
         docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: not on an intranet
         redoc_url=None,
     )
@@ -145,7 +148,7 @@ def create_app(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,
         metrics=service.metrics,
-        gate=HostGate.for_daemon(settings.host, settings.server_names),
+        gate=HostGate.for_server(settings.host, settings.server_names),
     )
     return app
 

@@ -15,7 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bridge.daemon.logs import request_id_var
-from bridge.daemon.models import ErrorBody
+from bridge.daemon.models import ErrorBody, text_problem
+from bridge.daemon.outbound import PublicJSONResponse
 from bridge.errors import redact
 from bridge.journal.records import JournalUnavailableError
 
@@ -51,7 +52,7 @@ GATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "cross-origin browser request (cross_origin)"},
     421: {"model": ErrorBody, "description": "a Host the daemon does not answer to"},
 }
-"""Errors of the Host/Origin gate in front of every route (`bridge.daemon.hosts`)."""
+"""Errors of the Host/Origin gate in front of every route (`bridge._hosts`)."""
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     **{
@@ -111,7 +112,7 @@ def error_response(
         error["platform_request_id"] = platform_request_id
     if details:
         error["details"] = details
-    return JSONResponse({"error": error}, status_code=status, headers=headers)
+    return PublicJSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -119,7 +120,14 @@ def _validation_message(exc: RequestValidationError) -> str:
     for error in exc.errors()[:10]:
         loc = [str(part) for part in error.get("loc", ()) if part != "body"]
         where = ".".join(loc) or "body"
-        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+        message = str(error.get("msg", "invalid"))
+        value = error.get("input")
+        if error.get("type") == "string_unicode" and isinstance(value, str):
+            # The same words for a typed field (`query`) as for the tool arguments' strings.
+            message = text_problem(value) or message
+        elif error.get("type") == "value_error":
+            message = message.removeprefix("Value error, ")
+        problems.append(f"{where}: {message}")
     return "invalid request: " + "; ".join(problems)
 
 

@@ -14,6 +14,11 @@ the run's end carries the whole answer.
 A `tap` sees every event published here (the `bridge.daemon.relay` sends them to the other
 replicas); events that came from another replica are published with ``forward=False`` so they
 never travel back.
+
+Every event's data passes `bridge.errors.redact_data` here, as it is made: registered secrets
+(the platform token, the API keys, HTTP tools' credentials, the database password) are masked
+in whatever a tool returned or the model sent, before the history, the followers or a tap see
+it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+from bridge.errors import redact_data
 
 __all__ = ["HUB_HISTORY", "ID_SPAN", "EventHub", "HubTap", "SseEvent"]
 
@@ -121,11 +128,14 @@ class EventHub:
 
         Args:
             name: the event's name, e.g. ``run_started``.
-            data: its JSON data; ``at`` (now, ISO 8601) is added when missing.
+            data: its JSON data, secrets masked here (`redact_data`); ``at`` (now, ISO 8601)
+                is added when missing.
             replay: False for chatty events that followers reconnecting need not see again.
             forward: False for an event another replica sent: the taps do not see it.
         """
-        body = data if "at" in data else {**data, "at": _now()}
+        body = redact_data(data)
+        if "at" not in body:
+            body["at"] = _now()
         with self._lock:
             event = SseEvent(self._next_id, name, body)
             self._next_id += 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.daemon.settings import MIN_API_KEY_CHARS, DaemonSettings, SettingsError
+from bridge.errors import register_secret
 
 __all__ = ["DEFAULT_KEY_NAME", "KEY_NAME_PATTERN", "ApiKeys", "KeyFileError", "parse_key_file"]
 
@@ -81,6 +82,7 @@ def parse_key_file(text: str, *, source: str = "the key file") -> dict[str, byte
             )
             continue
         digest = _digest(key)
+        register_secret(key)  # masked wherever it might show (logs, events, responses)
         if name in where:
             problems.append(f"line {number}: the name {name!r} is used on line {where[name]} too")
             continue

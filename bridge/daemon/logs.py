@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
-from bridge.errors import redact
+from bridge.errors import redact, valid_text
 
 __all__ = [
     "JsonFormatter",
@@ -51,19 +51,20 @@ class RequestIdFilter(logging.Filter):
 
 
 class RedactingFilter(logging.Filter):
-    """Masks tokens and registered secrets in the message and the traceback text."""
+    """Masks tokens and registered secrets in the message and the traceback text, and makes
+    them text any stream can write (`valid_text`: a tool's lone surrogate included)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a bad %-format must not lose the record
             message = str(record.msg)
-        record.msg = redact(message)
+        record.msg = redact(valid_text(message))
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = redact(valid_text(record.exc_text))
         return True
 
 

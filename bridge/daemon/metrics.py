@@ -28,6 +28,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily
 
+from bridge.errors import redact
+
 __all__ = ["CONTENT_TYPE", "Counter", "Histogram", "Metrics"]
 
 # What `generate_latest` writes with its default (underscore) escaping: the classic text format.
@@ -73,11 +75,11 @@ class Counter:
 
     def inc(self, *labels: str, amount: float = 1.0) -> None:
         """Add `amount` to the series of `labels` (label values in declaration order)."""
-        self._series(labels).inc(amount)
+        self._series(_public(labels)).inc(amount)
 
     def value(self, *labels: str) -> float:
         """The current value of one series (0 if never touched)."""
-        found = self._registry.get_sample_value(self.name, dict(self._key(labels)))
+        found = self._registry.get_sample_value(self.name, dict(self._key(_public(labels))))
         return found or 0.0
 
     def _key(self, labels: Sequence[str]) -> list[tuple[str, str]]:
@@ -112,6 +114,7 @@ class Histogram:
         """Record one observation (label values in declaration order)."""
         if len(labels) != len(self.label_names):
             raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(labels)}")
+        labels = _public(labels)
         (self._metric.labels(*labels) if labels else self._metric).observe(value)
 
 
@@ -252,3 +255,8 @@ class Metrics:
     def render(self) -> bytes:
         """The whole exposition in the text format of `CONTENT_TYPE`."""
         return generate_latest(self.registry)
+
+
+def _public(labels: Sequence[str]) -> tuple[str, ...]:
+    """Label values as they may be shown: registered secrets masked (`redact`)."""
+    return tuple(redact(str(label)) for label in labels)

@@ -5,7 +5,7 @@ A pure ASGI middleware (not `BaseHTTPMiddleware`, which buffers streaming respon
 request body is read up to the limit before the app sees it, so an oversized body is refused
 with 413 before any route runs, whether it announced its length or was sent chunked. Before
 that, a request for a name the daemon does not answer to gets 421 and a cross-origin browser
-request 403 (`bridge.daemon.hosts`).
+request 403 (`bridge._hosts`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bridge.daemon.hosts import HostGate
+from bridge._hosts import HostGate
 from bridge.daemon.logs import request_id_var
 from bridge.daemon.metrics import Metrics
 
@@ -31,6 +31,15 @@ access_log = logging.getLogger("bridge.daemon.access")
 REQUEST_ID_HEADER = "x-request-id"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_CLIENT_GONE = 499
+"""Recorded for a request whose client left before its body ended (nginx's number)."""
+
+
+async def _gone() -> Message:  # pragma: no cover - a marker, never called
+    return {"type": "http.disconnect"}
+
+
+_GONE: Receive = _gone
 
 
 def _request_id(headers: Headers) -> str:
@@ -93,6 +102,9 @@ class RequestContextMiddleware:
                 )
                 return
             body_receive = await self._read_body(headers, receive)
+            if body_receive is _GONE:
+                status[0] = _CLIENT_GONE  # nobody to answer; the route must not run on a part
+                return
             if body_receive is None:
                 await _refuse(
                     send_tagged,
@@ -109,7 +121,8 @@ class RequestContextMiddleware:
             self._record(scope, status[0] or 500, time.perf_counter() - began, request_id)
 
     async def _read_body(self, headers: Headers, receive: Receive) -> Receive | None:
-        """A `receive` replaying the whole body, or None when the body is too large."""
+        """A `receive` replaying the whole body, None when the body is too large, `_GONE`
+        when the client went away (or stopped sending, `bridge._connections`) before its end."""
         length = headers.get("content-length")
         if length is None and "transfer-encoding" not in headers:
             return receive
@@ -120,7 +133,7 @@ class RequestContextMiddleware:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break  # the client went away; the app will see the disconnect
+                return _GONE  # half a body must never reach a route (it may parse!)
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:

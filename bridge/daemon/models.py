@@ -12,6 +12,7 @@ from bridge.journal.records import (
     ApprovalRecord,
     CallRecord,
     ConversationRecord,
+    DirectCallRecord,
     MessageRecord,
     PlatformConversationRecord,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "CreateConversation",
     "DaemonInfo",
     "DecideApproval",
+    "DirectCallPage",
     "ErrorBody",
     "ErrorInfo",
     "Health",
@@ -42,6 +44,7 @@ __all__ = [
     "ToolInfo",
     "ToolList",
     "ToolSource",
+    "text_problem",
     "title_of",
 ]
 
@@ -54,6 +57,45 @@ MAX_NOTE_CHARS = 2000
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be journaled nor answered (None when it can): a string holding a
+    lone surrogate (JSON's ``"\\ud800"`` escape without its pair) is not text UTF-8 can
+    encode. The one check of every string a request carries: pydantic makes it for typed
+    fields (``query``), `CallTool` for the free-form tool arguments."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        return (
+            f"holds a lone surrogate (U+{code:04X} at character {exc.start + 1}), which is not "
+            "text; expected a string UTF-8 can encode (send a surrogate only as half of a "
+            "pair, or the character itself)"
+        )
+    return None
+
+
+def _untext(value: Any, where: str) -> str | None:
+    """The first string in a JSON value (keys included) that `text_problem` refuses, named by
+    its path: ``arguments.items[2].name holds a lone surrogate ...``."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return f"{path} {problem}"
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                name = str(key)
+                problem = text_problem(name)
+                if problem is not None:
+                    return f"a key of {path} {problem}"
+                stack.append((inner, f"{path}.{name}"))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{path}[{i}]") for i, inner in reversed(list(enumerate(item))))
+    return None
 
 
 class ErrorInfo(BaseModel):
@@ -119,9 +161,15 @@ class SendMessage(_Request):
     def _tool_choice(cls, value: object) -> object:
         # One reading of a tool choice everywhere (Bridge, CLI, API), with its clear errors.
         try:
-            return parse_tool_choice(value)
+            choice = parse_tool_choice(value)
         except UsageError as exc:
             raise ValueError(str(exc)) from None
+        if isinstance(choice, ToolChoice) and choice.input is not None:
+            # The forced call's arguments: what cannot be journaled must not be sent.
+            problem = _untext(choice.input, "tool_choice.input")
+            if problem is not None:
+                raise ValueError(problem)
+        return choice
 
 
 class MessageResult(BaseModel):
@@ -223,6 +271,22 @@ class CallTool(_Request):
         description="Required (true) for a confirm=True tool: the caller is the person who "
         "decides.",
     )
+
+    @field_validator("arguments")
+    @classmethod
+    def _text(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Refused before the tool runs: what cannot be journaled and answered must not act.
+        problem = _untext(value, "arguments")
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class DirectCallPage(BaseModel):
+    """Tool calls made directly (``POST /v1/tools/{name}/call``), newest first."""
+
+    items: list[DirectCallRecord]
+    total: int = Field(description="How many the journal holds (the page may hold fewer).")
 
 
 class DaemonInfo(BaseModel):

@@ -25,7 +25,9 @@ from bridge.errors import (
     RunFailedError,
     RunInterruptedError,
     UsageError,
+    held_back,
     redact,
+    redact_data,
 )
 from bridge.journal.records import JournalUnavailableError, LeaseLostError
 from bridge.types import (
@@ -40,7 +42,15 @@ from bridge.types import (
     ToolCallStarted,
 )
 
-__all__ = ["RunFailure", "RunHandle", "RunOutcome", "RunTally", "SseEvent", "event_payload"]
+__all__ = [
+    "RunFailure",
+    "RunHandle",
+    "RunOutcome",
+    "RunTally",
+    "SseEvent",
+    "StreamedText",
+    "event_payload",
+]
 
 MAX_HISTORY = 5000
 """Events kept for late followers; past this, text deltas are only sent live."""
@@ -72,6 +82,31 @@ def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
     if isinstance(event, HumanInputRequested):
         return "human_input", {"interrupt_id": event.interrupt_id, "prompt": event.prompt}
     return None
+
+
+class StreamedText:
+    """A run's answer text as it streams, cut so that no registered secret is split between
+    two ``text_delta`` events (each event is redacted on its own, see `RunHandle.publish`).
+
+    `feed` returns what may go out now and keeps back the end that could be the start of a
+    secret (`bridge.errors.held_back`); `flush` returns what is kept (before any other
+    event, and at the run's end).
+    """
+
+    def __init__(self) -> None:
+        self._kept = ""
+
+    def feed(self, text: str) -> str:
+        """What of the text so far may be sent now."""
+        text = self._kept + text
+        keep = held_back(text)
+        self._kept = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The text kept back (none is kept after this)."""
+        text, self._kept = self._kept, ""
+        return text
 
 
 @dataclass(frozen=True)
@@ -183,7 +218,9 @@ class RunHandle:
         return self._done.is_set()
 
     def publish(self, name: str, data: dict[str, Any]) -> None:
-        """Record one event and send it to every follower (from any thread)."""
+        """Record one event and send it to every follower (from any thread); its data's
+        secrets are masked here (`redact_data`), as for the hub's events."""
+        data = redact_data(data)
         with self._lock:
             event = SseEvent(self._next_id, name, data)
             self._next_id += 1

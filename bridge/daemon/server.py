@@ -29,6 +29,7 @@ from typing import Any
 
 import uvicorn
 
+from bridge._connections import http_protocol
 from bridge.daemon.app import create_app
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
@@ -235,6 +236,7 @@ def _serve(settings: DaemonSettings, owned: Claim) -> int:
         timeout_graceful_shutdown=int(settings.grace + 0.999) + ANSWER_SECONDS,
         server_header=False,
         proxy_headers=False,
+        http=http_protocol(settings.connection_limits()),
     )
     server = _Server(config, service, grace)
     try:

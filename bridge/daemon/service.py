@@ -41,7 +41,14 @@ from bridge.daemon.errors import ApiError
 from bridge.daemon.hub import EventHub
 from bridge.daemon.metrics import Metrics
 from bridge.daemon.pool import RunPool
-from bridge.daemon.runs import RunFailure, RunHandle, RunOutcome, RunTally, event_payload
+from bridge.daemon.runs import (
+    RunFailure,
+    RunHandle,
+    RunOutcome,
+    RunTally,
+    StreamedText,
+    event_payload,
+)
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
 from bridge.journal.base import Journal
@@ -346,10 +353,13 @@ class Service:
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, confirm: bool, caller: str | None
     ) -> ToolRun:
-        """Run one tool outside any conversation (the console's "try it"); nothing is journaled.
+        """Run one tool outside any conversation (the console's "try it").
 
         The confirm rule holds here too: a ``confirm=True`` tool runs only with `confirm`, the
-        caller's explicit decision (409 ``confirmation_required`` otherwise).
+        caller's explicit decision (409 ``confirmation_required`` otherwise). The call is
+        journaled as a direct call: "started" before the tool runs (who called, the tool and
+        its arguments, who approved a confirm tool's call: the caller), then its outcome; a
+        journal that cannot take the first write means the tool does not run.
         """
         self._check_accepting()
         with self._live_lock:
@@ -368,7 +378,14 @@ class Service:
                 '"confirm": true to say you do',
             )
         call = ToolCall(call_id=f"try-{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
+        who = caller or "anonymous"
         try:
+            await asyncio.to_thread(
+                self.journal.begin_direct_call,
+                call,
+                called_by=who,
+                approved_by=who if spec.options.confirm else None,
+            )
             runs = await asyncio.to_thread(generation.dispatcher.run, [call])
         finally:
             with self._live_lock:
@@ -377,6 +394,7 @@ class Service:
             if last_of_retired:
                 await asyncio.to_thread(generation.close)
         run = runs[0]
+        await asyncio.to_thread(self.journal.finish_direct_call, run)
         self.metrics.tool_calls.inc(name, run.error or "ok")
         self.metrics.tool_seconds.observe(run.duration_ms / 1000, name)
         logger.info(
@@ -517,6 +535,7 @@ class Service:
         live = self._checkout(cid, job.end_user_id, job.lease)
         conversation = live.conversation
         tally = RunTally()
+        text = StreamedText()
         with self._live_lock:
             generation = self.generation
             generation.runs += 1
@@ -538,9 +557,18 @@ class Service:
                 tally.see(event)
                 self._observe(event, cid)
                 payload = event_payload(event)
-                if payload is not None:
-                    handle.publish(*payload)
-                    self._tell_hub(cid, conversation.message_id, *payload)
+                if payload is None:
+                    continue
+                name, data = payload
+                if name == "text_delta":
+                    data = {**data, "text": text.feed(data["text"])}
+                    if not data["text"]:
+                        continue
+                else:
+                    self._publish_text(handle, cid, conversation.message_id, text.flush())
+                handle.publish(name, data)
+                self._tell_hub(cid, conversation.message_id, name, data)
+            self._publish_text(handle, cid, conversation.message_id, text.flush())
             outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
         except Exception as exc:
             if isinstance(exc, LeaseLostError):
@@ -552,6 +580,7 @@ class Service:
             elif not isinstance(exc, BridgeError):
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
+            self._publish_text(handle, cid, conversation.message_id, text.flush())
             handle.publish("failed", failure.to_json())
             self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
             outcome = RunOutcome("failed", failure=failure)
@@ -634,6 +663,14 @@ class Service:
                     "platform_request_id": event.batch.resume.get("request_id"),
                 },
             )
+
+    def _publish_text(
+        self, handle: RunHandle, conversation_id: str, message_id: int | None, text: str
+    ) -> None:
+        """Send answer text kept back by `StreamedText` (nothing when there is none)."""
+        if text:
+            handle.publish("text_delta", {"text": text})
+            self._tell_hub(conversation_id, message_id, "text_delta", {"text": text})
 
     def _tell_hub(
         self, conversation_id: str, message_id: int | None, name: str, data: dict[str, Any]

@@ -12,7 +12,6 @@ source of the bad value (never the value of a secret).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import socket
@@ -31,7 +30,8 @@ from pydantic import (
     model_validator,
 )
 
-from bridge.daemon.hosts import HostGate
+from bridge._connections import ConnectionLimits
+from bridge._hosts import HostGate, is_loopback
 from bridge.errors import UsageError
 from bridge.journal.stores import db_password
 from bridge.platforms.registry import DAEMON_RENAMES, DEFAULT_PLATFORM
@@ -75,7 +75,7 @@ class DaemonSettings(BaseModel):
     """Hosts HTTP and OpenAPI tools may call besides those their manifests name."""
     server_names: list[str] = Field(default_factory=list)
     """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
-    and loopback; requests for any other Host get 421 (see `bridge.daemon.hosts`)."""
+    and loopback; requests for any other Host get 421 (see `bridge._hosts`)."""
     platform: str = DEFAULT_PLATFORM
     """A name from the platform registry (`bridge.platforms.registry.PLATFORMS`)."""
     host: str = "127.0.0.1"
@@ -102,6 +102,14 @@ class DaemonSettings(BaseModel):
     """Seconds a SIGTERM/SIGINT waits for running tool calls and runs."""
     log_json: bool = False
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a client has to send a request's headers (from connecting, or from the end of
+    the previous response); later, it gets 408 and the connection is closed."""
+    body_timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds a request's body may pause between two pieces before it gets 408 and the
+    connection is closed (the request is not run)."""
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections at most; a new one beyond gets 503 and is closed."""
     max_rounds: int = Field(default=10, ge=1, le=1000)
     tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
     idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
@@ -179,7 +187,7 @@ class DaemonSettings(BaseModel):
     @field_validator("server_names")
     @classmethod
     def _server_names(cls, value: list[str]) -> list[str]:
-        HostGate.for_daemon("127.0.0.1", value)  # raises ValueError naming the bad entry
+        HostGate.for_server("127.0.0.1", value)  # raises ValueError naming the bad entry
         return value
 
     @model_validator(mode="after")
@@ -210,6 +218,14 @@ class DaemonSettings(BaseModel):
             return self.replica_id
         host = socket.gethostname() or "localhost"
         return f"{host}:{self.port}" if self.port else f"{host}:pid{os.getpid()}"
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The bounds on slow and surplus connections (`bridge._connections`)."""
+        return ConnectionLimits(
+            header_timeout=self.header_timeout,
+            body_timeout=self.body_timeout,
+            max_connections=self.max_connections,
+        )
 
     def platform_options(self) -> dict[str, Any]:
         """Keyword arguments for `bridge.platforms.create_platform` (absent: from the env)."""
@@ -282,16 +298,6 @@ def default_db(env: Mapping[str, str] | None = None) -> str:
     state = env.get("XDG_STATE_HOME", "")
     base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local/state"
     return str(base / "toolbridge" / "toolbridge.db")
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 _LISTS = {"tools", "allow_hosts", "server_names"}
@@ -367,7 +373,8 @@ def _platform_values(
             continue
         raw = values.pop(name)
         problem = setting.problem(raw)
-        if problem is None and setting.kind != "bool" and not isinstance(raw, str):
+        numeric = setting.kind in ("seconds", "count") and isinstance(raw, (int, float))
+        if problem is None and setting.kind != "bool" and not isinstance(raw, str) and not numeric:
             problem = f"expected text, got {type(raw).__name__}"
         if problem is not None:
             # The source names the setting; "token: ..." would be masked by `redact`.

@@ -19,6 +19,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.errors import redact_data
+
 __all__ = ["ApprovalWebhook"]
 
 logger = logging.getLogger(__name__)
@@ -64,11 +66,11 @@ class ApprovalWebhook:
         return f"ApprovalWebhook({self.origin!r})"
 
     def send(self, payload: dict[str, Any]) -> None:
-        """Queue one payload; never blocks."""
+        """Queue one payload, its secrets masked (`redact_data`); never blocks."""
         if self._closed.is_set():
             return
         try:
-            self._queue.put_nowait(payload)
+            self._queue.put_nowait(redact_data(payload))
         except queue.Full:
             logger.error(
                 "approval webhook %s: %d posts are waiting; this one is dropped",

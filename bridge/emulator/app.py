@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
@@ -53,6 +53,7 @@ from bridge.emulator.planner import (
 from bridge.emulator.render import merge_chunks, render_step
 from bridge.emulator.scenario import App, Scenario, load_scenario
 from bridge.emulator.state import (
+    LOST,
     ActiveRun,
     Conversation,
     EmulatorState,
@@ -94,6 +95,9 @@ class _ReplyError(Exception):
 
 class EmulatorApp:
     """The ASGI app of one emulator, with its configuration and inspectable `state`."""
+
+    SAVED: ClassVar[Mapping[str, Any]] = {}
+    """Kept in a state file besides the conversations (`bridge.emulator.saving`): nothing."""
 
     def __init__(
         self,
@@ -355,7 +359,8 @@ class EmulatorApp:
         if conv is None:
             raise _ReplyError(
                 404,
-                f"conversation {conversation_id!r} not found; create one with POST {PREFIX}",
+                f"conversation {conversation_id!r} not found: {LOST}; create one with POST "
+                f"{PREFIX}",
             )
         return conv
 

@@ -43,10 +43,17 @@ A list in the query (``Paris and Tokyo``, ``北京和上海``, ``"MN-1" and "MN-
 has one, else a parallel batch: one call per item, the other arguments shared (also after
 "for": ``forecast for Paris and Tokyo`` is two calls, not a person).
 
-Optional parameters with nothing to fill them are left out; a required one gets its default,
-a neutral value (the first enum value, the minimum or 1, False, ``[]``, ``{}``), or, for a
-string, nothing: a parameter is never filled with the whole query, so the tool's own
-validation tells what is missing.
+Optional parameters with nothing to fill them are left out; a required one is always filled,
+as a model fills it: its default, a neutral value (the first enum value, the minimum or 1,
+False, ``[]``, ``{}``), or, for a string, celsius for a temperature unit, the first value its
+description names (``e.g. "Paris"``, ``例如：河北省``), else ``"unknown"``: a parameter is
+never filled with the whole query.
+
+Identifiers keep their shape: ``billing-api``, ``build_42`` and ``api.example.com`` are one
+value each, as written. A person named after a value (``order a monitor for carol``) is not
+part of it: one word after "for", "to", "by", "named" or "called" goes to a parameter about
+people (customer, recipient) when the tool has a free one, else it is dropped (kept after
+"to": ``flights to tokyo``).
 """
 
 from __future__ import annotations
@@ -254,6 +261,7 @@ def fill_calls(
             vocab_words |= content_words(words_of)
             vocab_grams |= bigrams(words_of) | cjk_chars(words_of)
     spans = _without_heads(text, _remainder(text, vocab_words, vocab_grams))
+    spans = _beneficiaries(text, spans, tool, args)
     rest = content if content else join_spans(text, spans)
     items = None if content else split_items(text, spans)
 
@@ -269,8 +277,8 @@ def fill_calls(
                 else:
                     args[param.name] = rest
                 rest, items = "", None
-            elif param.required and param.has_default:
-                args[param.name] = param.default
+            elif param.required:
+                args[param.name] = _placeholder(param)
         elif param.kind == "boolean":
             mentioned = _mentioned_flag(query, param, q_words)
             if mentioned is not None:
@@ -398,6 +406,67 @@ def _named_values(text: str, tool: ToolInfo, args: dict[str, Any]) -> str:
     return text
 
 
+_FOR_WHOM = re.compile(r"\s+(?P<word>for|to|by|named|called)\s+", re.IGNORECASE)
+"""A gap between two words that makes the second the person something is for (or by)."""
+
+
+def _beneficiaries(
+    text: str, spans: list[tuple[int, int]], tool: ToolInfo, args: dict[str, Any]
+) -> list[tuple[int, int]]:
+    """The words left without the person they name: in ``order a monitor for carol``, carol is
+    who the order is for, no part of the item. One word after "for", "to", "by", "named" or
+    "called" that follows other words left (and ends the phrase: a comma or the end follows)
+    fills a free parameter about people (customer, recipient) when the tool has one; when it
+    has none, the word is dropped after "for"/"by"/"named"/"called" (a person the tool has no
+    place for) and kept after "to" (``flights to tokyo``)."""
+    person = next(
+        (
+            p
+            for p in tool.params
+            if p.kind == "string" and not p.enum and p.name not in args and is_person(p)
+        ),
+        None,
+    )
+    kept = list(spans)
+    for index in range(1, len(spans)):
+        start, end = spans[index]
+        gap = _FOR_WHOM.fullmatch(text[spans[index - 1][1] : start])
+        if gap is None:
+            continue
+        after = text[end : spans[index + 1][0]] if index + 1 < len(spans) else ""
+        if after and after.isspace():
+            continue  # more words follow: a phrase ("for new york"), not one person
+        if person is not None:
+            args[person.name] = text[start:end]
+            person = None
+        elif gap.group("word").lower() == "to":
+            continue
+        kept.remove((start, end))
+    return kept
+
+
+def _placeholder(param: Param) -> Any:
+    """A value for a required string parameter the query gives nothing for, as a model would
+    fill it: its default, a temperature unit's usual one, the first value its description
+    names (``e.g. "Paris"``, ``例如：河北省``), else a placeholder that says so."""
+    if param.has_default:
+        return param.default
+    if _is_unit(param):
+        return "celsius"
+    named = find_quotes(param.description)
+    if named:
+        return named[0].value
+    example = _EXAMPLE.search(param.description)
+    if example is not None:
+        return example.group("value")
+    return "unknown"
+
+
+_EXAMPLE = re.compile(
+    r"(?:例如|比如|如|e\.g\.|for example|such as)\s*[:：,，]?\s*(?P<value>[^\s,，。;；)）]+)", re.I
+)
+
+
 def _blank_value(text: str, value: str) -> str:
     """`text` with the first mention of `value` replaced by spaces."""
     found = re.search(re.escape(value), text, re.IGNORECASE)
@@ -495,11 +564,23 @@ def _array_items(param: Param, items: list[str] | None, rest: str, numbers: list
     return [rest] if rest else []
 
 
+_COMPOUND_OR_TOKEN = re.compile(
+    r"(?P<compound>(?<![\w.-])[^\W_\d][^\W_]*(?:[-_.][^\W_]+)+(?![\w-]))|" + TOKEN.pattern
+)
+"""A word joined to others by hyphens, underscores or dots (an identifier), else a `TOKEN`."""
+
+
 def _remainder(text: str, vocab_words: set[str], vocab_grams: set[str]) -> list[tuple[int, int]]:
     """Spans of the words of `text` that are neither stop words nor the tool's vocabulary."""
     pieces: list[tuple[int, int]] = []
-    for match in TOKEN.finditer(text):
-        if match.group("word"):
+    for match in _COMPOUND_OR_TOKEN.finditer(text):
+        if match.group("compound"):
+            # An identifier (billing-api, build_42) is one value, kept as written, when any
+            # of its parts is more than a stop word or the tool's own vocabulary.
+            parts = {normalise(w) for w in words(match.group("compound"))}
+            if parts - STOP_WORDS - vocab_words:
+                pieces.append(match.span())
+        elif match.group("word"):
             norm = normalise(match.group("word"))
             if norm not in STOP_WORDS and norm not in vocab_words:
                 pieces.append(match.span())

@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator, SerializationInfo, ValidationInfo
 
 from bridge.emulator.matching import (
     ToolInfo,
@@ -129,11 +131,26 @@ class CompletedAsk:
     answer: str
 
 
+def _rule_position(rule: Rule, info: SerializationInfo) -> int:
+    """A rule as a state file keeps it: its position in the scenario (`bridge.emulator.saving`)."""
+    rules = info.context["rules"] if isinstance(info.context, dict) else []
+    return next(index for index, known in enumerate(rules) if known is rule)
+
+
+def _rule_at(value: Any, info: ValidationInfo) -> Rule:
+    """The rule at a saved position in the scenario the emulator runs now."""
+    rules = info.context["rules"] if isinstance(info.context, dict) else []
+    if not isinstance(value, int) or not 0 <= value < len(rules):
+        raise ValueError(f"the scenario has no rule {value!r} (it changed since)")
+    rule: Rule = rules[value]
+    return rule
+
+
 @dataclass(frozen=True)
 class RuleMatch:
     """The scenario rule that took a run, and the template values it captured."""
 
-    rule: Rule
+    rule: Annotated[Rule, PlainValidator(_rule_at), PlainSerializer(_rule_position)]
     index: int
     values: dict[str, Any]
 

@@ -13,9 +13,10 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from bridge.emulator.faults import FaultSpec
+from bridge.emulator.planner import Planner
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import EmulatorState
 from bridge.errors import UsageError
@@ -27,6 +28,9 @@ class ProtocolApp(Protocol):
     """An emulator's ASGI app: callable by a server, with its inspectable state."""
 
     state: EmulatorState
+    planner: Planner
+    SAVED: ClassVar[Mapping[str, Any]]
+    """What the app keeps in a state file besides the conversations (`bridge.emulator.saving`)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
 

@@ -117,6 +117,7 @@ __all__ = [
     "Settings",
     "Step",
     "load_scenario",
+    "with_sections",
 ]
 
 
@@ -336,6 +337,39 @@ def load_scenario(source: str | Path | Mapping[str, Any] | Scenario) -> Scenario
             f"{label}: the top level is a {type(data).__name__}; expected a mapping with 'rules'"
         )
     return _build(data, label)
+
+
+def with_sections(
+    source: str | Path | Mapping[str, Any] | None, sections: Mapping[str, Any]
+) -> str | Path | Mapping[str, Any] | None:
+    """`source` (a scenario file or mapping, or None) with the protocol `sections` it lacks.
+
+    How the bridge's tools are declared to an emulated agent whose tools are configured
+    server-side (``{"coze": {"plugins": [...]}}``, a Coze bot's plugins): a section the
+    scenario writes itself wins. Without `sections` the source is returned unchanged, so a
+    file's errors keep naming the file.
+
+    Raises:
+        ScenarioError: the file is missing, unreadable, not YAML/JSON or not a mapping.
+    """
+    if not sections:
+        return source
+    if source is None:
+        return dict(sections)
+    if isinstance(source, Mapping):
+        return {**sections, **source}
+    path = Path(source)
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{label}: scenario file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{label}: cannot read the scenario file: {exc}") from None
+    data = _parse_text(text, label, json_only=path.suffix.lower() == ".json")
+    if not isinstance(data, dict):
+        return source  # loading it says what is wrong, naming the file
+    return {**sections, **data}
 
 
 def _parse_text(text: str, label: str, *, json_only: bool) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from bridge._serve import serve_in_thread
 from bridge.emulator.faults import ENV_VAR, FaultSpec
 from bridge.emulator.protocols import ProtocolApp, get_protocol
+from bridge.emulator.saving import StateFile
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ConversationSnapshot, EmulatorState, RecordedRequest
 from bridge.errors import UsageError
@@ -39,6 +40,10 @@ class Emulator:
             ``TOOLBRIDGE_EMULATOR_FAULTS`` (unset means no faults), ``""`` means none.
         protocol: the wire protocol spoken (`bridge.emulator.protocols.PROTOCOLS`):
             ``appbuilder`` by default; the same scenario drives every protocol.
+        state_file: keep the conversations in this file (`bridge.emulator.saving`): read when
+            the emulator is made, written before each answer, so another emulator made on the
+            same file (after a restart, even a ``kill -9``) knows them. None keeps them in
+            memory only.
 
     Raises:
         ScenarioError: the scenario cannot be loaded (raised by the constructor).
@@ -56,6 +61,7 @@ class Emulator:
         port: int = 0,
         faults: str | FaultSpec | None = None,
         protocol: str = "appbuilder",
+        state_file: str | Path | None = None,
     ) -> None:
         if faults is None:
             faults = os.environ.get(ENV_VAR, "")
@@ -63,6 +69,11 @@ class Emulator:
         self.app: ProtocolApp = self.protocol.create_app(
             token=token, app_id=app_id, scenario=scenario, faults=faults
         )
+        self.state_file = Path(state_file) if state_file is not None else None
+        if self.state_file is not None:
+            saved = StateFile(self.state_file, self.app)
+            saved.load()
+            self.app.state.on_change = saved.save
         self.token = token
         self.app_id = app_id
         self.host = host
@@ -117,6 +128,19 @@ class Emulator:
     def env(self) -> dict[str, str]:
         """The environment variables that point a client (or the official SDK) here."""
         return self.protocol.client_env(self.base_url, self.token, self.app_id)
+
+    def configure(self, sections: Mapping[str, Any]) -> None:
+        """Give the emulated agent configuration that a platform keeps server-side, as
+        scenario sections (a Coze bot's plugins: ``{"coze": {"plugins": [...]}}``); a section
+        the scenario it started with declares wins. Protocols without such configuration
+        ignore it.
+
+        Raises:
+            ScenarioError: a section breaks its format.
+        """
+        configure = getattr(self.app, "configure", None)
+        if configure is not None:
+            configure(sections)
 
     # --- inspection -------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -16,6 +17,7 @@ from bridge.emulator.faults import FaultBook
 from bridge.emulator.planner import CompletedCall, RunContext
 
 __all__ = [
+    "LOST",
     "ActiveRun",
     "Conversation",
     "ConversationSnapshot",
@@ -26,6 +28,13 @@ __all__ = [
     "PendingInput",
     "RecordedRequest",
 ]
+
+LOST = (
+    "this emulator does not know it (it was never created here, or the emulator restarted and "
+    "lost its state: an emulator keeps conversations in memory unless it is given a state "
+    "file, as `toolbridge serve --emulator` does beside a file journal)"
+)
+"""Why an emulator answers "not found" for a conversation: said in its 404s."""
 
 
 @dataclass(frozen=True)
@@ -159,13 +168,33 @@ class ConversationSnapshot:
 
 
 class EmulatorState:
-    """Conversations, the request log and fault counters of one emulator."""
+    """Conversations, the request log and fault counters of one emulator.
+
+    `on_change`, when set, is called before each answer leaves the server (after the request
+    changed whatever it changes): how a state file keeps up (`bridge.emulator.saving`).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.faults = FaultBook()
         self._conversations: dict[str, Conversation] = {}
         self._requests: list[RecordedRequest] = []
+        self.on_change: Callable[[], None] | None = None
+
+    def changed(self) -> None:
+        """A request may have changed the state: tell `on_change`."""
+        if self.on_change is not None:
+            self.on_change()
+
+    def conversations_by_id(self) -> dict[str, Conversation]:
+        """The live conversations by id (callers hold `lock`)."""
+        with self.lock:
+            return self._conversations
+
+    def restore_conversations(self, conversations: dict[str, Conversation]) -> None:
+        """Replace every conversation (a state file read back at start)."""
+        with self.lock:
+            self._conversations = dict(conversations)
 
     def create_conversation(self, app_id: str) -> Conversation:
         """Open a conversation with a fresh id."""

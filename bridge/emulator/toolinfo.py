@@ -9,7 +9,8 @@ whole docstring in the tool's description, so, as a model would, a parameter wit
 description takes its line of the docstring's argument section (``Args:``, ``Parameters:``,
 ``参数:`` with ``name (type): text`` lines, or Sphinx ``:param name: text``). A string parameter
 without an ``enum`` whose description offers quoted choices (``可选 "celsius" 或 "fahrenheit"``,
-``one of "a", "b"``) is read as if those were its enum.
+``one of "a", "b"``, ``支持 "celsius" 或 "fahrenheit"``, ``supports "json" or "csv"``) is read
+as if those were its enum.
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ _OTHER_SECTION = re.compile(r"^\s*[^\s:：()]+(?:\s+[^\s:：()]+)?\s*[:：]\s*$"
 _DOC_LINE = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*[:：]\s*(?P<text>\S.*)$")
 _SPHINX = re.compile(r":param\s+(?:[\w\[\], ]+\s+)?(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<text>[^\n]+)")
 _CHOICE_WORDS = re.compile(
-    r"可选|取值|之一|one of|either|options?\b|choices?\b|allowed|possible values", re.IGNORECASE
+    r"可选|取值|之一|支持|one of|either|options?\b|choices?\b|allowed|possible values|"
+    r"valid values|supports?\b|supported|accepts?\b",
+    re.IGNORECASE,
 )
 
 

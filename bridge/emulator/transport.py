@@ -223,6 +223,8 @@ class RecordingMiddleware:
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
+                # What the request changed is kept before the client can see any of it.
+                self.state.changed()
                 status.append(message["status"])
                 headers = list(message.get("headers", []))
                 if not any(k.lower() == b"x-appbuilder-request-id" for k, _ in headers):

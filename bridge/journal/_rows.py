@@ -10,6 +10,7 @@ from bridge.journal.records import (
     ApprovalRecord,
     CallRecord,
     ConversationRecord,
+    DirectCallRecord,
     MessageRecord,
     PlatformStateRecord,
     StateSnapshot,
@@ -24,6 +25,7 @@ __all__ = [
     "arguments_json",
     "call_record",
     "conversation_record",
+    "direct_call_record",
     "message_record",
     "platform_state_record",
     "state_json",
@@ -121,6 +123,22 @@ def approval_record(row: Row) -> ApprovalRecord:
         decided_by=row["decided_by"],
         decided_at=_time(row["decided_at"]),
         note=row["note"],
+    )
+
+
+def direct_call_record(row: Row) -> DirectCallRecord:
+    return DirectCallRecord(
+        call_id=row["call_id"],
+        tool=row["tool"],
+        arguments=json.loads(row["arguments"]),
+        called_by=row["called_by"],
+        approved_by=row["approved_by"],
+        state=row["state"],
+        output=row["output"],
+        error=row["error"],
+        started_at=datetime.fromisoformat(row["started_at"]),
+        duration_ms=row["duration_ms"],
+        finished_at=_time(row["finished_at"]),
     )
 
 

@@ -34,6 +34,7 @@ from bridge.journal._rows import (
     arguments_json,
     call_record,
     conversation_record,
+    direct_call_record,
     message_record,
     platform_state_record,
     state_json,
@@ -45,6 +46,7 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    DirectCallRecord,
     MessageEnd,
     MessageRecord,
     PendingBatch,
@@ -594,3 +596,44 @@ class SQLJournal(Journal, Generic[C]):
         )
         total = self._read(f"SELECT count(*) AS n FROM approvals{clause}", params)[0]["n"]
         return [approval_record(row) for row in rows], int(total)
+
+    # --- direct calls -----------------------------------------------------------------------------
+
+    def begin_direct_call(
+        self, call: ToolCall, *, called_by: str | None, approved_by: str | None
+    ) -> None:
+        stamp = now().isoformat()
+
+        def op(db: C) -> None:
+            self._execute(
+                db,
+                "INSERT INTO direct_calls (call_id, tool, arguments, called_by, approved_by, "
+                "state, started_at) VALUES (?, ?, ?, ?, ?, 'started', ?)",
+                (call.call_id, call.name, arguments_json(call), called_by, approved_by, stamp),
+            )
+
+        self._write("direct_call", op)
+
+    def finish_direct_call(self, run: ToolRun) -> None:
+        stamp = now().isoformat()
+
+        def op(db: C) -> None:
+            self._execute(
+                db,
+                "UPDATE direct_calls SET state = 'finished', output = ?, error = ?, "
+                "duration_ms = ?, finished_at = ? WHERE call_id = ?",
+                (redact(run.output), run.error, run.duration_ms, stamp, run.call_id),
+            )
+
+        self._write("direct_call_finished", op)
+
+    def direct_calls(
+        self, *, limit: int = 100, offset: int = 0
+    ) -> tuple[list[DirectCallRecord], int]:
+        rows = self._read(
+            f"SELECT * FROM direct_calls ORDER BY started_at DESC, {self.ORDER} DESC "
+            "LIMIT ? OFFSET ?",
+            (limit, offset),
+        )
+        total = self._read("SELECT count(*) AS n FROM direct_calls")[0]["n"]
+        return [direct_call_record(row) for row in rows], int(total)

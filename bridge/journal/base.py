@@ -14,6 +14,7 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    DirectCallRecord,
     Lease,
     MessageEnd,
     MessageRecord,
@@ -215,6 +216,25 @@ class Journal(ABC):
     ) -> tuple[list[ApprovalRecord], int]:
         """A page of approvals (None: any status or conversation), newest first, and the
         total count of those matching."""
+
+    # --- direct calls -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def begin_direct_call(
+        self, call: ToolCall, *, called_by: str | None, approved_by: str | None
+    ) -> None:
+        """Record a direct call (outside any conversation) as "started": written before the
+        tool may run. `approved_by`: who approved a `confirm=True` tool's call (the caller)."""
+
+    @abstractmethod
+    def finish_direct_call(self, run: ToolRun) -> None:
+        """Record how a direct call ended ("finished", its output and error)."""
+
+    @abstractmethod
+    def direct_calls(
+        self, *, limit: int = 100, offset: int = 0
+    ) -> tuple[list[DirectCallRecord], int]:
+        """A page of direct calls, newest first, and how many there are."""
 
     # --- leases (daemon replicas) -------------------------------------------------------------
     #

@@ -19,6 +19,7 @@ from bridge.journal.records import (
     ApprovalStatus,
     CallRecord,
     ConversationRecord,
+    DirectCallRecord,
     MessageEnd,
     MessageRecord,
     PendingBatch,
@@ -96,6 +97,7 @@ class MemoryJournal(Journal):
         self._messages: dict[int, MessageRecord] = {}
         self._next_message = 1
         self._approvals: dict[str, ApprovalRecord] = {}
+        self._direct: dict[str, DirectCallRecord] = {}
 
     def __repr__(self) -> str:
         return f"MemoryJournal(conversations={len(self._convs)})"
@@ -430,4 +432,42 @@ class MemoryJournal(Journal):
                 if (status is None or record.status == status)
                 and (conversation_id is None or record.conversation_id == conversation_id)
             ]
+            return found[offset : offset + limit], len(found)
+
+    # --- direct calls -----------------------------------------------------------------------------
+
+    def begin_direct_call(
+        self, call: ToolCall, *, called_by: str | None, approved_by: str | None
+    ) -> None:
+        with self._lock:
+            self._direct[call.call_id] = DirectCallRecord(
+                call_id=call.call_id,
+                tool=call.name,
+                arguments=redacted_arguments(call.arguments),
+                called_by=called_by,
+                approved_by=approved_by,
+                state="started",
+                started_at=now(),
+            )
+            while len(self._direct) > self.max_conversations:  # the oldest go first
+                del self._direct[next(iter(self._direct))]
+
+    def finish_direct_call(self, run: ToolRun) -> None:
+        with self._lock:
+            record = self._direct.get(run.call_id)
+            if record is not None:
+                self._direct[run.call_id] = _updated(
+                    record,
+                    state="finished",
+                    output=redact(run.output),
+                    error=run.error,
+                    duration_ms=run.duration_ms,
+                    finished_at=now(),
+                )
+
+    def direct_calls(
+        self, *, limit: int = 100, offset: int = 0
+    ) -> tuple[list[DirectCallRecord], int]:
+        with self._lock:
+            found = list(reversed(self._direct.values()))
             return found[offset : offset + limit], len(found)

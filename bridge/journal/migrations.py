@@ -137,7 +137,25 @@ MIGRATIONS: list[str] = [
         taken_at TEXT
     );
     """,
-    # 6 -> 7: one row per live daemon replica (PostgreSQL: who holds a replica id). An embedded
+    # 6 -> 7: tool calls made directly (`POST /v1/tools/{name}/call`), outside conversations:
+    # who called, what (arguments redacted), who approved a confirm tool's call, the outcome.
+    """
+    CREATE TABLE direct_calls (
+        call_id TEXT PRIMARY KEY,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        called_by TEXT,
+        approved_by TEXT,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        duration_ms REAL,
+        finished_at TEXT
+    );
+    CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC);
+    """,
+    # 7 -> 8: one row per live daemon replica (PostgreSQL: who holds a replica id). An embedded
     # journal's owner is named by its lock file (`bridge.journal.owner`); the table keeps the
     # schema the same as PostgreSQL's at every version.
     """

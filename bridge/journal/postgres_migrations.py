@@ -143,7 +143,25 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX leases_by_expiry ON leases (expires_at);
     """,
-    # 6 -> 7: one row per live replica id (`bridge.journal.postgres.claim_replica`): who holds
+    # 6 -> 7: tool calls made directly, outside conversations.
+    """
+    CREATE TABLE direct_calls (
+        call_id TEXT PRIMARY KEY,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        called_by TEXT,
+        approved_by TEXT,
+        state TEXT NOT NULL,
+        output TEXT,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        duration_ms DOUBLE PRECISION,
+        finished_at TEXT,
+        rid BIGSERIAL NOT NULL
+    );
+    CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC, rid DESC);
+    """,
+    # 7 -> 8: one row per live replica id (`bridge.journal.postgres.claim_replica`): who holds
     # it (a random token per process, pid, host, address), renewed every third of the lease;
     # a row not renewed for a lease is stale. Times on the database's clock, as leases.
     """

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.errors import BridgeError, UsageError, redact
+from bridge.errors import BridgeError, UsageError, redact, valid_text
 from bridge.types import ErrorKind, ToolBatch, ToolRun
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "CallRecord",
     "CallState",
     "ConversationRecord",
+    "DirectCallRecord",
     "JournalUnavailableError",
     "Lease",
     "LeaseHeldError",
@@ -206,6 +207,29 @@ class ApprovalRecord(_Record):
     """The person's note (the model reads it with a rejection), or why it expired."""
 
 
+class DirectCallRecord(_Record):
+    """One tool call made directly (the daemon's ``POST /v1/tools/{name}/call``), outside any
+    conversation: who called what, when, and how it ended."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    """The call's arguments, registered secrets masked."""
+    called_by: str | None = None
+    """Who called (the API key's name, "anonymous" without keys)."""
+    approved_by: str | None = None
+    """For a `confirm=True` tool: who approved the call. The caller's ``"confirm": true`` is
+    that person's decision, so it is the caller; None for other tools."""
+    state: Literal["started", "finished"]
+    """"started" is written before the tool runs: a call left so by a crash may have acted."""
+    output: str | None = None
+    """The tool's output, registered secrets masked (None until it finished)."""
+    error: ErrorKind | None = None
+    started_at: datetime
+    duration_ms: float | None = None
+    finished_at: datetime | None = None
+
+
 class ApprovalDecidedError(BridgeError):
     """Only a pending approval can be decided: this one was decided already, or expired."""
 
@@ -281,11 +305,12 @@ class PendingBatch(_Record):
 
 
 def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
-    """The arguments with registered secrets masked (JSON round trip keeps the shape)."""
+    """The arguments with registered secrets masked (JSON round trip keeps the shape), as
+    text every store can hold (`valid_text`: a lone surrogate becomes U+FFFD)."""
     if isinstance(arguments, str):
-        return redact(arguments)
+        return redact(valid_text(arguments))
     text = json.dumps(arguments, ensure_ascii=False, default=str)
-    masked = redact(text)
+    masked = redact(valid_text(text))
     if masked == text:
         return arguments
     try:
@@ -302,9 +327,9 @@ def redacted_state(state: Any) -> Any:
     leave JSON that cannot be read back.
     """
     if isinstance(state, str):
-        return redact(state)
+        return redact(valid_text(state))
     if isinstance(state, dict):
-        return {redact(str(key)): redacted_state(value) for key, value in state.items()}
+        return {redact(valid_text(str(key))): redacted_state(value) for key, value in state.items()}
     if isinstance(state, list | tuple):
         return [redacted_state(value) for value in state]
     return state

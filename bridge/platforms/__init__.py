@@ -46,8 +46,10 @@ def create_platform(name: str, **options: Any) -> Platform:
 
     The options are the platform's settings (`bridge.platforms.registry.PLATFORMS[name]`,
     e.g. appbuilder's `app_id`, `token`, `base_url`; openai's `base_url`, `model`, `api_key`,
-    `tool_protocol`), plus `connect_timeout`, `idle_timeout`, `max_retries`, `retry_policy` and
-    `session`, which every adapter takes, and any other keyword its adapter class takes.
+    `tool_protocol`; every platform's stream limits `run_timeout`, `max_answer_chars`,
+    `max_arguments_chars`, `max_tool_calls`), plus `connect_timeout`, `idle_timeout`,
+    `max_retries`, `retry_policy` and `session`, which every adapter takes, and any other
+    keyword its adapter class takes.
 
     Raises:
         UsageError: Unknown platform, or an option that only other platforms take (named by
@@ -70,7 +72,10 @@ def open_platform(
     `emulator=True` starts the platform's emulator in this process (offline, no credentials;
     `scenario` scripts its agent, see `bridge.emulator.scenario`, and is ignored for a real
     service, so one call serves both); the settings the emulator provides (for AppBuilder
-    `app_id`, `token`, `base_url`) are its own, other options still apply. Otherwise the
+    `app_id`, `token`, `base_url`) are its own, other options still apply. An emulated agent
+    whose tools are configured server-side (a Coze bot's plugins) gets the tools of each
+    `Bridge` made on the platform, as ``toolbridge run --emulator`` declares the loaded ones
+    (unless `scenario` declares its own). Otherwise the
     settings come from `options` or the platform's environment variables (for AppBuilder
     `APPBUILDER_APP_ID`/`APPBUILDER_TOKEN`/`GATEWAY_URL_V2`), and missing ones are an error: a
     mistyped variable must not quietly give emulated answers.
@@ -96,11 +101,8 @@ def open_platform(
         finally:
             platform.close()
         return
-    protocol = entry.require_emulator()
-    from bridge.emulator import Emulator
-
-    with Emulator(scenario=scenario, protocol=protocol) as server:
-        logger.info("using the embedded %s emulator at %s", entry.title, server.base_url)
+    server = entry.start_emulator(scenario=scenario)
+    try:
         given = set(entry.emulated_options(server.env()))
         platform = entry.create(
             **{
@@ -108,7 +110,17 @@ def open_platform(
                 **entry.emulator_options(server.env()),
             }
         )
+        declared = entry.emulator_tools
+        if declared is not None:
+
+            def declare_tools(tools: list[dict[str, Any]]) -> None:
+                server.configure(declared(tools))
+
+            # Read by `bridge.platforms.base.declare_tools_to` when a Bridge is made on it.
+            platform.declare_tools = declare_tools  # type: ignore[attr-defined]
         try:
             yield platform
         finally:
             platform.close()
+    finally:
+        server.stop()

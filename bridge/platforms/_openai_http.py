@@ -57,8 +57,26 @@ def read_openai_status_error(answer: ErrorAnswer) -> PlatformStatusError:
     """The error for an OpenAI-style error answer, with its code and what to check."""
     details = error_details(answer.json())
     code, detail = details if details is not None else (None, None)
+    if code == _LOST_CHAIN:
+        # The Responses API answers 400 for a chain it no longer has: what is missing is the
+        # conversation (as a 404 says elsewhere), so the loop may continue in a new one.
+        error = answer.error(detail, code=code, hint=_LOST_CHAIN_HINT)
+        return NotFoundError(
+            error.message,
+            request_id=error.request_id,
+            status_code=error.status_code,
+            code=code,
+            body=error.body,
+        )
     hint = _STATUS_HINTS.get(status_error_class(answer.status), "")
     return answer.error(detail, code=code, hint=hint)
+
+
+_LOST_CHAIN = "previous_response_not_found"
+_LOST_CHAIN_HINT = (
+    "the server no longer has this conversation's previous response (it expired or was "
+    "deleted there, or the emulator serving it lost its state); a new conversation is needed"
+)
 
 
 def openai_transport(

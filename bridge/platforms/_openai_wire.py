@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ConfigurationError, ProtocolError
+from bridge.platforms._limits import RunBudget
 from bridge.platforms._transport import trim
 from bridge.types import Event, Other, TextDelta, ToolCall
 
@@ -46,9 +47,11 @@ class ToolCallAssembler:
     current call has one, starts a new call; any other fragment continues the last call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: RunBudget | None = None) -> None:
         self._calls: list[PartialCall] = []
         self._by_index: dict[int, PartialCall] = {}
+        self.budget = budget
+        """Counts the calls and their argument characters, when given (a stream's bounds)."""
 
     def __bool__(self) -> bool:
         return bool(self._calls)
@@ -78,11 +81,14 @@ class ToolCallAssembler:
         if name and not current.name:
             current.name = name
         arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            current.arguments += arguments
-        elif isinstance(arguments, Mapping):
+        if isinstance(arguments, Mapping):
             # Some gateways send the arguments as an object (Ollama's native shape).
-            current.arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = json.dumps(arguments, ensure_ascii=False)
+            current.arguments = ""
+        if isinstance(arguments, str):
+            if self.budget is not None:
+                self.budget.arguments(arguments)
+            current.arguments += arguments
 
     def finish(self) -> tuple[ToolCall, ...]:
         """The assembled calls, in the order they started; missing ids are made up."""
@@ -104,6 +110,8 @@ class ToolCallAssembler:
         return self._calls[-1] if self._calls else None
 
     def _new(self, call_id: str | None, index: int | None) -> PartialCall:
+        if self.budget is not None:
+            self.budget.tool_call()
         partial = PartialCall(call_id)
         self._calls.append(partial)
         if index is not None:
@@ -123,8 +131,13 @@ def _starts_new_call(
 
 @dataclass
 class Completion:
-    """What one completion said, gathered from its chunks or its single body."""
+    """What one completion said, gathered from its chunks or its single body.
 
+    With a `budget`, its text (reasoning included), calls and arguments are counted as they
+    arrive, and a `StreamLimitError` stops a completion that grows past a bound.
+    """
+
+    budget: RunBudget | None = None
     text: list[str] = field(default_factory=list)
     calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
     completion_id: str | None = None
@@ -133,8 +146,12 @@ class Completion:
     error: tuple[str, str] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.calls.budget = self.budget
+
     def absorb(self, payload: dict[str, Any], *, key: str) -> list[Event]:
         """Fold a chunk (`key="delta"`) or a whole response (`key="message"`) in."""
+        budget = self.budget
         if self.completion_id is None and isinstance(payload.get("id"), str):
             self.completion_id = payload["id"]
         for name in ("id", "model", "system_fingerprint"):
@@ -155,10 +172,14 @@ class Completion:
             part = part if isinstance(part, dict) else {}
             content = part.get("content")
             if isinstance(content, str) and content:
+                if budget is not None:
+                    budget.text(content)
                 self.text.append(content)
                 events.append(TextDelta(text=content))
             reasoning = part.get("reasoning_content") or part.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
+                if budget is not None:
+                    budget.text(reasoning)
                 events.append(Other(raw={"reasoning": reasoning}))
             fragments = part.get("tool_calls") or []
             if not isinstance(fragments, list):

@@ -17,6 +17,7 @@ from typing import Any
 import requests
 
 from bridge.errors import InBandError, ProtocolError, StreamInterruptedError
+from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai_http import openai_transport
 from bridge.platforms._openai_wire import decode_object, error_details, trim
 from bridge.platforms._responses_wire import ResponseTurn, StreamAssembler, turn_from_body
@@ -40,6 +41,7 @@ class ResponsesClient:
         idle_timeout: Seconds to wait for the next bytes of an answer.
         retry_policy: When to retry (before any answer byte was read) and how long to wait.
         session: A `requests.Session` to reuse (left open by `close`).
+        limits: The bounds of each answer stream (time, text, arguments, calls).
     """
 
     def __init__(
@@ -51,8 +53,10 @@ class ResponsesClient:
         idle_timeout: float,
         retry_policy: RetryPolicy,
         session: requests.Session | None = None,
+        limits: StreamLimits | None = None,
     ) -> None:
         self.base_url = base_url
+        self.limits = limits or StreamLimits()
         self.url = base_url + "/responses"
         self._http = openai_transport(
             base_url,
@@ -125,10 +129,13 @@ class ResponsesClient:
     def _read_stream(
         self, response: requests.Response, request_id: str | None
     ) -> Generator[Event, None, ResponseTurn]:
-        assembler = StreamAssembler(self.url)
         received: list[Event] = []
+        budget = self.limits.budget(
+            f"the stream from {self.url}", received=received, request_id=request_id
+        )
+        assembler = StreamAssembler(self.url, budget)
         with self._http.errors(self.url, streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(response.iter_content(chunk_size=None)):
+            for data in iter_sse_data(budget.chunks(response)):
                 event = decode_object(data, request_id, what="a stream event")
                 for neutral in assembler.feed(event):
                     received.append(neutral)

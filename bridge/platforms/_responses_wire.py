@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ProtocolError, UsageError
-from bridge.platforms import _sse
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms.base import parse_tool_choice
 from bridge.tools import to_dialect
 from bridge.types import Event, Other, TextDelta, ToolCall, ToolChoice
@@ -92,8 +92,10 @@ class ResponseTurn:
 class StreamAssembler:
     """Folds the events of one Responses stream into a `ResponseTurn`, checking their order."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, budget: RunBudget | None = None) -> None:
         self.where = where
+        self.budget = budget if budget is not None else StreamLimits().budget(where)
+        """Counts text, reasoning, calls and argument characters against the stream's bounds."""
         self.turn = ResponseTurn()
         self._items: dict[int, dict[str, Any]] = {}
         self._index_of: dict[str, int] = {}
@@ -143,8 +145,9 @@ class StreamAssembler:
             self._done(event)
         elif kind == "response.function_call_arguments.delta":
             item = self._item(event, kind)
-            item["arguments"] = str(item.get("arguments") or "") + str(event.get("delta") or "")
-            self._check_size(item, kind)
+            piece = str(event.get("delta") or "")
+            self.budget.arguments(piece)
+            item["arguments"] = str(item.get("arguments") or "") + piece
         elif kind == "response.function_call_arguments.done":
             item = self._item(event, kind)
             if isinstance(event.get("arguments"), str):
@@ -152,26 +155,15 @@ class StreamAssembler:
         elif kind == "response.output_text.delta":
             delta = event.get("delta")
             if isinstance(delta, str) and delta:
+                self.budget.text(delta)
                 self.turn.text.append(delta)
                 return [TextDelta(text=delta)]
         elif kind in _REASONING_DELTAS:
             delta = event.get("delta")
             if isinstance(delta, str) and delta:
+                self.budget.text(delta)
                 return [Other(raw={"reasoning": delta})]
         return []
-
-    def _check_size(self, item: Mapping[str, Any], kind: str) -> None:
-        # Each delta is a bounded event, but their sum is not: a server that never sends the
-        # call's end would grow its arguments until memory runs out. One call's arguments get
-        # the bound of one event.
-        limit = _sse.MAX_EVENT_BYTES
-        if len(item["arguments"]) > limit:
-            call = item.get("call_id") or item.get("id")
-            raise ProtocolError(
-                f"{self.where}: the arguments of function call {call!r} "
-                f"grew past {limit} characters over {kind} events; expected a call's "
-                "arguments to stay far smaller, so the stream was not read further"
-            )
 
     def _check_sequence(self, kind: str, number: Any) -> None:
         numbered = isinstance(number, int) and not isinstance(number, bool)
@@ -217,6 +209,8 @@ class StreamAssembler:
                 f"at output_index {index}, where item {held.get('id')!r} already is; expected "
                 "a distinct output_index for each item, so the calls cannot be told apart"
             )
+        if held is None and item.get("type") == "function_call":
+            self.budget.tool_call()
         self._items[index] = dict(item)
         if isinstance(item.get("id"), str):
             self._index_of[item["id"]] = index

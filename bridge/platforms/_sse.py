@@ -37,8 +37,8 @@ class TooLargeError(Exception):
 def iter_sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
     """Yield the data of every event in a byte stream, stopping at `[DONE]` or EOF.
 
-    `chunks` is usually ``response.iter_content(chunk_size=None)``; transport errors raised
-    while reading it propagate unchanged so the adapter can map them.
+    `chunks` is usually a response's `RunBudget.chunks` (`_transport.stream_chunks`); errors
+    raised while reading it propagate unchanged so the adapter can map them.
     """
     for data in _event_data(_whole_events(_normalise_newlines(chunks))):
         if not data:

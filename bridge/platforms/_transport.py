@@ -68,6 +68,7 @@ __all__ = [
     "StatusErrorReader",
     "Transport",
     "read_body",
+    "stream_chunks",
     "trim",
 ]
 
@@ -204,6 +205,32 @@ def read_body(response: requests.Response) -> bytes:
     body = bytes(data)
     response._content = body  # what `response.content` would have kept
     return body
+
+
+STREAM_PIECE = 64 * 1024
+"""Bytes read at most at once from a stream: one piece of a larger HTTP chunk, or what a body
+without chunks (ended by closing the connection, or by a Content-Length) has sent so far."""
+
+
+def stream_chunks(response: requests.Response) -> Iterator[bytes]:
+    """The body of a streamed `response` as it arrives, in pieces of at most `STREAM_PIECE`.
+
+    Unlike ``iter_content(chunk_size=None)``, which reads a body without chunked encoding to
+    its end (and a whole HTTP chunk however large it is declared) before giving anything, each
+    piece comes as soon as the network delivers it and is bounded, so that a reader can check
+    its bounds (time, size) as the stream goes. Read failures are raised as `iter_content`
+    raises them; call it inside `Transport.errors`.
+    """
+    raw = response.raw
+    if not isinstance(raw, urllib3.HTTPResponse) or raw.chunked:
+        yield from response.iter_content(chunk_size=STREAM_PIECE)
+        return
+    while True:
+        with _as_iter_content():
+            piece = raw.read1(STREAM_PIECE)
+        if not piece:
+            return
+        yield piece
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ __all__ = [
     "PlatformLimits",
     "PlatformState",
     "ToolChoiceLike",
+    "declare_tools_to",
     "export_state_of",
     "exports_state",
     "import_state_into",
@@ -117,6 +118,18 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
     """
     knows = getattr(platform, "knows", None)
     return True if knows is None else bool(knows(conversation_id))
+
+
+def declare_tools_to(platform: object, tools: Sequence[Mapping[str, Any]]) -> None:
+    """Tell a platform whose agent's tools are configured server-side which tools the bridge
+    has (Chat Completions function tools), if it can be told: `open_platform("coze",
+    emulator=True)` gives its adapter a `declare_tools(tools)` that makes them the emulated
+    bot's plugins. A real platform has no such method: its agent is configured on the platform.
+    (Not part of the `Platform` protocol, as `knows_conversation`.)
+    """
+    declare = getattr(platform, "declare_tools", None)
+    if callable(declare):
+        declare(list(tools))
 
 
 PlatformState = dict[str, Any]

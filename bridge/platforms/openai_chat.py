@@ -38,6 +38,7 @@ from bridge.errors import (
     StreamInterruptedError,
     UsageError,
 )
+from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai_http import ChatTransport
 from bridge.platforms._openai_wire import (
     Completion,
@@ -102,6 +103,14 @@ class OpenAIChatPlatform:
             ``text`` describes them in the system prompt and reads the calls the model writes
             in its reply, for models and servers without native tool calls (see
             `bridge.platforms.text_tools`).
+        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
+            else 900 (see `bridge.platforms._limits`).
+        max_answer_chars: Characters of answer text one stream may carry; default
+            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
+        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
+            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
+        max_tool_calls: Tool calls one stream may ask for; default
+            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.
@@ -128,6 +137,10 @@ class OpenAIChatPlatform:
         stream_usage: bool = True,
         retry_policy: RetryPolicy | None = None,
         tool_protocol: str = "native",
+        run_timeout: float | None = None,
+        max_answer_chars: int | None = None,
+        max_arguments_chars: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> None:
         if tool_protocol not in ("native", "text"):
             raise UsageError(
@@ -143,6 +156,9 @@ class OpenAIChatPlatform:
         check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
         retry_policy = retry_policy_for(max_retries, retry_policy)
         self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
+        self.stream_limits = StreamLimits.from_options(
+            run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
+        )
         self.system = system
         self.stream_usage = stream_usage
         self._url = self.base_url + _ENDPOINT
@@ -538,10 +554,13 @@ class OpenAIChatPlatform:
     def _read_stream(
         self, response: requests.Response, request_id: str | None
     ) -> Generator[Event, None, Completion]:
-        turn = Completion()
         received: list[Event] = []
+        budget = self.stream_limits.budget(
+            f"the stream from {self._url}", received=received, request_id=request_id
+        )
+        turn = Completion(budget=budget)
         with self._http.errors(streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(response.iter_content(chunk_size=None)):
+            for data in iter_sse_data(budget.chunks(response)):
                 payload = decode_object(data, request_id, what="a stream chunk")
                 turn.error = error_details(payload)
                 if turn.error is not None:
@@ -575,7 +594,7 @@ class OpenAIChatPlatform:
                 code=code,
                 body=trim(content.decode("utf-8", "replace")),
             )
-        turn = Completion()
+        turn = Completion(budget=self.stream_limits.budget(f"the answer of {self._url}"))
         with self._http.errors(request_id=request_id):
             events = turn.absorb(payload, key="message")
         if turn.finish_reason is None and not turn.text and not turn.calls:

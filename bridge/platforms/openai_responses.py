@@ -42,6 +42,7 @@ from bridge.errors import (
     ProtocolError,
     UsageError,
 )
+from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai_wire import add_usage, model_verdict
 from bridge.platforms._responses_http import ResponsesClient
 from bridge.platforms._responses_wire import (
@@ -101,6 +102,14 @@ class OpenAIResponsesPlatform:
         system: Instructions sent with every request (``instructions`` is not carried over by
             ``previous_response_id``).
         retry_policy: Full control over retries and backoff.
+        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
+            else 900 (see `bridge.platforms._limits`).
+        max_answer_chars: Characters of answer text one stream may carry; default
+            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
+        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
+            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
+        max_tool_calls: Tool calls one stream may ask for; default
+            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.
@@ -124,6 +133,10 @@ class OpenAIResponsesPlatform:
         extra_body: Mapping[str, Any] | None = None,
         system: str | None = None,
         retry_policy: RetryPolicy | None = None,
+        run_timeout: float | None = None,
+        max_answer_chars: int | None = None,
+        max_arguments_chars: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> None:
         self.base_url = check_base_url(
             base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
@@ -145,6 +158,9 @@ class OpenAIResponsesPlatform:
             idle_timeout=float(idle_timeout),
             retry_policy=retry_policy,
             session=session,
+            limits=StreamLimits.from_options(
+                run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
+            ),
         )
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}

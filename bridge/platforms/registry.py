@@ -14,21 +14,26 @@ Adding a platform: write the adapter, then add one `PlatformEntry` to `PLATFORMS
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from bridge.errors import ConfigurationError, UsageError
+from bridge.platforms._limits import LIMITS, Limit
 
 if TYPE_CHECKING:
+    from bridge.emulator import Emulator
     from bridge.platforms.base import Platform
 
 __all__ = [
     "COMMON_OPTIONS",
     "DAEMON_RENAMES",
     "DEFAULT_PLATFORM",
+    "LIMIT_SETTINGS",
     "PLATFORMS",
     "PlatformEntry",
     "Setting",
@@ -37,6 +42,8 @@ __all__ = [
     "platforms_taking",
     "settings_table",
 ]
+
+logger = logging.getLogger(__name__)
 
 COMMON_OPTIONS = frozenset(
     {"connect_timeout", "idle_timeout", "max_retries", "retry_policy", "session"}
@@ -75,8 +82,9 @@ class Setting(NamedTuple):
     """Never shown: doctor masks it, the daemon keeps it as a `SecretStr`."""
     required: bool = False
     """Without a value (option or variable) the platform cannot be used."""
-    kind: Literal["text", "url", "bool", "choice"] = "text"
-    """How a value is checked and parsed: a ``url`` must be http(s); a ``bool`` is a switch."""
+    kind: Literal["text", "url", "bool", "choice", "seconds", "count"] = "text"
+    """How a value is checked and parsed: a ``url`` must be http(s); a ``bool`` is a switch;
+    ``seconds`` is a number > 0 and ``count`` an integer >= 1 (both parsed to numbers)."""
     choices: tuple[str, ...] = ()
     """The accepted values of a ``choice``."""
     shape: str | None = None
@@ -110,6 +118,8 @@ class Setting(NamedTuple):
             if isinstance(value, bool) or str(value).strip().lower() in _TRUE | _FALSE:
                 return None
             return f"{value!r} is not a yes/no value; expected true or false"
+        if self.kind in ("seconds", "count"):
+            return _limit_of(self).problem(value)
         text = str(value)
         # A secret goes into an HTTP header whole: inner whitespace is a copy-paste accident
         # (but "Bearer KEY" is how some keys are written).
@@ -130,7 +140,34 @@ class Setting(NamedTuple):
         """`value` as the adapter takes it (a bool for a switch, else unchanged)."""
         if self.kind == "bool" and not isinstance(value, bool):
             return str(value).strip().lower() in _TRUE
+        if self.kind in ("seconds", "count"):
+            return _limit_of(self).parse(value)
         return value
+
+    @property
+    def shared(self) -> bool:
+        """Whether every platform takes this setting (the stream limits)."""
+        return self.option in _LIMIT_OPTIONS
+
+
+def _limit_of(setting: Setting) -> Limit:
+    """The stream limit behind a ``seconds`` or ``count`` setting."""
+    return next(limit for limit in LIMITS if limit.option == setting.option)
+
+
+LIMIT_SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(
+        limit.option,
+        limit.flag,
+        limit.env,
+        str(limit.default) if isinstance(limit.default, int) else f"{limit.default:g}",
+        limit.help,
+        kind="seconds" if limit.kind == "seconds" else "count",
+    )
+    for limit in LIMITS
+)
+"""The bounds of every answer stream (`bridge.platforms._limits`): every platform takes them."""
+_LIMIT_OPTIONS = frozenset(setting.option for setting in LIMIT_SETTINGS)
 
 
 def _shown(setting: Setting, text: str) -> str:
@@ -245,6 +282,35 @@ class PlatformEntry:
         """The options an emulator gives (so a caller must not give them too)."""
         return tuple(s.option for s in self.settings if s.env is not None and s.env in client_env)
 
+    def start_emulator(
+        self,
+        *,
+        scenario: str | Path | Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        state_file: str | Path | None = None,
+    ) -> Emulator:
+        """Start this platform's embedded emulator (the one way every entry point does).
+
+        `scenario` scripts its agent (a file or mapping, see `bridge.emulator.scenario`);
+        `tools` (Chat Completions function tools) are declared to an agent whose tools are
+        configured server-side (`emulator_tools`: a Coze bot's plugins) unless the scenario
+        declares its own; `state_file` keeps its conversations across restarts
+        (`bridge.emulator.saving`).
+
+        Raises:
+            ConfigurationError: This platform has no emulator.
+            ScenarioError: The scenario cannot be loaded (a `UsageError`, naming the file).
+        """
+        protocol = self.require_emulator()
+        from bridge.emulator import Emulator
+        from bridge.emulator.scenario import with_sections
+
+        declared = self.emulator_tools([dict(t) for t in tools]) if self.emulator_tools else {}
+        source = with_sections(scenario, declared if tools else {})
+        server = Emulator(protocol=protocol, scenario=source, state_file=state_file).start()
+        logger.info("using the embedded %s emulator at %s", self.short_title, server.base_url)
+        return server
+
     def require_emulator(self) -> str:
         """The emulator protocol, or a `ConfigurationError` naming the platforms that have one."""
         if self.emulator_protocol is None:
@@ -304,13 +370,15 @@ def settings_table() -> str:
         "| platform | flag | environment variable | default | what |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for entry in PLATFORMS.values():
-        for s in entry.settings:
-            default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
-            env = f"`{s.env}`" if s.env else "–"
-            flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind == "bool" else f"`{s.flag}`"
-            what = s.help + ("; secret, never shown" if s.secret else "")
-            lines.append(f"| `{entry.name}` | {flag} | {env} | {default} | {what} |")
+    rows = [(f"`{entry.name}`", s) for entry in PLATFORMS.values() for s in entry.settings]
+    rows = [row for row in rows if not row[1].shared]
+    rows += [("every platform", s) for s in LIMIT_SETTINGS]
+    for name, s in rows:
+        default = "required" if s.required else (f"`{s.default}`" if s.default else "none")
+        env = f"`{s.env}`" if s.env else "–"
+        flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind == "bool" else f"`{s.flag}`"
+        what = s.help + ("; secret, never shown" if s.secret else "")
+        lines.append(f"| {name} | {flag} | {env} | {default} | {what} |")
     return "\n".join(lines)
 
 
@@ -353,6 +421,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "the gateway",
                 kind="url",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="appbuilder",
         hints={
@@ -406,6 +475,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 kind="choice",
                 choices=("native", "text"),
             ),
+            *LIMIT_SETTINGS,
         ),
         hints={
             "auth": "the API key was refused: check OPENAI_API_KEY/--api-key",
@@ -466,6 +536,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "toolbridge",
                 "Coze's user_id for runs that name no end user",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="coze",
         emulator_tools=lambda tools: {"coze": {"plugins": tools}},
@@ -519,6 +590,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
                 "nothing stored, every item resent (zero data retention, vLLM)",
                 kind="bool",
             ),
+            *LIMIT_SETTINGS,
         ),
         emulator_protocol="responses",
         hints={

@@ -109,7 +109,12 @@ class HttpToolSource:
         self._specs = [self._spec(tool) for tool in manifest.tools]
         if any(env_names(value) for value in _query_values(manifest)):
             _redact_urllib3_request_lines()
-        missing = sorted({name for name in _env_references(manifest) if name not in os.environ})
+        references = _env_references(manifest)
+        for name in references:
+            # Known from the start, not only once a call sends it: a tool of another source
+            # that returns the variable (a prompt-injected `read`) is redacted too.
+            register_secret(os.environ.get(name))
+        missing = sorted({name for name in references if name not in os.environ})
         if missing:
             logger.warning(
                 "%s: environment variable%s %s not set; calls that need %s will fail until %s",

@@ -23,6 +23,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from bridge.errors import redact_data
 from bridge.sources._mcp_confirm import HostApproval
 from bridge.sources.mcp import _sdk
 from bridge.tools.approval import needs_approval
@@ -32,6 +33,8 @@ from bridge.tools.schema import to_dialect
 from bridge.types import ToolCall
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from mcp import types
     from mcp.server import Server
     from starlette.applications import Starlette
@@ -137,23 +140,45 @@ def mcp_http_app(
     dispatcher: Dispatcher | None = None,
     path: str = "/mcp",
     host: str = "127.0.0.1",
+    server_names: Iterable[str] = (),
     yes: bool = False,
 ) -> Starlette:
     """A streamable HTTP MCP endpoint at `path`, as an ASGI app (serve it with uvicorn).
 
-    `host` is where it listens: on loopback, the SDK's DNS-rebinding protection only accepts
-    loopback Host headers. `yes` runs confirm tools without asking (see `mcp_server`).
+    `host` is where it listens. Every request passes the daemon's Host/Origin gate
+    (`bridge._hosts`) for that address, whatever its spelling: a Host other than the bound
+    address, loopback names and `server_names` gets 421, a page of another origin 403 (DNS
+    rebinding, cross-site requests). `yes` runs confirm tools without asking (see `mcp_server`).
+
+    Raises:
+        ValueError: a server name is not ``host`` or ``host:port``.
     """
     _sdk()
+    from mcp.server.transport_security import (
+        DEFAULT_MAX_REQUEST_BODY_SIZE,
+        TransportSecuritySettings,
+    )
+
+    from bridge._hosts import HostGate
+    from bridge.sources._http_gate import HostGateMiddleware
+
+    gate = HostGate.for_server(host, server_names, server="MCP endpoint")
     server = mcp_server(toolbox, dispatcher=dispatcher, yes=yes)
-    return server.streamable_http_app(streamable_http_path=path, host=host)
+    # The SDK's check is replaced, not doubled: it has other rules and turns itself on only
+    # for three spellings of loopback.
+    off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=off)
+    app.add_middleware(HostGateMiddleware, gate=gate, max_body_bytes=DEFAULT_MAX_REQUEST_BODY_SIZE)
+    return app
 
 
 def _result(text: str, *, is_error: bool) -> types.CallToolResult:
     from mcp import types
 
+    # Registered secrets (HTTP tools' `${ENV}` credentials) never reach the client, which is
+    # a model's host: one step, `redact_data`, as on the daemon's ways out.
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=is_error
+        content=[types.TextContent(type="text", text=redact_data(text))], is_error=is_error
     )
 
 
@@ -179,8 +204,8 @@ def _structured(name: str, schema: dict[str, Any], run: ToolRun) -> types.CallTo
             is_error=True,
         )
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=run.output)],
-        structured_content=content,
+        content=[types.TextContent(type="text", text=redact_data(run.output))],
+        structured_content=redact_data(content),
         is_error=False,
     )
 

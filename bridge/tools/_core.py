@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from bridge.errors import redact
+from bridge.errors import redact, valid_text
 from bridge.tools._tuple_args import looks_like_tuple, tuple_arguments
 from bridge.tools.context import ConversationScope, ToolContext
 from bridge.tools.output import (
@@ -310,7 +310,8 @@ class Core:
             call_id=call.call_id,
             name=call.name,
             arguments=call.arguments,
-            output=truncate(settled.output, self.policy.max_output_chars),
+            # Text every journal, client and platform can take: a tool may return any str.
+            output=valid_text(truncate(settled.output, self.policy.max_output_chars)),
             error=settled.error,
             started_at=started_at,
             duration_ms=(time.perf_counter() - began) * 1000,

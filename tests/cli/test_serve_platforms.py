@@ -116,7 +116,8 @@ def test_an_emulated_coze_bot_gets_the_daemons_tools(tmp_path: Path) -> None:
         "    return city\n",
         encoding="utf-8",
     )
-    settings = load_settings({"platform": "coze", "tools": [str(tools)]}, env={})
+    db = tmp_path / "journal.db"
+    settings = load_settings({"platform": "coze", "tools": [str(tools)], "db": str(db)}, env={})
     server, emulated = _start_emulator(settings)
     try:
         platform = create_platform("coze", **emulated.platform_options())

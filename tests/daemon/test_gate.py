@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.daemon.hosts import HostGate, parse_host
+from bridge._hosts import HostGate, parse_host
 from bridge.daemon.settings import SettingsError, load_settings
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon
 
-LOOPBACK = HostGate.for_daemon("127.0.0.1")
-NAMED = HostGate.for_daemon("127.0.0.1", ["bridge.corp.example", "proxy.corp.example:8443"])
-EVERYWHERE = HostGate.for_daemon("0.0.0.0", ["bridge.corp.example"])
+LOOPBACK = HostGate.for_server("127.0.0.1")
+NAMED = HostGate.for_server("127.0.0.1", ["bridge.corp.example", "proxy.corp.example:8443"])
+EVERYWHERE = HostGate.for_server("0.0.0.0", ["bridge.corp.example"])
 
 
 @pytest.mark.parametrize(

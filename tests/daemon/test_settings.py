@@ -167,3 +167,29 @@ def test_replica_settings() -> None:
 def test_bad_replica_settings_say_what_is_expected(flags: dict[str, object], expected: str) -> None:
     with pytest.raises(SettingsError, match=expected):
         load_settings(flags, env={})
+
+
+def test_stream_limits_from_flags_env_and_file(tmp_path: Path) -> None:
+    config = tmp_path / "toolbridge.toml"
+    config.write_text("max_tool_calls = 16\nrun_timeout = 30.5\n", encoding="utf-8")
+    env = {"TOOLBRIDGE_MAX_ANSWER_CHARS": "65536", "TOOLBRIDGE_RUN_TIMEOUT": "60"}
+    settings = load_settings({"max_arguments_chars": "1024"}, env=env, config=config)
+    assert settings.platform_options() == {
+        "max_arguments_chars": 1024,
+        "max_answer_chars": 65536,
+        "run_timeout": 60.0,
+        "max_tool_calls": 16,
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"TOOLBRIDGE_RUN_TIMEOUT": "never"}, "'never' is not a number of seconds > 0"),
+        ({"TOOLBRIDGE_MAX_TOOL_CALLS": "0"}, "'0' is not an integer >= 1"),
+    ],
+)
+def test_a_bad_stream_limit_names_its_source(env: dict[str, str], expected: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, env=env)
+    assert expected in str(caught.value) and next(iter(env)) in str(caught.value)

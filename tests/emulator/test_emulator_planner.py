@@ -193,7 +193,7 @@ def test_required_enum_not_mentioned_gets_the_first_value() -> None:
     assert fill_arguments("convert 21.5 degrees", info) == {"value": 21.5, "to": "kelvin"}
 
 
-def test_required_values_fall_back_to_defaults_neutral_values_or_nothing() -> None:
+def test_required_values_fall_back_to_defaults_neutral_values_or_a_placeholder() -> None:
     info = tool_info(
         "f",
         "do it",
@@ -210,8 +210,15 @@ def test_required_values_fall_back_to_defaults_neutral_values_or_nothing() -> No
             "required": ["n", "x", "tags", "opts", "name"],
         },
     )
-    # A string is never filled with the whole query: the tool's validation says it is missing.
-    assert fill_arguments("do it", info) == {"n": 2, "x": 0.5, "tags": [], "opts": {}}
+    # As a model does, every required parameter is filled; a string never with the whole
+    # query, but with a placeholder that says nothing was given.
+    assert fill_arguments("do it", info) == {
+        "n": 2,
+        "x": 0.5,
+        "tags": [],
+        "opts": {},
+        "name": "unknown",
+    }
     assert fill_arguments('do it with "a" and "b", ids 4 5', info)["tags"] == ["a", "b"]
 
 
@@ -535,7 +542,7 @@ def test_an_optional_number_needs_a_word_of_its_parameter() -> None:
 
 def test_a_parameter_is_never_the_whole_query(api: Api) -> None:
     note = tool("add_note", "Add a note", {"text": {"type": "string"}}, ["text"])
-    assert _batch(api, "add note", [note]) == [("add_note", {})]
+    assert _batch(api, "add note", [note]) == [("add_note", {"text": "unknown"})]
 
 
 def test_a_person_id_is_looked_up_by_name_first(api: Api) -> None:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from bridge.daemon.dependencies import (
     Caller,
@@ -28,6 +28,7 @@ from bridge.daemon.models import (
     SendMessage,
     title_of,
 )
+from bridge.daemon.outbound import PublicJSONResponse
 from bridge.daemon.relay import relay_of
 from bridge.daemon.runs import RunHandle
 from bridge.daemon.service import Service
@@ -118,7 +119,7 @@ async def open_conversation(service: Service, body: CreateConversation | None) -
         end_user_id=record.end_user_id,
         created_at=record.created_at,
     )
-    return JSONResponse(created.model_dump(mode="json"), status_code=201)
+    return PublicJSONResponse(created.model_dump(mode="json"), status_code=201)
 
 
 @router.get("", summary="List conversations")
@@ -230,7 +231,7 @@ async def answer_message(
             platform_request_id=failure.platform_request_id,
         )
     assert outcome.result is not None
-    return JSONResponse(outcome.result.model_dump(mode="json"))
+    return PublicJSONResponse(outcome.result.model_dump(mode="json"))
 
 
 @router.get(

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 
 from bridge.daemon.dependencies import Caller, ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES
-from bridge.daemon.models import CallTool, ErrorBody, ReloadResult, ToolInfo, ToolList, ToolSource
+from bridge.daemon.models import (
+    CallTool,
+    DirectCallPage,
+    ErrorBody,
+    ReloadResult,
+    ToolInfo,
+    ToolList,
+    ToolSource,
+)
 from bridge.tools.spec import ToolSpec
 from bridge.types import ToolRun
 
@@ -95,6 +103,20 @@ _CALL_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+@router.get("/calls", summary="Direct tool calls")
+def list_direct_calls(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> DirectCallPage:
+    """The tool calls made with `POST /v1/tools/{name}/call`, newest first: who called
+    (`called_by`), the tool and its arguments (secrets masked), who approved a confirm=True
+    tool's call (`approved_by`, the caller), when, and the outcome (`state` "started" means
+    the tool may have acted but its outcome was never written)."""
+    items, total = service.journal.direct_calls(limit=limit, offset=offset)
+    return DirectCallPage(items=items, total=total)
+
+
 @router.post("/{name}/call", summary="Call a tool", responses=_CALL_ERRORS)
 async def call_tool(
     service: ServiceDep,
@@ -102,8 +124,10 @@ async def call_tool(
     body: CallTool,
     caller: Caller,
 ) -> ToolRun:
-    """Run one tool now, with these arguments, outside any conversation (nothing is journaled;
-    the daemon's log names the caller). Arguments are validated as for the agent: a bad one
-    gives a `bad_arguments` output, not an HTTP error. A confirm=True tool needs
-    `"confirm": true`, the caller's own decision."""
+    """Run one tool now, with these arguments, outside any conversation. Arguments are
+    validated as for the agent: a bad one gives a `bad_arguments` output, not an HTTP error;
+    a string that is not text (a lone surrogate) is refused with 422 before anything runs. A
+    confirm=True tool needs `"confirm": true`, the caller's own decision. The call is
+    journaled (GET /v1/tools/calls): who called, what, when, the outcome, and for a confirm
+    tool that the caller approved it. Registered secrets in the output are masked."""
     return await service.call_tool(name, body.arguments, confirm=body.confirm, caller=caller)

@@ -54,10 +54,14 @@ def create_app(
         FaultSpecError: the fault spec cannot be parsed.
     """
     loaded, bot = split_scenario(scenario)
-    if loaded is None and not bot.plugins:
-        # A bot without plugins can only chat; say why instead of a bare plain answer.
-        loaded = load_scenario({"settings": {"plain_answer": NO_PLUGINS_ANSWER}})
     spec = parse_faults(faults) if isinstance(faults, str) else faults
+    if loaded is None and not bot.plugins:
+        # A bot without plugins can only chat; say why instead of a bare plain answer. Tools
+        # declared later (`CozeApp.configure`) replace this script.
+        chat_only = load_scenario({"settings": {"plain_answer": NO_PLUGINS_ANSWER}})
+        app = CozeApp(token=token, bot_id=app_id, scenario=chat_only, bot=bot, faults=spec)
+        app.chat_only = True
+        return app
     return CozeApp(token=token, bot_id=app_id, scenario=loaded, bot=bot, faults=spec)
 
 

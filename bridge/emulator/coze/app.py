@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,7 +32,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from bridge.emulator.coze import wire
-from bridge.emulator.coze.bot import BotConfig
+from bridge.emulator.coze.bot import SECTION, BotConfig
 from bridge.emulator.coze.chats import (
     ChatRecord,
     ReplyError,
@@ -56,8 +57,9 @@ from bridge.emulator.planner import (
     Planner,
     RunContext,
 )
-from bridge.emulator.scenario import Scenario
+from bridge.emulator.scenario import Scenario, ScenarioError
 from bridge.emulator.state import (
+    LOST,
     ActiveRun,
     Conversation,
     EmulatorState,
@@ -69,6 +71,7 @@ from bridge.emulator.transport import (
     bearer_problem,
     protocol_app,
 )
+from bridge.emulator.wire import format_validation_error
 
 __all__ = ["LOGID_HEADER", "ChatRecord", "CozeApp"]
 
@@ -80,6 +83,12 @@ _ACTIVE = frozenset({"created", "in_progress", "requires_action"})
 
 class CozeApp:
     """The ASGI app of one Coze emulator (one bot), with its inspectable `state`."""
+
+    SAVED: ClassVar[Mapping[str, Any]] = {
+        "chats": dict[str, ChatRecord],
+        "files": dict[str, FileRecord],
+    }
+    """Kept in a state file besides the conversations (`bridge.emulator.saving`)."""
 
     def __init__(
         self,
@@ -96,6 +105,9 @@ class CozeApp:
         self.faults = faults
         self.planner = Planner(scenario)
         self.tools = tuple(tool_info(p.name, p.description, p.parameters) for p in bot.plugins)
+        self.chat_only = False
+        """True while the planner only says that the bot has no plugins (none declared yet)."""
+        self._own_plugins = bool(bot.plugins)
         self.state = EmulatorState()
         self.chats: dict[str, ChatRecord] = {}
         """Every chat by id (read under `state.lock`)."""
@@ -123,6 +135,26 @@ class CozeApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         await self._asgi(scope, receive, send)
+
+    def configure(self, sections: Mapping[str, Any]) -> None:
+        """Declare the bot's plugins from a scenario's ``coze`` section (the tools of a bridge
+        using this emulator), unless the scenario it started with declared its own.
+
+        Raises:
+            ScenarioError: the section breaks its format.
+        """
+        section = sections.get(SECTION)
+        if section is None or self._own_plugins:
+            return
+        try:
+            bot = BotConfig.model_validate({**self.bot.model_dump(), **dict(section)})
+        except ValidationError as exc:
+            raise ScenarioError(f"{SECTION}: {format_validation_error(exc)}") from None
+        with self.state.lock:
+            self.bot = bot
+            self.tools = tuple(tool_info(p.name, p.description, p.parameters) for p in bot.plugins)
+            if self.chat_only and bot.plugins:
+                self.planner, self.chat_only = Planner(None), False
 
     # --- endpoints ------------------------------------------------------------------------
 
@@ -409,7 +441,7 @@ class CozeApp:
         if conv is None:
             raise ReplyError(
                 wire.CODE_NOT_FOUND,
-                f"conversation {conversation_id!r} not found; create one with POST "
+                f"conversation {conversation_id!r} not found: {LOST}; create one with POST "
                 "/v1/conversation/create or leave conversation_id out",
             )
         return conv

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -78,6 +78,14 @@ class _Stored:
 
 class ResponsesApp:
     """The ASGI app of one Responses emulator, with its inspectable `state`."""
+
+    SAVED: ClassVar[Mapping[str, Any]] = {
+        "_responses": dict[str, _Stored],
+        "_issued": dict[str, IssuedCall],
+        "_call_conversation": dict[str, str],
+        "_stored_reasoning": set[str],
+    }
+    """Kept in a state file besides the conversations (`bridge.emulator.saving`)."""
 
     def __init__(
         self, *, token: str, model: str, scenario: Scenario | None, faults: FaultSpec | None

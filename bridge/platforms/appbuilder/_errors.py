@@ -84,12 +84,24 @@ class CallContext:
             raise
 
 
+_CONVERSATION_HINT = (
+    "the platform no longer has this conversation (it expired or was deleted there, or the "
+    "emulator serving it lost its state); a new conversation is needed, and if creating one "
+    "fails too, check the app id (APPBUILDER_APP_ID or --app-id)"
+)
+
+
 def read_status_error(answer: ErrorAnswer) -> PlatformStatusError:
     """The error for an HTTP error status: AppBuilder's `code`, `message` and request id."""
     payload = answer.json()
-    hint = _STATUS_HINTS.get(status_error_class(answer.status), "")
+    kind = status_error_class(answer.status)
+    message = _text(payload.get("message"))
+    hint = _STATUS_HINTS.get(kind, "")
+    if kind is NotFoundError and message is not None and "conversation" in message.lower():
+        # The app was found (the conversation was not): the app id is not what is wrong.
+        hint = _CONVERSATION_HINT
     return answer.error(
-        _text(payload.get("message")),
+        message,
         code=_text(payload.get("code")),
         hint=hint,
         request_id=_body_request_id(payload),

@@ -10,6 +10,7 @@ import requests
 from pydantic import ValidationError
 
 from bridge.errors import ProtocolError
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.appbuilder._errors import CallContext, in_band_error
 from bridge.platforms.appbuilder.models import RunChunk, RunResponse
@@ -32,10 +33,16 @@ class RunStream(Iterator[RunChunk]):
     """
 
     def __init__(
-        self, response: requests.Response, ctx: CallContext, *, answer: RunChunk | None = None
+        self,
+        response: requests.Response,
+        ctx: CallContext,
+        *,
+        answer: RunChunk | None = None,
+        limits: StreamLimits | None = None,
     ) -> None:
         self._response = response
         self._ctx = ctx
+        self._limits = limits or StreamLimits()
         self.whole_answer: RunChunk | None = answer
         """The complete answer when it came as one JSON body rather than an SSE stream."""
         self.request_id: str | None = ctx.header_request_id
@@ -78,17 +85,41 @@ class RunStream(Iterator[RunChunk]):
             ctx.received.append(self.whole_answer)
             yield self.whole_answer
             return
+        budget = self._limits.budget(
+            f"AppBuilder run: the stream from {ctx.url}",
+            received=ctx.received,
+            request_id=ctx.request_id(),
+        )
+        counted: set[str] = set()
         try:
             with ctx.errors():
-                for data in iter_sse_data(self._response.iter_content(chunk_size=None)):
+                chunks = budget.chunks(self._response)
+                for data in iter_sse_data(chunks):
                     chunk = parse_chunk(data, ctx)
                     if chunk.is_error:
                         raise in_band_error(ctx, json.loads(data))
+                    _count(chunk, budget, counted)
                     chunk.http_request_id = ctx.header_request_id
                     ctx.received.append(chunk)
                     yield chunk
         finally:
             self._response.close()
+
+
+def _count(chunk: RunChunk, budget: RunBudget, counted: set[str]) -> None:
+    """Count a chunk's answer text, and its tool calls (each id once: AppBuilder may repeat
+    a call in several events), against the stream's bounds."""
+    budget.text(chunk.answer or "")
+    for event in chunk.content:
+        for item in event.tool_calls or ():
+            if item.id in counted and item.id:
+                continue
+            counted.add(item.id)
+            budget.tool_call()
+            arguments = item.function.raw_arguments
+            if arguments is None:
+                arguments = json.dumps(item.function.arguments, ensure_ascii=False)
+            budget.arguments(arguments)
 
 
 def parse_chunk(data: str, ctx: CallContext) -> RunChunk:

@@ -21,6 +21,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
+from bridge.platforms._limits import StreamLimits
 from bridge.platforms._transport import Files, Transport, read_body
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
@@ -91,6 +92,14 @@ class AppBuilderClient:
         retry_policy: Full control of retries and backoff.
         session: A `requests.Session` to use (not closed by `close()`); default: a new one.
         sleep: Waits between attempts (tests inject one that does not).
+        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
+            else 900 (see `bridge.platforms._limits`).
+        max_answer_chars: Characters of answer text one stream may carry; default
+            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
+        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
+            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
+        max_tool_calls: Tool calls one stream may ask for; default
+            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
 
     Raises:
         ConfigurationError: The app id or token is missing, or a timeout is not positive.
@@ -108,6 +117,10 @@ class AppBuilderClient:
         retry_policy: RetryPolicy | None = None,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        run_timeout: float | None = None,
+        max_answer_chars: int | None = None,
+        max_arguments_chars: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> None:
         app_id = app_id or os.environ.get("APPBUILDER_APP_ID", "")
         token = token or os.environ.get("APPBUILDER_TOKEN", "")
@@ -134,6 +147,9 @@ class AppBuilderClient:
                 raise ConfigurationError(
                     f"{name} must be a positive number of seconds (got {value})"
                 )
+        self.stream_limits = StreamLimits.from_options(
+            run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
+        )
         prefix = os.environ.get("SECRET_KEY_PREFIX", "Bearer")
         authorization = token if token.startswith(prefix) else f"{prefix} {token}"
         register_secret(token)
@@ -409,7 +425,7 @@ class AppBuilderClient:
             "run", "/app/conversation/runs", body=request.to_wire(), mcp_context=self._mcp_context
         )
         if stream and not _is_json(response):
-            return RunStream(response, ctx)
+            return RunStream(response, ctx, limits=self.stream_limits)
         # AppBuilder sometimes answers a stream request with a plain JSON body instead of SSE
         # (HTTP 200, often an error such as a failed workflow node): read it as the whole
         # answer, so its code and message are reported instead of an empty stream.

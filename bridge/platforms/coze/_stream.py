@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from bridge.errors import ProtocolError
+from bridge.platforms._limits import RunBudget
 from bridge.platforms.coze._wire import Chat, ChatMessage, usage_dict
 from bridge.types import (
     Event,
@@ -57,10 +58,14 @@ class ChatReader:
 
     Args:
         request_id: The ``x-tt-logid`` of the answer being read, put on the events.
+        budget: Counts the answer text (reasoning included), the tool calls and their
+            arguments against the stream's bounds; None counts nothing (a polled chat,
+            whose answers are bounded bodies).
     """
 
-    def __init__(self, request_id: str | None) -> None:
+    def __init__(self, request_id: str | None, budget: RunBudget | None = None) -> None:
         self.request_id = request_id
+        self.budget = budget
         self.chat: Chat | None = None
         """The last Chat object seen (its id is the chat id to submit to or cancel)."""
         self.answer: list[str] = []
@@ -100,6 +105,11 @@ class ChatReader:
         self.chat = chat
         raw = {"event": name, "chat": chat.model_dump(exclude_none=True)}
         if name == "conversation.chat.requires_action":
+            if self.budget is not None:
+                for call in chat.tool_calls:
+                    self.budget.tool_call()
+                    if call.function is not None:
+                        self.budget.arguments(call.function.arguments or "")
             self.outcome = pause_of(chat, self.request_id, "".join(self.answer))
         elif name == "conversation.chat.completed":
             self.outcome = finished(chat, "".join(self.answer), self.request_id)
@@ -110,7 +120,13 @@ class ChatReader:
         return []
 
     def _message(self, name: str, message: ChatMessage) -> list[Event]:
-        fresh = name == "conversation.message.delta" or message.id not in self.said
+        delta = name == "conversation.message.delta"
+        fresh = delta or message.id not in self.said
+        if self.budget is not None and delta:
+            # Every delta counts (answer or not): each is kept until the stream ends.
+            self.budget.text(message.content)
+        elif self.budget is not None and message.type == "answer" and fresh:
+            self.budget.text(message.content)  # a whole answer whose deltas never came
         if message.type == "answer" and message.content and fresh:
             if message.id:
                 self.said.add(message.id)

@@ -42,6 +42,10 @@ _PERMISSION_HINT = (
     "the token lacks a permission; submitting tool outputs needs submitToolChat (edit the "
     "personal access token's permissions in Coze: chat, submit tool outputs)"
 )
+_CONVERSATION_HINT = (
+    "the platform no longer has this conversation (it expired or was deleted there, or the "
+    "emulator serving it lost its state); a new conversation is needed"
+)
 _BOT_HINT = (
     "check the bot id (--bot-id or COZE_BOT_ID, the number in the bot's URL) and that the bot "
     "is published as an API (Agent As API channel)"
@@ -168,6 +172,9 @@ def error_for_code(
     """The error for a ``{code, msg}`` answer (usually with HTTP 200), see `classify`."""
     kind, hint = classify(code)
     text = " ".join(msg.split()) or "no message"
+    if kind is NotFoundError and "conversation" in text.lower():
+        # The bot was found (the conversation was not): the bot id is not what is wrong.
+        hint = _CONVERSATION_HINT
     return kind(
         f"{where} answered code {code}: {text}; {hint}",
         request_id=request_id,

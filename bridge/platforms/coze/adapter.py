@@ -38,8 +38,11 @@ from bridge.errors import (
     PlatformStatusError,
     PlatformTimeoutError,
     ProtocolError,
+    StreamLimitError,
+    StreamTimeoutError,
     UsageError,
 )
+from bridge.platforms._limits import StreamLimits
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms._transport import ErrorAnswer, Files, Transport, read_body, trim
@@ -90,6 +93,14 @@ class CozePlatform:
         poll_interval: Seconds between two ``retrieve`` polls of a non-streamed chat.
         poll_timeout: Seconds a non-streamed chat may take before it is cancelled.
         sleep: Waits between polls and retries (tests pass a no-op).
+        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
+            else 900 (see `bridge.platforms._limits`).
+        max_answer_chars: Characters of answer text one stream may carry; default
+            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
+        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
+            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
+        max_tool_calls: Tool calls one stream may ask for; default
+            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
 
     Raises:
         ConfigurationError: the token or bot id is missing, or a setting is malformed.
@@ -116,6 +127,10 @@ class CozePlatform:
         poll_interval: float = 1.0,
         poll_timeout: float = 600.0,
         sleep: Callable[[float], None] = time.sleep,
+        run_timeout: float | None = None,
+        max_answer_chars: int | None = None,
+        max_arguments_chars: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> None:
         token = token or os.environ.get("COZE_API_TOKEN") or None
         bot_id = bot_id or os.environ.get("COZE_BOT_ID") or None
@@ -142,6 +157,9 @@ class CozePlatform:
         retry_policy = retry_policy_for(max_retries, retry_policy)
         self.poll_interval = float(poll_interval)
         self.poll_timeout = float(poll_timeout)
+        self.stream_limits = StreamLimits.from_options(
+            run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
+        )
         self._sleep = sleep
         bearer = token.strip()
         if not bearer.lower().startswith("bearer "):
@@ -412,13 +430,17 @@ class CozePlatform:
         chat_id: str | None,
         logid: str | None,
     ) -> Iterator[Event]:
-        reader = ChatReader(logid)
         received: list[Event] = []
+        budget = self.stream_limits.budget(
+            f"Coze {operation}: the stream from {url}", received=received, request_id=logid
+        )
+        reader = ChatReader(logid, budget)
         try:
             with self._http.errors(
                 url, operation=operation, streaming=True, received=received, request_id=logid
             ):
-                for name, data in iter_sse_events(response.iter_content(chunk_size=None)):
+                chunks = budget.chunks(response)
+                for name, data in iter_sse_events(chunks):
                     for event in reader.feed(name, data):
                         received.append(event)
                         yield event
@@ -426,7 +448,9 @@ class CozePlatform:
                         self._chats[conversation_id] = reader.chat.id
                     if reader.done:
                         break
-        except (GeneratorExit, KeyboardInterrupt):
+        except (GeneratorExit, KeyboardInterrupt, StreamLimitError, StreamTimeoutError):
+            # Abandoned (or stopped at a bound, or gone quiet): a chat left running would
+            # refuse the conversation's next question.
             if reader.outcome is None:
                 self._cancel(conversation_id, reader.chat.id if reader.chat else chat_id)
             raise

@@ -23,7 +23,7 @@ def get_weather(city: str) -> str:
 def test_the_entry_names_its_settings_and_emulator() -> None:
     entry = get_entry("coze")
     assert entry.emulator_protocol == "coze"
-    assert [(s.option, s.flag, s.env) for s in entry.settings] == [
+    assert [(s.option, s.flag, s.env) for s in entry.settings if not s.shared] == [
         ("token", "--token", "COZE_API_TOKEN"),
         ("bot_id", "--bot-id", "COZE_BOT_ID"),
         ("base_url", "--base-url", "COZE_API_BASE"),

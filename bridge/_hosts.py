@@ -1,7 +1,8 @@
-"""The gate in front of every request: only the daemon's own names, only its own web pages.
+"""The gate in front of every request to a server of ours (the daemon, ``mcp-serve`` over
+HTTP): only its own names, only its own web pages.
 
 A web page on any site can make the user's browser send requests to ``127.0.0.1``. Two things
-stop it from using the daemon:
+stop it from using the server:
 
 - DNS rebinding: the page's name (``evil.example``) is made to resolve to ``127.0.0.1``, so
   the browser treats the daemon as same-origin with the attacker's page; but its requests still
@@ -13,20 +14,28 @@ stop it from using the daemon:
   plain link followed to a GET page). Clients that are not browsers send no ``Origin``: curl,
   SDKs and tools pass.
 
-Pure functions and one frozen value, so the rules are tested without a server.
+Pure functions and one frozen value, so the rules are tested without a server. The module
+sits at the bottom of the package (it imports only the standard library) because two layers
+apply the same rules: the daemon (`bridge.daemon.middleware`) and the MCP endpoint of
+``mcp-serve`` (`bridge.sources.mcp_server`), and sources must not import the daemon. Bind
+addresses are compared in one canonical spelling (`canonical_address`): ``127.1``,
+``0:0:0:0:0:0:0:1`` and ``::ffff:127.0.0.1`` are ``127.0.0.1``, ``::1`` and ``127.0.0.1``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["HostGate", "Refusal", "parse_host"]
+__all__ = ["HostGate", "Refusal", "canonical_address", "is_loopback", "parse_host"]
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
+_SHORTHAND = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$")
+"""IPv4 in the forms inet_aton also reads (``127.1``, ``0x7f.1``, ``2130706433``)."""
 _NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?$")
 _PORT = re.compile(r"^[0-9]{1,5}$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -55,7 +64,7 @@ def parse_host(value: str) -> tuple[str, int | None] | None:
         if not bracket:
             return None
         try:
-            host = str(ipaddress.IPv6Address(inside))
+            host = _ip_text(ipaddress.IPv6Address(inside))
         except ValueError:
             return None
         port_text = rest[1:] if rest.startswith(":") else (None if not rest else "x")
@@ -75,13 +84,42 @@ def parse_host(value: str) -> tuple[str, int | None] | None:
     return host, int(port_text)
 
 
-def _canonical(host: str) -> str:
-    """A bind address or name in the form `parse_host` returns."""
-    bare = host.strip().lower().strip("[]").removesuffix(".")
+def _ip_text(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """An address's canonical text; an IPv4-mapped IPv6 address is its IPv4 address."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped if mapped is not None else address)
+
+
+def canonical_address(host: str) -> str:
+    """A bind address or name in the one spelling the gate compares (that of `parse_host`).
+
+    IP literals come back canonical (brackets dropped, ``0:0:0:0:0:0:0:1`` as ``::1``, an
+    IPv4-mapped address as its IPv4 address) and so do the IPv4 shorthands the C library
+    binds (``127.1``, ``0x7f.0.0.1``, ``2130706433`` are ``127.0.0.1``); names are lower-case
+    without a trailing dot. So ``--host 127.1`` serves and is gated as ``127.0.0.1``.
+    """
+    bare = host.strip().lower().removeprefix("[").removesuffix("]").removesuffix(".")
     try:
-        return str(ipaddress.ip_address(bare))
+        return _ip_text(ipaddress.ip_address(bare))
     except ValueError:
-        return bare
+        pass
+    if _SHORTHAND.fullmatch(bare):
+        try:
+            return socket.inet_ntoa(socket.inet_aton(bare))
+        except OSError:
+            return bare  # out of range: not an address, and no name matches it either
+    return bare
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and every spelling of a loopback address (127.0.0.0/8, ::1)."""
+    bare = canonical_address(host)
+    if bare == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
 
 
 def _show(value: str) -> str:
@@ -90,7 +128,7 @@ def _show(value: str) -> str:
 
 @dataclass(frozen=True)
 class HostGate:
-    """The names the daemon answers to, and the check every request goes through.
+    """The names a server answers to, and the check every request goes through.
 
     Attributes:
         names: host names and IP literals accepted with any port.
@@ -98,23 +136,30 @@ class HostGate:
         extra: the ``--server-name`` entries (with ports) whose pages may also call the API.
         any_ip: bound to every address (``0.0.0.0``/``::``): any IP literal is accepted, since
             DNS rebinding needs a name; names still have to be listed.
+        server: what the refusals call the server ("daemon", "MCP endpoint").
     """
 
     names: frozenset[str]
     named_ports: frozenset[tuple[str, int]]
     extra: frozenset[tuple[str, int | None]]
     any_ip: bool
+    server: str = "daemon"
 
     @classmethod
-    def for_daemon(cls, bind_host: str, server_names: Iterable[str] = ()) -> HostGate:
-        """The gate of a daemon bound to `bind_host` that also answers to `server_names`.
+    def for_server(
+        cls, bind_host: str, server_names: Iterable[str] = (), *, server: str = "daemon"
+    ) -> HostGate:
+        """The gate of a server bound to `bind_host` that also answers to `server_names`.
+
+        Every spelling of a bind address gets the same gate (`canonical_address`); a wildcard
+        (``0.0.0.0``, ``::``) accepts IP literals but still only the listed names.
 
         Raises:
             ValueError: a server name is not ``host`` or ``host:port``.
         """
-        bound = _canonical(bind_host)
+        bound = canonical_address(bind_host)
         names = {*LOOPBACK_NAMES}
-        any_ip = bound in {_canonical(w) for w in _WILDCARD_BINDS}
+        any_ip = bound in {canonical_address(w) for w in _WILDCARD_BINDS}
         if not any_ip:
             names.add(bound)
         extra: set[tuple[str, int | None]] = set()
@@ -132,10 +177,11 @@ class HostGate:
             named_ports=frozenset((h, p) for h, p in extra if p is not None),
             extra=frozenset(extra),
             any_ip=any_ip,
+            server=server,
         )
 
     def host_allowed(self, host: str, port: int | None) -> bool:
-        """True if a request for `host` (and `port`) is meant for this daemon."""
+        """True if a request for `host` (and `port`) is meant for this server."""
         if host in self.names or (port is not None and (host, port) in self.named_ports):
             return True
         if self.any_ip:
@@ -167,7 +213,8 @@ class HostGate:
             return Refusal(
                 421,
                 "host_not_allowed",
-                f"this daemon does not answer to the Host {_show(raw_host)!r}: it answers to "
+                f"this {self.server} does not answer to the Host {_show(raw_host)!r}: it "
+                f"answers to "
                 f"{self._described()}; add a name it is reached by with --server-name. (Other "
                 "names are refused so that a web page cannot reach it by DNS rebinding.)",
             )
@@ -177,9 +224,9 @@ class HostGate:
                 403,
                 "cross_origin",
                 f"cross-origin request from {_show(origin)!r} refused: only pages served by "
-                "this daemon (its console) may call its API from a browser; a site of yours "
-                "that should, can be named with --server-name. Clients other than browsers "
-                "send no Origin header.",
+                f"this {self.server} (its own origin) may call it from a browser; a site of "
+                "yours that should, can be named with --server-name. Clients other than "
+                "browsers send no Origin header.",
             )
         navigation = headers.get("sec-fetch-mode") == "navigate" and method in ("GET", "HEAD")
         if headers.get("sec-fetch-site") == "cross-site" and not navigation:
@@ -187,7 +234,7 @@ class HostGate:
                 403,
                 "cross_origin",
                 "cross-site browser request refused (Sec-Fetch-Site: cross-site): only pages "
-                "served by this daemon (its console) may call its API from a browser.",
+                f"served by this {self.server} (its own origin) may call it from a browser.",
             )
         return None
 

@@ -1,0 +1,127 @@
+"""`mcp-serve --transport http` bounds slow and surplus connections as the daemon does:
+headers that never end and bodies that stop get 408, connections over the cap 503, and a
+normal MCP client is served throughout (a real process on loopback, raw sockets)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.sources.test_mcp_gate import ACCEPT, INIT, MARKER_TOOLS, _start, _stop
+
+SLOW_CLIENTS = 20
+DRIP_SECONDS = 0.2
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, int]]]:
+    tools = tmp_path / "marker_tools.py"
+    tools.write_text(MARKER_TOOLS, encoding="utf-8")
+    proc, line = _start(
+        tools,
+        "--header-timeout", "3", "--body-timeout", "1", "--max-connections", str(SLOW_CLIENTS + 5),
+    )  # fmt: skip
+    try:
+        assert line.startswith("toolbridge mcp-serve: http://127.0.0.1:"), (line, proc.poll())
+        port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        yield proc, ("127.0.0.1", port)
+    finally:
+        _stop(proc)
+
+
+def _fds(proc: subprocess.Popen[str]) -> int:
+    return len(os.listdir(f"/proc/{proc.pid}/fd"))
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(30)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def _initialize(address: tuple[str, int]) -> int:
+    response = requests.post(
+        f"http://{address[0]}:{address[1]}/mcp",
+        data=json.dumps(INIT),
+        headers={"Content-Type": "application/json", "Accept": ACCEPT},
+        timeout=30,
+    )
+    return response.status_code
+
+
+def test_slow_headers_slow_bodies_and_surplus_connections(
+    limited: tuple[subprocess.Popen[str], tuple[str, int]],
+) -> None:
+    proc, address = limited
+    assert _initialize(address) == 200
+    before = _fds(proc)
+    slow = [socket.create_connection(address, timeout=30) for _ in range(SLOW_CLIENTS)]
+    stop = threading.Event()
+
+    def drip() -> None:
+        n = 0
+        while not stop.wait(DRIP_SECONDS):
+            n += 1
+            for sock in slow:
+                with contextlib.suppress(OSError):
+                    sock.sendall(f"X-Slow-{n}: still here\r\n".encode())
+
+    for sock in slow:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    try:
+        assert _initialize(address) == 200  # served while the slow ones hang on
+        # Over the cap (the slow ones and a few more): 503 at once, the app never sees them.
+        surplus = [socket.create_connection(address, timeout=30) for _ in range(10)]
+        for sock in surplus:
+            sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answers = [_read_all(sock) for sock in surplus]
+        for sock in surplus:
+            sock.close()
+        assert any(a.startswith(b"HTTP/1.1 503 ") for a in answers), [a[:40] for a in answers]
+        for answer in answers:
+            if answer.startswith(b"HTTP/1.1 503 "):
+                assert b'"too_many_connections"' in answer
+        timed_out = [_read_all(sock) for sock in slow]
+    finally:
+        stop.set()
+        dripper.join(timeout=10)
+        for sock in slow:
+            sock.close()
+    for answer in timed_out:
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+        assert b"--header-timeout" in answer
+
+    # A body that stops half way.
+    body = json.dumps(INIT).encode()
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + f"Accept: {ACCEPT}\r\nContent-Length: {len(body) + 10}\r\n\r\n".encode()
+            + body
+        )
+        stalled = _read_all(sock)
+    assert stalled.startswith(b"HTTP/1.1 408 ") and b"--body-timeout" in stalled, stalled[:300]
+
+    deadline = time.monotonic() + 30
+    while _fds(proc) > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _fds(proc) <= before + 2, (before, _fds(proc))
+    assert _initialize(address) == 200
+    proc.terminate()
+    _, errors = proc.communicate(timeout=30)
+    assert "Traceback" not in errors, errors  # the app never saw the stalled request
+    assert "closed for slow headers or body" in errors
