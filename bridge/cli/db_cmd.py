@@ -62,8 +62,11 @@ def _sqlite_version(path: str) -> int:
 
 @db_app.command("status")
 def status(db: DbOpt = None) -> None:
-    """Print who holds the journal (a SQLite file's daemon, PostgreSQL's live replicas), its
-    schema version and the migrations this toolbridge would apply. Reads only."""
+    """Print who holds the journal, its schema version and the pending migrations.
+
+    Who holds it: a SQLite file's daemon (pid, address, since), PostgreSQL's live replicas.
+    Reads only.
+    """
     # Imported here: registering the command must not load the journal (and pydantic) for
     # every other command's start-up.
     from bridge.journal.stores import db_label, is_postgres_url

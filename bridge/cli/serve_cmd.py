@@ -182,8 +182,8 @@ def serve(
     SIGTERM/SIGINT: running tool calls get --grace seconds, the rest resumes on the next start.
 
     One daemon per journal: a second one on the same SQLite file, or with the replica id of
-    a live process on a PostgreSQL journal, exits 2 naming the holder; so does one whose port
-    is in use. Both before anything is read for recovery.
+    a live process on a PostgreSQL journal, exits 2 naming the holder; one whose port is in
+    use exits 2 too. Both before anything is read for recovery.
 
     Exit codes: 0 stopped; 1 could not serve; 2 bad configuration, journal or port in use.
     """
