@@ -19,7 +19,7 @@ from bridge.errors import UsageError, register_secret
 __all__ = ["db_app"]
 
 db_app = Typer(
-    help="The journal's schema: status (version, pending steps) and upgrade.",
+    help="The journal: status (who holds it, schema version, pending steps) and upgrade.",
     no_args_is_help=True,
 )
 app.add_typer(db_app, name="db")
@@ -62,7 +62,11 @@ def _sqlite_version(path: str) -> int:
 
 @db_app.command("status")
 def status(db: DbOpt = None) -> None:
-    """Print the journal's schema version and the migrations this toolbridge would apply."""
+    """Print who holds the journal, its schema version and the pending migrations.
+
+    Who holds it: a SQLite file's daemon (pid, address, since), PostgreSQL's live replicas.
+    Reads only.
+    """
     # Imported here: registering the command must not load the journal (and pydantic) for
     # every other command's start-up.
     from bridge.journal.stores import db_label, is_postgres_url
@@ -79,9 +83,12 @@ def status(db: DbOpt = None) -> None:
 
             version, latest = _sqlite_version(target), SCHEMA_VERSION
             pending = list(range(version + 1, latest + 1))
+        owners = _owners(target)
     except UsageError as exc:
         fail(exc)
     typer.echo(f"journal: {db_label(target)}")
+    for line in owners:
+        typer.echo(line)
     typer.echo(f"schema version: {version} (this toolbridge: {latest})")
     if version > latest:
         typer.echo("newer than this toolbridge: upgrade toolbridge")
@@ -90,6 +97,35 @@ def status(db: DbOpt = None) -> None:
         typer.echo("pending migrations: " + ", ".join(str(step) for step in pending))
     else:
         typer.echo("pending migrations: none")
+
+
+def _owners(target: str) -> list[str]:
+    """Who holds the journal: a SQLite file's daemon, or PostgreSQL's live replicas."""
+    from bridge.journal.stores import is_postgres_url
+
+    if target == ":memory:":
+        return []
+    if not is_postgres_url(target):
+        from bridge.journal.owner import holder
+
+        owner = holder(target)
+        if owner is None:
+            return ["held by: nobody (no daemon has it open)"]
+        since = f", since {owner.since}" if owner.since else ""
+        return [f"held by: {owner.describe()}{since}"]
+    from bridge.journal.postgres import replica_status
+
+    replicas = replica_status(target)
+    live = [r for r in replicas if r.live]
+    lines = [f"live replicas: {len(live)}" + ("" if live else " (none)")]
+    for status in replicas:
+        owner = status.owner
+        since = f", since {owner.since}" if owner.since else ""
+        state = "live" if status.live else "stale"
+        lines.append(
+            f"  {status.replica}: {state}, {owner.describe(host=True)}{since}, {status.reason}"
+        )
+    return lines
 
 
 @db_app.command("upgrade")
@@ -104,11 +140,18 @@ def upgrade(db: DbOpt = None) -> None:
 
             applied = migrate(target)
         else:
+            from bridge.journal.owner import JournalLock
             from bridge.journal.sqlite import SQLiteJournal
 
-            before = _sqlite_version(target)
-            SQLiteJournal(target).close()
-            applied = list(range(before + 1, _sqlite_version(target) + 1))
+            # Never under a running daemon: it owns the file (and holds it while this runs).
+            with JournalLock.acquire(
+                target,
+                command="toolbridge db upgrade",
+                advice="stop it first, then upgrade (a daemon upgrades its journal at start)",
+            ):
+                before = _sqlite_version(target)
+                SQLiteJournal(target).close()
+                applied = list(range(before + 1, _sqlite_version(target) + 1))
     except UsageError as exc:
         fail(exc)
     label = db_label(target)

@@ -157,7 +157,8 @@ def serve(
         str | None,
         typer.Option(
             "--replica-id",
-            help="Name among replicas sharing a PostgreSQL journal (default host:port).",
+            help="Name among replicas sharing a PostgreSQL journal (default host:port); a "
+            "name a live process holds is refused.",
         ),
     ] = None,
     lease_seconds: Annotated[
@@ -180,9 +181,14 @@ def serve(
 
     SIGTERM/SIGINT: running tool calls get --grace seconds, the rest resumes on the next start.
 
-    Exit codes: 0 stopped; 1 could not serve (e.g. port in use); 2 bad configuration.
+    One daemon per journal: a second one on the same SQLite file, or with the replica id of
+    a live process on a PostgreSQL journal, exits 2 naming the holder; one whose port is in
+    use exits 2 too. Both before anything is read for recovery.
+
+    Exit codes: 0 stopped; 1 could not serve; 2 bad configuration, journal or port in use.
     """
     from bridge.daemon.logs import configure_logging
+    from bridge.daemon.server import claim
     from bridge.daemon.server import serve as run_server
     from bridge.daemon.settings import load_settings
 
@@ -216,23 +222,29 @@ def serve(
         {DAEMON_RENAMES.get(option, option): value for option, value in connection.settings.items()}
     )
     server = None
+    owned = None
     try:
         settings = load_settings(flags, config=config)
         connection.check_scenario()
+        if not connection.emulator:
+            _check_platform_settings(settings)
+        # Before anything is read or logged: a second daemon on this journal or port stops
+        # here with one line, leaving the first one's work alone.
+        owned = claim(settings)
         if connection.emulator:
             server, settings = _start_emulator(settings, connection.scenario)
-        else:
-            _check_platform_settings(settings)
         configure_logging(
             json_lines=settings.log_json,
             verbose=bool(state.get("verbose")),
             replica=settings.replica(),
         )
         _announce(settings, server)
-        code = run_server(settings)
+        code = run_server(settings, owned)
     except BridgeError as exc:
         fail(exc)
     finally:
+        if owned is not None:
+            owned.close()
         if server is not None:
             server.stop()
     raise typer.Exit(code)

@@ -7,17 +7,25 @@ holds their state, and the next start on the same `--db` recovers them. Their cl
 answered when the grace ends (`GraceClock`: JSON 503 ``shutting_down``, or SSE ``failed`` +
 ``done``); uvicorn waits a little longer than the grace for those answers to go out, so it
 never has to cancel a request (a plain-text 500 and a traceback).
+
+Start-up order (`claim`, then `serve`): own the journal (a SQLite file's lock, a PostgreSQL
+replica id), bind the listening socket, and only then open the journal, recover what a crash
+left and serve. A second daemon on the same journal, or on a port in use, exits 2 with one
+line before it has read or changed anything (`bridge.journal.owner`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -26,9 +34,11 @@ from bridge.daemon.app import create_app
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
+from bridge.errors import UsageError
+from bridge.journal.owner import JournalLock, Owner
 from bridge.journal.stores import is_postgres_url
 
-__all__ = ["serve"]
+__all__ = ["Claim", "claim", "serve"]
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -85,24 +95,135 @@ def _public_url(shown: str, port: int, server_names: list[str]) -> str:
 
 
 def _discard(db: str, fresh: bool) -> None:
-    """A daemon that never served (port in use) leaves no journal it created behind."""
+    """A daemon that never served leaves no journal it created behind."""
     if fresh:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(db + suffix).unlink(missing_ok=True)
 
 
-def serve(settings: DaemonSettings) -> int:
-    """Serve until stopped; returns the exit code (0 after a clean or grace-limited stop).
+@dataclass
+class Claim:
+    """What a daemon owns before it reads its journal: the journal (a SQLite file's lock, or
+    its PostgreSQL replica id) and its listening socket."""
+
+    sock: socket.socket
+    address: str
+    lock: JournalLock | None = None
+    replica: Any = None
+    """A `bridge.journal.postgres.ReplicaClaim` on a PostgreSQL journal."""
+    fresh: bool = False
+    """The SQLite file did not exist before this daemon (removed again if it never serves)."""
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        """Give everything back (a clean stop); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self.sock.close()
+        if self.replica is not None:
+            self.replica.release()
+        if self.lock is not None:
+            self.lock.release()
+
+
+def claim(settings: DaemonSettings) -> Claim:
+    """Own the journal, then bind the port: before anything is read for recovery.
 
     Raises:
-        UsageError: bad configuration, found before anything listens.
+        UsageError: another live daemon owns the journal (`JournalInUseError`) or the replica
+            id (`ReplicaInUseError`), or the address cannot be bound (port in use...).
     """
-    fresh = (
-        settings.db != ":memory:"
-        and not is_postgres_url(settings.db)
-        and not Path(settings.db).exists()
-    )
-    app = create_app(settings)
+    db = settings.db
+    embedded = db != ":memory:" and not is_postgres_url(db)
+    lock = JournalLock.acquire(db) if embedded else None
+    fresh = embedded and not Path(db).exists()  # known once no other daemon can create it
+    replica = None
+    try:
+        if is_postgres_url(db):
+            from bridge.journal.postgres import claim_replica
+
+            replica = claim_replica(
+                db,
+                settings.replica(),
+                settings.lease_seconds,
+                Owner(pid=os.getpid(), host=socket.gethostname()),
+            )
+        sock = bind(settings.host, settings.port)
+    except BaseException:
+        if replica is not None:
+            replica.release()
+        if lock is not None:
+            lock.release()
+        raise
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}"
+    try:
+        if lock is not None:
+            lock.set_address(address)
+        if replica is not None:
+            replica.set_address(address)
+            replica.start_renewing()
+    except BaseException:
+        Claim(sock, address, lock, replica).close()
+        raise
+    return Claim(sock, address, lock, replica, fresh=fresh)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (0: a free port), for uvicorn to serve on.
+
+    Raises:
+        UsageError: the port is in use, or the address cannot be bound here.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        # Listen now: clients that connect while the journal is recovered wait in the backlog.
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is in use by another process; stop it or choose "
+                "another --port (0 picks a free one)"
+            ) from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+        ) from None
+    return sock
+
+
+def serve(settings: DaemonSettings, owned: Claim | None = None) -> int:
+    """Serve until stopped; returns the exit code (0 after a clean or grace-limited stop).
+
+    Args:
+        settings: what to serve.
+        owned: the journal and socket `claim` took (default: claimed here).
+
+    Raises:
+        UsageError: bad configuration, found before anything is served; the journal or the
+            port is another process's.
+    """
+    if owned is None:
+        owned = claim(settings)
+    try:
+        return _serve(settings, owned)
+    finally:
+        owned.close()
+
+
+def _serve(settings: DaemonSettings, owned: Claim) -> int:
+    if owned.replica is not None and owned.replica.note:
+        logger.warning("%s", owned.replica.note)
+    try:
+        app = create_app(settings)
+    except BaseException:
+        _discard(settings.db, owned.fresh)
+        raise
     service: Service = app.state.service
     grace: GraceClock = app.state.grace
     config = uvicorn.Config(
@@ -119,19 +240,20 @@ def serve(settings: DaemonSettings) -> int:
     )
     server = _Server(config, service, grace)
     try:
-        server.run()
-    except SystemExit as exc:  # uvicorn exits 3 when it cannot bind; ours is 1 (3 is auth)
+        server.run(sockets=[owned.sock])
+    except SystemExit as exc:  # uvicorn exits 3 when it cannot serve; ours is 1 (3 is auth)
         if exc.code in (0, None):
             raise
         logger.error("the daemon could not start serving (see the error above)")
-        _discard(settings.db, fresh)
+        _discard(settings.db, owned.fresh)
         return 1
     if not server.started:
-        _discard(settings.db, fresh)
+        _discard(settings.db, owned.fresh)
         return 1
     if app.state.runs_left:
         # Worker threads are still inside tools; their state is journaled. Exit now rather
-        # than wait for them (an interpreter shutdown would run into their next write).
+        # than wait for them (an interpreter shutdown would run into their next write). The
+        # journal's lock goes with the process (the kernel releases it).
         logger.warning("exiting with %d run(s) left for recovery", app.state.runs_left)
         logging.shutdown()
         sys.stdout.flush()

@@ -36,7 +36,9 @@ implements), `memory` (`MemoryJournal`, the library default), `_sql` (`SQLJourna
 statements of the two SQL stores, written once over a few hooks), `sqlite` (`SQLiteJournal`, the
 durable one, its schema steps in `migrations`), `postgres` (`PostgresJournal`, shared by
 several processes; its steps in `postgres_migrations`; psycopg is imported only when one is
-opened), `stores` (`open_journal`: a path or a ``postgresql://`` URL), `ledger` (`Ledger`,
+opened), `stores` (`open_journal`: a path or a ``postgresql://`` URL), `owner` (one daemon
+per SQLite file: `JournalLock`; the refusals `JournalInUseError` and `ReplicaInUseError`, for a
+PostgreSQL replica id a live process holds), `ledger` (`Ledger`,
 one conversation's view, and `MessageTrail`, used by `bridge.conversation`). Every public
 name is importable from here; the modules import each other only downwards (records <- base
 <- stores, ledger), never from this package's `__init__`, so any of them can be imported

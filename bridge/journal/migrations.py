@@ -155,5 +155,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC);
     """,
+    # 7 -> 8: one row per live daemon replica (PostgreSQL: who holds a replica id). An embedded
+    # journal's owner is named by its lock file (`bridge.journal.owner`); the table keeps the
+    # schema the same as PostgreSQL's at every version.
+    """
+    CREATE TABLE replicas (
+        replica_id TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        pid INTEGER,
+        hostname TEXT NOT NULL DEFAULT '',
+        address TEXT,
+        started_at TEXT NOT NULL,
+        renewed_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

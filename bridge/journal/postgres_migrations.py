@@ -161,5 +161,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC, rid DESC);
     """,
+    # 7 -> 8: one row per live replica id (`bridge.journal.postgres.claim_replica`): who holds
+    # it (a random token per process, pid, host, address), renewed every third of the lease;
+    # a row not renewed for a lease is stale. Times on the database's clock, as leases.
+    """
+    CREATE TABLE replicas (
+        replica_id TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        pid INTEGER,
+        hostname TEXT NOT NULL DEFAULT '',
+        address TEXT,
+        started_at TIMESTAMPTZ NOT NULL,
+        renewed_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -35,6 +35,7 @@ from bridge.errors import UsageError
 from bridge.journal._sql import SQLJournal
 from bridge.journal._writer import GroupCommitWriter
 from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
+from bridge.journal.owner import share, unshare
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
@@ -58,16 +59,22 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
             durable;
             for metrics and fault injection. An exception it raises propagates.
 
+    A file a daemon owns (`bridge.journal.owner`) is refused; processes that are not daemons
+    may take turns on one file: each holds it shared while open.
+
     Raises:
         UsageError: the file cannot be opened, is not a toolbridge journal, or was written by
-            a newer toolbridge.
+            a newer toolbridge; `JournalInUseError`: a daemon owns it.
     """
 
     def __init__(self, path: str | Path, *, on_write: Callable[[str], None] | None = None) -> None:
         self.path = str(path)
         self.on_write = on_write
+        self._share: int | None = None
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # Never under a daemon that owns the file (nor a daemon under this journal).
+            self._share = share(self.path, advice="stop it first or open another journal file")
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -78,7 +85,11 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.Error as exc:
+            unshare(self._share)
             raise UsageError(f"cannot open the journal {self.path}: {exc}") from None
+        except BaseException:
+            unshare(self._share)
+            raise
         self._writer = GroupCommitWriter(self._db)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -159,3 +170,5 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
         for reader in readers:
             reader.close()
         self._writer.close()
+        share, self._share = self._share, None
+        unshare(share)

@@ -306,6 +306,6 @@ def test_a_port_in_use_leaves_no_journal(tmp_path: Path, tools_file: str) -> Non
             "serve", "--port", port, "--tools", tools_file, "--emulator",
             env=clean_env(tmp_path), wait=False,
         )  # fmt: skip
-        assert daemon.wait_exit() == 1, daemon.log
-    assert "could not start serving" in daemon.log
+        assert daemon.wait_exit() == 2, daemon.log
+    assert f"error: port {port} on 127.0.0.1 is in use by another process" in daemon.log
     assert list((tmp_path / "state").rglob("*.db*")) == []

@@ -12,12 +12,14 @@ Parametrised over the platforms: those with an emulator protocol (`PROTOCOLS`) r
 it; the OpenAI-compatible one against a scripted server. A platform the daemon does not take
 yet (`toolbridge serve --platform`) is skipped with the reason.
 
-The second test keeps the first daemon running and lets a second process on the same SQLite
-file continue the conversation, then hands it back: each takes the other's turns.
+The second test keeps the first daemon running and lets a second process on the same
+(PostgreSQL: a SQLite file has one owning daemon) journal continue the conversation, then hands
+it back: each takes the other's turns.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from bridge.emulator.protocols import PROTOCOLS
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
 from tests.daemon.test_crash_matrix import _in_background
 from tests.platforms.openai_fakes import Reply, ScriptedServer, text_stream, tool_call_stream
+from tests.support.postgres import PostgresServer
 
 PLATFORMS = ("openai", "appbuilder", "coze", "responses")
 
@@ -112,12 +115,20 @@ def _skip_unless_served(name: str) -> None:
         pytest.skip(f"the daemon does not take --platform {name} yet")
 
 
-def _daemon(backend: Backend, tmp_path: Path, env: dict[str, str] | None = None) -> DaemonProcess:
+def _daemon(
+    backend: Backend,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    *,
+    db: str | None = None,
+    replica: str | None = None,
+) -> DaemonProcess:
     tools = tmp_path / "tools"
     tools.mkdir(exist_ok=True)
     (tools / "daemon_tools.py").write_text(TOOLS, encoding="utf-8")
     argv = ["--tools", str(tools / "daemon_tools.py"), "--port", "0"]
-    argv += ["--db", str(tmp_path / "journal.db"), *backend.argv]
+    argv += ["--db", db or str(tmp_path / "journal.db"), *backend.argv]
+    argv += ["--replica-id", replica] if replica else []
     return DaemonProcess(argv, env={**backend.env, "TB_TOOLS_DIR": str(tools), **(env or {})})
 
 
@@ -216,10 +227,12 @@ def test_kill_9_mid_conversation_then_the_conversation_goes_on(
 
 @pytest.mark.parametrize("backend", PLATFORMS, indirect=True)
 def test_a_second_daemon_on_the_same_journal_continues_the_conversation(
-    backend: Backend, tmp_path: Path
+    backend: Backend, tmp_path: Path, postgres: PostgresServer
 ) -> None:
-    first = _daemon(backend, tmp_path)
-    second = _daemon(backend, tmp_path)
+    # Two live daemons share a journal only on PostgreSQL (a SQLite file has one owner).
+    dsn = postgres.create_database(f"p_{uuid.uuid4().hex[:12]}")
+    first = _daemon(backend, tmp_path, db=dsn, replica="first")
+    second = _daemon(backend, tmp_path, db=dsn, replica="second")
     try:
         backend.script(LOOKUP_K1)
         cid = first.new_conversation()
