@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from bridge.daemon.errors import ApiError
 from bridge.daemon.hub import EventHub
+from bridge.daemon.outbound import json_data
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.journal.base import Journal
 from bridge.journal.records import ApprovalDecidedError, ApprovalRecord, now
@@ -262,7 +263,7 @@ class ApprovalDesk:
     # --- telling people ---------------------------------------------------------------------------
 
     def _announce(self, record: ApprovalRecord, *, tell_webhook: bool) -> None:
-        data = record.model_dump(mode="json")
+        data = json_data(record)
         self.publish_run(record.conversation_id, "approval_requested", data)
         self.hub.publish("approval_requested", data)
         if tell_webhook and self.webhook is not None:
@@ -285,7 +286,7 @@ class ApprovalDesk:
             extra={"conversation_id": record.conversation_id},
         )
         self.count(record.status)
-        data = record.model_dump(mode="json")
+        data = json_data(record)
         self.publish_run(record.conversation_id, "approval_decided", data)
         self.hub.publish("approval_decided", data)
 

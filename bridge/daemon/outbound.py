@@ -25,10 +25,23 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from bridge.errors import redact_data
 
-__all__ = ["PublicJSONResponse"]
+__all__ = ["PublicJSONResponse", "json_data"]
+
+
+def json_data(model: BaseModel, **options: Any) -> Any:
+    """``model.model_dump(mode="json", **options)``, also for a model holding a lone surrogate
+    in a dict key (arguments a platform sent as a ``\\ud800`` escape), which pydantic refuses
+    to encode: such data is made valid text and masked first (`bridge.errors.redact_data`).
+    The usual case costs one dump, as before."""
+    try:
+        return model.model_dump(mode="json", **options)
+    except UnicodeEncodeError:
+        return to_jsonable_python(redact_data(model.model_dump(**options)))
 
 
 class PublicJSONResponse(JSONResponse):

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from bridge.daemon.hub import SseEvent
 from bridge.daemon.models import MessageResult
+from bridge.daemon.outbound import json_data
 from bridge.errors import (
     BridgeError,
     MaxRoundsError,
@@ -61,16 +62,16 @@ def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
     if isinstance(event, TextDelta):
         return "text_delta", {"text": event.text}
     if isinstance(event, ToolCallsRequested):
-        calls = [c.model_dump(mode="json", exclude={"raw_arguments"}) for c in event.batch.calls]
+        calls = [json_data(c, exclude={"raw_arguments"}) for c in event.batch.calls]
         return "tool_calls", {
             "batch_id": event.batch.batch_id,
             "calls": calls,
             "platform_request_id": event.batch.resume.get("request_id"),
         }
     if isinstance(event, ToolCallStarted):
-        return "tool_call_started", event.call.model_dump(mode="json", exclude={"raw_arguments"})
+        return "tool_call_started", json_data(event.call, exclude={"raw_arguments"})
     if isinstance(event, ToolCallFinished):
-        return "tool_call_finished", event.run.model_dump(mode="json")
+        return "tool_call_finished", json_data(event.run)
     if isinstance(event, RunFinished):
         return "finished", {"answer": event.answer, "platform_request_id": event.request_id}
     if isinstance(event, RunFailed):
@@ -248,7 +249,7 @@ class RunHandle:
         self.outcome = outcome
         data: dict[str, Any] = {"status": outcome.status, "message_id": self.message_id}
         if outcome.result is not None:
-            data["result"] = outcome.result.model_dump(mode="json")
+            data["result"] = json_data(outcome.result)
         if outcome.failure is not None:
             data["error"] = {**outcome.failure.to_json(), "request_id": self.request_id}
         self.publish("done", data)

@@ -29,7 +29,7 @@ from bridge import types as bridge_types
 from bridge.daemon.app import create_app
 from bridge.daemon.hub import EventHub
 from bridge.daemon.models import MessageResult
-from bridge.daemon.outbound import PublicJSONResponse
+from bridge.daemon.outbound import PublicJSONResponse, json_data
 from bridge.daemon.runs import RunHandle, StreamedText, event_payload
 from bridge.daemon.settings import load_settings
 from bridge.errors import register_secret
@@ -330,3 +330,45 @@ def test_json_responses_are_redacted(kind: str, data: st.DataObject) -> None:
     body = PublicJSONResponse(result.model_dump(mode="json")).body
     _assert_clean(bytes(body))
     json.loads(body)
+
+
+def test_a_lone_surrogate_in_a_nested_argument_key_is_sent_as_valid_text() -> None:
+    """A platform may send ``{"a": {"\\ud800": 1}}`` (a JSON escape without its other half):
+    pydantic refuses to encode such a key, which used to fail the run's events and its answer
+    after the tools had run."""
+    call = bridge_types.ToolCall(call_id="c1", name="t", arguments={"a": {"k\ud800": 1}})
+    batch = bridge_types.ToolBatch(batch_id="b", calls=(call,), resume={})
+    events = [
+        bridge_types.ToolCallsRequested(batch=batch),
+        bridge_types.ToolCallStarted(call=call),
+    ]
+    handle = RunHandle("c", "r")
+    for event in events:
+        payload = event_payload(event)
+        assert payload is not None
+        handle.publish(*payload)
+    wire = b"".join(event.encode() for event in handle.history)
+    assert "k\ufffd".encode() in wire
+    wire.decode("utf-8")  # valid text throughout
+    started = datetime.now(timezone.utc)
+    run = bridge_types.ToolRun(
+        call_id="c1",
+        name="t",
+        arguments=call.arguments,
+        output="ok",
+        started_at=started,
+        duration_ms=1.0,
+    )
+    result = MessageResult.model_validate(
+        {
+            "conversation_id": "c",
+            "message_id": 1,
+            "status": "finished",
+            "answer": "done",
+            "rounds": 1,
+            "tool_runs": [run],
+            "request_ids": [],
+        }
+    )
+    body = PublicJSONResponse(json_data(result)).body
+    assert "k\ufffd".encode() in body

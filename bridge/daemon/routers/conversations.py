@@ -28,7 +28,7 @@ from bridge.daemon.models import (
     SendMessage,
     title_of,
 )
-from bridge.daemon.outbound import PublicJSONResponse
+from bridge.daemon.outbound import PublicJSONResponse, json_data
 from bridge.daemon.relay import relay_of
 from bridge.daemon.runs import RunHandle
 from bridge.daemon.service import Service
@@ -231,7 +231,7 @@ async def answer_message(
             platform_request_id=failure.platform_request_id,
         )
     assert outcome.result is not None
-    return PublicJSONResponse(outcome.result.model_dump(mode="json"))
+    return PublicJSONResponse(json_data(outcome.result))
 
 
 @router.get(
