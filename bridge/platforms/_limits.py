@@ -166,6 +166,19 @@ class StreamLimits:
     ) -> StreamLimits:
         """The limits from an adapter's options, else its environment, else the defaults.
 
+        Every adapter takes these four keyword options and passes them here.
+
+        Args:
+            run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
+                else 900.
+            max_answer_chars: Characters of answer text one stream may carry; default
+                `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
+            max_arguments_chars: Characters of tool-call arguments one stream may carry;
+                default `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
+            max_tool_calls: Tool calls one stream may ask for; default
+                `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
+            env: Where the variables are read; default `os.environ`.
+
         Raises:
             ConfigurationError: naming every malformed value and where it came from.
         """

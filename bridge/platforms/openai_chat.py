@@ -103,14 +103,8 @@ class OpenAIChatPlatform:
             ``text`` describes them in the system prompt and reads the calls the model writes
             in its reply, for models and servers without native tool calls (see
             `bridge.platforms.text_tools`).
-        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
-            else 900 (see `bridge.platforms._limits`).
-        max_answer_chars: Characters of answer text one stream may carry; default
-            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
-        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
-            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
-        max_tool_calls: Tool calls one stream may ask for; default
-            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
+        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
+            every answer stream (`StreamLimits.from_options`).
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.

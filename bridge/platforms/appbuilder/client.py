@@ -92,14 +92,8 @@ class AppBuilderClient:
         retry_policy: Full control of retries and backoff.
         session: A `requests.Session` to use (not closed by `close()`); default: a new one.
         sleep: Waits between attempts (tests inject one that does not).
-        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
-            else 900 (see `bridge.platforms._limits`).
-        max_answer_chars: Characters of answer text one stream may carry; default
-            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
-        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
-            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
-        max_tool_calls: Tool calls one stream may ask for; default
-            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
+        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
+            every answer stream (`StreamLimits.from_options`).
 
     Raises:
         ConfigurationError: The app id or token is missing, or a timeout is not positive.

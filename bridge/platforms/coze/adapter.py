@@ -93,14 +93,8 @@ class CozePlatform:
         poll_interval: Seconds between two ``retrieve`` polls of a non-streamed chat.
         poll_timeout: Seconds a non-streamed chat may take before it is cancelled.
         sleep: Waits between polls and retries (tests pass a no-op).
-        run_timeout: Seconds one answer stream may last; default `TOOLBRIDGE_RUN_TIMEOUT`,
-            else 900 (see `bridge.platforms._limits`).
-        max_answer_chars: Characters of answer text one stream may carry; default
-            `TOOLBRIDGE_MAX_ANSWER_CHARS`, else 4 Mi.
-        max_arguments_chars: Characters of tool-call arguments one stream may carry; default
-            `TOOLBRIDGE_MAX_ARGUMENTS_CHARS`, else 4 Mi.
-        max_tool_calls: Tool calls one stream may ask for; default
-            `TOOLBRIDGE_MAX_TOOL_CALLS`, else 128.
+        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
+            every answer stream (`StreamLimits.from_options`).
 
     Raises:
         ConfigurationError: the token or bot id is missing, or a setting is malformed.
