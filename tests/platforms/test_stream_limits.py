@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from endless_fakes import CAP, PING_CAP, WIRES, EndlessServer
@@ -30,6 +30,7 @@ from bridge.platforms.registry import LIMIT_SETTINGS, PLATFORMS
 LIMIT = 64 * 1024
 """The answer and arguments bound the tests set (characters)."""
 MAX_CALLS = 8
+E = TypeVar("E", bound=Exception)
 _PLATFORM_VARIABLES = ("APPBUILDER_", "GATEWAY_", "OPENAI_", "COZE_", "TOOLBRIDGE_")
 """The environment a `toolbridge run` subprocess does not inherit (only the flags count)."""
 
@@ -51,6 +52,20 @@ def _open(name: str, url: str) -> Platform:
 def _run(platform: Platform) -> list[Any]:
     conversation = platform.create_conversation()
     return list(platform.start(conversation, "go on forever", tools=[]))
+
+
+def _stopped(name: str, mode: str, error: type[E], cap: int = CAP) -> E:
+    """The error that stops a run of `name` against an endless `mode` stream; the client must
+    have stopped reading before the server's cap."""
+    with EndlessServer(name, mode).running() as server:
+        platform = _open(name, server.url)
+        try:
+            with pytest.raises(error) as caught:
+                _run(platform)
+        finally:
+            platform.close()
+        assert server.sent < cap, f"the client read the {mode} frames until the server stopped"
+    return caught.value
 
 
 def _text_of(item: Any) -> str:
@@ -78,34 +93,19 @@ def test_keepalives_do_not_extend_the_runs_total_time(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
-    with EndlessServer(name, "keepalive").running() as server:
-        platform = _open(name, server.url)
-        try:
-            with pytest.raises(StreamTimeoutError) as caught:
-                _run(platform)
-        finally:
-            platform.close()
-        assert server.sent < PING_CAP, "the client read the keep-alives until the server stopped"
-    message = str(caught.value)
+    message = str(_stopped(name, "keepalive", StreamTimeoutError, PING_CAP))
     assert "total time limit of 1 s (run_timeout)" in message
     assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
 
 
 def test_endless_text_stops_at_the_answer_bound(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLBRIDGE_MAX_ANSWER_CHARS", str(LIMIT))
-    with EndlessServer(name, "text").running() as server:
-        platform = _open(name, server.url)
-        try:
-            with pytest.raises(StreamLimitError) as caught:
-                _run(platform)
-        finally:
-            platform.close()
-        assert server.sent < CAP
-    message = str(caught.value)
+    error = _stopped(name, "text", StreamLimitError)
+    message = str(error)
     assert f"answer text past {LIMIT} characters (max_answer_chars)" in message
     assert "--max-answer-chars or TOOLBRIDGE_MAX_ANSWER_CHARS" in message
     # What was kept is bounded by the limit, not by what the server sent.
-    kept = sum(len(_text_of(item)) for item in caught.value.received)
+    kept = sum(len(_text_of(item)) for item in error.received)
     assert 0 < kept <= LIMIT
 
 
@@ -113,30 +113,14 @@ def test_endless_tool_call_arguments_stop_at_their_bound(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLBRIDGE_MAX_ARGUMENTS_CHARS", str(LIMIT))
-    with EndlessServer(name, "arguments").running() as server:
-        platform = _open(name, server.url)
-        try:
-            with pytest.raises(StreamLimitError) as caught:
-                _run(platform)
-        finally:
-            platform.close()
-        assert server.sent < CAP
-    message = str(caught.value)
+    message = str(_stopped(name, "arguments", StreamLimitError))
     assert f"tool-call arguments past {LIMIT} characters (max_arguments_chars)" in message
     assert "--max-arguments-chars or TOOLBRIDGE_MAX_ARGUMENTS_CHARS" in message
 
 
 def test_endless_tool_calls_stop_at_their_bound(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLBRIDGE_MAX_TOOL_CALLS", str(MAX_CALLS))
-    with EndlessServer(name, "calls").running() as server:
-        platform = _open(name, server.url)
-        try:
-            with pytest.raises(StreamLimitError) as caught:
-                _run(platform)
-        finally:
-            platform.close()
-        assert server.sent < CAP
-    message = str(caught.value)
+    message = str(_stopped(name, "calls", StreamLimitError))
     assert f"more than {MAX_CALLS} tool calls (max_tool_calls)" in message
     assert "--max-tool-calls or TOOLBRIDGE_MAX_TOOL_CALLS" in message
 
