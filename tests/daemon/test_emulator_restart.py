@@ -9,6 +9,7 @@ next message in the same conversation is answered in the same platform conversat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
 from tests.daemon.test_crash_matrix import _in_background
@@ -23,7 +24,9 @@ def _daemon(tmp_path: Path) -> DaemonProcess:
     return DaemonProcess(argv, env={"TB_TOOLS_DIR": str(tools)})
 
 
-def test_serve_emulator_survives_kill_9_during_a_tool_call(tmp_path: Path) -> None:
+def _killed_during_a_tool_call(tmp_path: Path) -> str:
+    """A conversation whose daemon was killed with `kill -9` while its idempotent tool call
+    (``lookup alpha``) ran; the call stays blocked until ``tools/block-lookup`` is removed."""
     tools = tmp_path / "tools"
     tools.mkdir()
     (tools / "block-lookup").touch()
@@ -35,17 +38,29 @@ def test_serve_emulator_survives_kill_9_during_a_tool_call(tmp_path: Path) -> No
         first.kill9()
     finally:
         first.stop()
+    return cid
+
+
+def _interrupted_message(daemon: DaemonProcess, cid: str) -> dict[str, Any]:
+    """The conversation's only message, once the restarted `daemon` has ended it."""
+
+    def ended() -> bool:
+        detail = daemon.request("GET", f"/v1/conversations/{cid}").json()
+        return all(m["status"] != "running" for m in detail["messages"])
+
+    wait_for(ended, "the interrupted message to end", timeout=60)
+    [message] = daemon.request("GET", f"/v1/conversations/{cid}").json()["messages"]
+    return message
+
+
+def test_serve_emulator_survives_kill_9_during_a_tool_call(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    cid = _killed_during_a_tool_call(tmp_path)
     (tools / "block-lookup").unlink()
 
     second = _daemon(tmp_path)
     try:
-
-        def ended() -> bool:
-            detail = second.request("GET", f"/v1/conversations/{cid}").json()
-            return all(m["status"] != "running" for m in detail["messages"])
-
-        wait_for(ended, "the interrupted message to end", timeout=60)
-        [resumed] = second.request("GET", f"/v1/conversations/{cid}").json()["messages"]
+        resumed = _interrupted_message(second, cid)
         assert (resumed["status"], resumed["answer"]) == ("finished", "value of alpha"), (
             resumed,
             second.log,
@@ -72,28 +87,13 @@ def test_serve_emulator_state_lost_continues_in_a_new_platform_conversation(
     interrupted message ends with a clear error, the next one continues in a new platform
     conversation with the reason recorded."""
     tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "block-lookup").touch()
-    first = _daemon(tmp_path)
-    try:
-        cid = first.new_conversation()
-        _in_background(lambda: first.ask(cid, "lookup the key alpha"))
-        wait_for(lambda: "lookup alpha" in executions(tools), "the tool call to start")
-        first.kill9()
-    finally:
-        first.stop()
+    cid = _killed_during_a_tool_call(tmp_path)
     (tmp_path / "journal.db.emulator.json").unlink(missing_ok=True)
     (tools / "block-lookup").unlink()
 
     second = _daemon(tmp_path)
     try:
-
-        def ended() -> bool:
-            detail = second.request("GET", f"/v1/conversations/{cid}").json()
-            return all(m["status"] != "running" for m in detail["messages"])
-
-        wait_for(ended, "the interrupted message to end", timeout=60)
-        [resumed] = second.request("GET", f"/v1/conversations/{cid}").json()["messages"]
+        resumed = _interrupted_message(second, cid)
         assert resumed["status"] == "failed", resumed
         assert "no longer knows conversation" in resumed["error_message"], resumed
         assert "ask again" in resumed["error_message"], resumed
