@@ -8,6 +8,7 @@ while a file ``block-<tool>`` exists there, so tests can stop a call at a known 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -273,6 +274,33 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def in_background(send: Callable[[], Any]) -> dict[str, Any]:
+    """Run `send` (a request to a daemon) in a daemon thread: ``box["thread"]`` is the thread,
+    ``box["response"]`` what `send` returned, absent if the daemon died under the request."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        with contextlib.suppress(requests.RequestException):  # killed under the request
+            box["response"] = send()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    box["thread"] = thread
+    return box
+
+
+@contextlib.contextmanager
+def stopped(*daemons: DaemonProcess) -> Iterator[None]:
+    """Stop every daemon at the end, a paused one (SIGSTOP) included."""
+    try:
+        yield
+    finally:
+        for daemon in daemons:
+            with contextlib.suppress(Exception):
+                daemon.proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
+            daemon.stop()
 
 
 def executions(folder: Path) -> list[str]:

@@ -16,34 +16,19 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
-import requests
 
 from bridge.emulator import Emulator
 from tests.daemon.conftest import (
     DaemonProcess,
     daemon_env,
     executions,
+    in_background,
     start_daemon,
     wait_for,
 )
-
-
-def _ask_in_background(daemon: DaemonProcess, cid: str, query: str) -> dict[str, Any]:
-    box: dict[str, Any] = {}
-
-    def send() -> None:
-        with contextlib.suppress(requests.RequestException):
-            box["response"] = daemon.ask(cid, query)
-
-    thread = threading.Thread(target=send, daemon=True)
-    thread.start()
-    box["thread"] = thread
-    return box
 
 
 def _second(emulator: Emulator, tools_dir: Path, db: Path, port: str) -> DaemonProcess:
@@ -82,7 +67,7 @@ def test_a_second_daemon_on_the_journal_exits_2_and_the_first_ones_call_goes_on(
     first = start_daemon(emulator, tools_dir, db)
     try:
         cid = first.new_conversation()
-        asked = _ask_in_background(first, cid, "charge 9")
+        asked = in_background(lambda: first.ask(cid, "charge 9"))
         wait_for(lambda: "charge 9" in executions(tools_dir), "the first daemon's call to start")
 
         port = first.url.rsplit(":", 1)[1] if same_port else "0"
@@ -124,7 +109,7 @@ def test_a_port_in_use_exits_2_before_anything_is_recovered(
     crashed = start_daemon(emulator, tools_dir, db)
     try:
         cid = crashed.new_conversation()
-        _ask_in_background(crashed, cid, "charge 4")
+        in_background(lambda: crashed.ask(cid, "charge 4"))
         wait_for(lambda: "charge 4" in executions(tools_dir), "the call to start")
         crashed.kill9()  # leaves a message for recovery
     finally:

@@ -11,24 +11,28 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from bridge.emulator import Emulator
 from bridge.journal.postgres import safe_dsn
-from tests.daemon.conftest import DaemonProcess, daemon_env, executions, start_daemon, wait_for
+from tests.daemon.conftest import (
+    DaemonProcess,
+    daemon_env,
+    executions,
+    in_background,
+    start_daemon,
+    stopped,
+    wait_for,
+)
 from tests.support.postgres import PostgresServer
 
 KEY = "replica-owner-key-0123456789abcdef"
@@ -71,30 +75,6 @@ def _replica(
     )
 
 
-@contextlib.contextmanager
-def _stopped(*daemons: DaemonProcess) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for daemon in daemons:
-            with contextlib.suppress(Exception):
-                daemon.proc.send_signal(signal.SIGCONT)
-            daemon.stop()
-
-
-def _in_background(daemon: DaemonProcess, cid: str, query: str) -> dict[str, Any]:
-    box: dict[str, Any] = {}
-
-    def send() -> None:
-        with contextlib.suppress(requests.RequestException):
-            box["response"] = daemon.ask(cid, query)
-
-    thread = threading.Thread(target=send, daemon=True)
-    thread.start()
-    box["thread"] = thread
-    return box
-
-
 def _sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
     import psycopg
 
@@ -128,10 +108,10 @@ def test_a_live_replica_id_is_refused_and_its_message_goes_on(
     block = tools_dir / "block-send_email"
     block.touch()
     first = _replica(emulator, tools_dir, dsn, "r1")
-    with _stopped(first):
+    with stopped(first):
         expires_at = _lease_from_now(dsn, 2)  # later than the first claim's expiry
         cid = first.new_conversation()
-        asked = _in_background(first, cid, f"email {who}")
+        asked = in_background(lambda: first.ask(cid, f"email {who}"))
         wait_for(lambda: f"send_email {who}" in executions(tools_dir), "the call to run")
         # Past the first claim's lease: only the keeper's renewals keep the id held now.
         wait_for(lambda: _past(dsn, expires_at), "the first lease to pass", timeout=60)
@@ -169,14 +149,14 @@ def test_after_kill_9_a_restart_with_the_same_id_takes_its_leases_back_at_once(
     block.touch()
     # A lease of ten minutes: the restart must not wait for it to expire.
     first = _replica(emulator, tools_dir, dsn, "r1", lease="600")
-    with _stopped(first):
+    with stopped(first):
         cid = first.new_conversation()
-        _in_background(first, cid, f"lookup {who}")
+        in_background(lambda: first.ask(cid, f"lookup {who}"))
         wait_for(lambda: f"lookup {who}" in executions(tools_dir), "the call to run")
         first.kill9()
     block.unlink()
     again = _replica(emulator, tools_dir, dsn, "r1", lease="600")
-    with _stopped(again):
+    with stopped(again):
         messages = wait_for(
             lambda: [
                 m
@@ -196,13 +176,13 @@ def test_a_replica_frozen_past_its_lease_gives_its_id_up(
     emulator: Emulator, tools_dir: Path, dsn: str
 ) -> None:
     frozen = _replica(emulator, tools_dir, dsn, "r1")
-    with _stopped(frozen):
+    with stopped(frozen):
         frozen.proc.send_signal(signal.SIGSTOP)
         # Its last renewal was at most now: its claim expires within a lease from now.
         expires_at = _lease_from_now(dsn, 2)
         wait_for(lambda: _past(dsn, expires_at), "the frozen replica's claim to expire")
         new = _replica(emulator, tools_dir, dsn, "r1")
-        with _stopped(new):
+        with stopped(new):
             assert "has not renewed it for" in new.log
             frozen.proc.send_signal(signal.SIGCONT)
             wait_for(lambda: "was taken over by another process" in frozen.log, "the old one")
@@ -227,7 +207,7 @@ def test_db_status_lists_the_live_replicas(
     a = _replica(emulator, tools_dir, dsn, "replica-a")
     b = _replica(emulator, tools_dir, dsn, "replica-b")
     host = socket.gethostname()
-    with _stopped(a, b):
+    with stopped(a, b):
         both = _db_status(dsn)
         b.kill9()
         one = _db_status(dsn)

@@ -11,19 +11,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from bridge.emulator import Emulator
-from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
+from tests.daemon.conftest import (
+    DaemonProcess,
+    executions,
+    in_background,
+    start_daemon,
+    stopped,
+    wait_for,
+)
 from tests.support.postgres import PostgresServer
 
 KEY = "replica-test-key-0123456789abcdef"
@@ -49,30 +52,6 @@ def _replica(emulator: Emulator, tools_dir: Path, dsn: str, name: str, **env: st
     )
 
 
-@contextlib.contextmanager
-def _replicas(*daemons: DaemonProcess) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for daemon in daemons:
-            with contextlib.suppress(Exception):
-                daemon.proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
-            daemon.stop()
-
-
-def _in_background(fn: Any) -> dict[str, Any]:
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        with contextlib.suppress(requests.RequestException):  # killed under the request
-            box["response"] = fn()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    box["thread"] = thread
-    return box
-
-
 def _messages(daemon: DaemonProcess, cid: str) -> list[dict[str, Any]]:
     return list(daemon.request("GET", f"/v1/conversations/{cid}").json()["messages"])
 
@@ -92,7 +71,7 @@ def test_either_replica_serves_a_conversation_and_a_busy_one_gets_409(
     a = _replica(emulator, tools_dir, dsn, "replica-a")
     b = _replica(emulator, tools_dir, dsn, "replica-b")
     block = tools_dir / "block-send_email"
-    with _replicas(a, b):
+    with stopped(a, b):
         assert a.request("GET", "/healthz").json()["replica"] == "replica-a"
         assert b.request("GET", "/healthz").json()["replica"] == "replica-b"
         metrics = b.request("GET", "/metrics").text
@@ -107,7 +86,7 @@ def test_either_replica_serves_a_conversation_and_a_busy_one_gets_409(
         who = _who()
         block.touch()
         try:
-            running = _in_background(lambda: a.ask(cid, f"email {who}"))
+            running = in_background(lambda: a.ask(cid, f"email {who}"))
             wait_for(lambda: f"send_email {who}" in executions(tools_dir), "the call to run")
             busy = b.ask(cid, "weather in Paris")
             assert busy.status_code == 409, busy.text
@@ -139,9 +118,9 @@ def test_kill_9_of_a_replica_at_each_step_and_the_other_finishes_its_message(
     a = _replica(emulator, tools_dir, dsn, "replica-a", TOOLBRIDGE_FAILPOINT=f"{step}:{mark}")
     b = _replica(emulator, tools_dir, dsn, "replica-b")
     who = _who()
-    with _replicas(a, b):
+    with stopped(a, b):
         cid = a.new_conversation()
-        _in_background(lambda: a.ask(cid, f"email {who}"))
+        in_background(lambda: a.ask(cid, f"email {who}"))
         wait_for(mark.exists, f"replica a to write {step!r}")
         a.kill9()
         messages = wait_for(
@@ -181,10 +160,10 @@ def test_kill_9_with_several_runs_in_flight_each_is_finished_elsewhere_once(
     people = [_who() for _ in range(5)]
     block.touch()
     try:
-        with _replicas(a, b):
+        with stopped(a, b):
             cids = [a.new_conversation() for _ in people]
             for cid, who in zip(cids, people, strict=True):
-                _in_background(lambda cid=cid, who=who: a.ask(cid, f"email {who}"))
+                in_background(lambda cid=cid, who=who: a.ask(cid, f"email {who}"))
             wait_for(
                 lambda: all(f"send_email {w}" in executions(tools_dir) for w in people),
                 "every call to be running on replica a",
@@ -216,9 +195,9 @@ def test_a_paused_replica_whose_lease_was_taken_cannot_write(
     who = _who()
     block.touch()
     try:
-        with _replicas(a, b):
+        with stopped(a, b):
             cid = a.new_conversation()
-            late = _in_background(lambda: a.ask(cid, f"email {who}"))
+            late = in_background(lambda: a.ask(cid, f"email {who}"))
             wait_for(lambda: f"send_email {who}" in executions(tools_dir), "the call to run")
             a.proc.send_signal(signal.SIGSTOP)  # a long GC pause, a frozen VM...
             [message] = wait_for(lambda: _all_ended(b, cid), "replica b to take over", 90)
