@@ -27,7 +27,7 @@ from pydantic import BaseModel
 import bridge
 from bridge import types as bridge_types
 from bridge.daemon.app import create_app
-from bridge.daemon.hub import EventHub
+from bridge.daemon.hub import EventHub, SseEvent
 from bridge.daemon.models import MessageResult
 from bridge.daemon.outbound import PublicJSONResponse, json_data
 from bridge.daemon.runs import RunHandle, StreamedText, event_payload
@@ -265,6 +265,21 @@ def test_every_run_event_is_redacted(
     _assert_clean(handle.history[-1].encode())
 
 
+def _streamed(pieces: list[str]) -> list[SseEvent]:
+    """The events a run publishes for answer text streamed in `pieces` (each fed to a
+    `StreamedText`, what it lets out sent as a ``text_delta``, then what it kept back)."""
+    stream = StreamedText()
+    handle = RunHandle("c", "r")
+    for piece in pieces:
+        out = stream.feed(piece)
+        if out:
+            handle.publish("text_delta", {"text": out})
+    rest = stream.flush()
+    if rest:
+        handle.publish("text_delta", {"text": rest})
+    return list(handle.history)
+
+
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("kind", list(SECRETS))
@@ -275,18 +290,10 @@ def test_streamed_answer_text_never_spells_a_secret(kind: str, data: st.DataObje
     text = data.draw(_secret_text(secret)) + data.draw(_secret_text(secret))
     cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    stream = StreamedText()
-    handle = RunHandle("c", "r")
-    for piece in pieces:
-        out = stream.feed(piece)
-        if out:
-            handle.publish("text_delta", {"text": out})
-    rest = stream.flush()
-    if rest:
-        handle.publish("text_delta", {"text": rest})
-    wire = b"".join(event.encode() for event in handle.history)
+    history = _streamed(pieces)
+    wire = b"".join(event.encode() for event in history)
     _assert_clean(wire)
-    joined = "".join(event.data["text"] for event in handle.history)
+    joined = "".join(event.data["text"] for event in history)
     for secret_ in SECRETS.values():
         assert secret_ not in joined
 
@@ -298,16 +305,7 @@ def test_a_whole_secret_is_not_cut_where_another_secret_begins() -> None:
     second = "zq" + secrets.token_hex(10)
     register_secret(first)
     register_secret(second)
-    stream = StreamedText()
-    handle = RunHandle("c", "r")
-    for piece in ("before ", first):
-        out = stream.feed(piece)
-        if out:
-            handle.publish("text_delta", {"text": out})
-    rest = stream.flush()
-    if rest:
-        handle.publish("text_delta", {"text": rest})
-    joined = "".join(event.data["text"] for event in handle.history)
+    joined = "".join(event.data["text"] for event in _streamed(["before ", first]))
     assert joined == "before [secure]"
 
 
