@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bridge._connections import ConnectionLimits, http_protocol
+from tests.support.slow_clients import read_all
 
 SCRIPT = """
 import logging, resource, sys
@@ -106,14 +107,6 @@ def bounded_server(
         thread.join(timeout=10)
 
 
-def _read_all(sock: socket.socket) -> bytes:
-    sock.settimeout(30)
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    return data
-
-
 def _ask(address: tuple[str, int], body: bytes) -> bytes:
     with socket.create_connection(address, timeout=30) as sock:
         sock.sendall(
@@ -121,7 +114,7 @@ def _ask(address: tuple[str, int], body: bytes) -> bytes:
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
-        return _read_all(sock)
+        return read_all(sock)
 
 
 @pytest.mark.parametrize("base", [H11, HTTPTOOLS], ids=["h11", "httptools"])
@@ -135,11 +128,11 @@ def test_each_uvicorn_protocol_is_bounded(base: str) -> None:
         # Headers that never end.
         with socket.create_connection(address, timeout=30) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            assert _read_all(sock).startswith(b"HTTP/1.1 408 ")
+            assert read_all(sock).startswith(b"HTTP/1.1 408 ")
         # A body that stops: 408, and the app reads a disconnect, not half the body.
         with socket.create_connection(address, timeout=30) as sock:
             sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf")
-            assert _read_all(sock).startswith(b"HTTP/1.1 408 ")
+            assert read_all(sock).startswith(b"HTTP/1.1 408 ")
         deadline = time.monotonic() + 30
         while app.seen[-1] != "disconnect" and time.monotonic() < deadline:
             time.sleep(0.01)  # the app's task runs after the answer went out
@@ -151,7 +144,7 @@ def test_each_uvicorn_protocol_is_bounded(base: str) -> None:
             while not first.endswith(b"ok"):
                 first += sock.recv(65536)
             sock.sendall(b"GET / HTTP/1.1\r\n")
-            assert _read_all(sock).startswith(b"HTTP/1.1 408 ")
+            assert read_all(sock).startswith(b"HTTP/1.1 408 ")
     # The cap: 5 held (no timeout gets in the way), the 6th gets 503; the app never sees it.
     capped = ConnectionLimits(header_timeout=60, body_timeout=60, max_connections=5)
     with bounded_server(base, app, capped) as address:
@@ -163,7 +156,7 @@ def test_each_uvicorn_protocol_is_bounded(base: str) -> None:
             before = len(app.seen)
             with socket.create_connection(address, timeout=30) as extra:
                 extra.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-                answer = _read_all(extra)
+                answer = read_all(extra)
             assert answer.startswith(b"HTTP/1.1 503 "), answer[:100]
             assert len(app.seen) == before
         finally:

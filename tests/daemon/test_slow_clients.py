@@ -8,8 +8,6 @@ are counted in /proc/PID/fd.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import socket
 import threading
 import time
@@ -21,56 +19,14 @@ import pytest
 from bridge.daemon.settings import SettingsError, load_settings
 from bridge.emulator import Emulator
 from tests.daemon.conftest import API_KEY, DaemonProcess, executions, start_daemon, wait_for
+from tests.support.slow_clients import DRIP_SECONDS, SlowClients, open_fds, read_all
 
 SLOW_CLIENTS = 50
-DRIP_SECONDS = 0.2
-"""How often a slow client sends one more header line (well under any timeout here, so it
-would be kept open for ever by a server that only has an idle timeout)."""
-
-
-def fds(proc: DaemonProcess) -> int:
-    return len(os.listdir(f"/proc/{proc.proc.pid}/fd"))
 
 
 def _address(proc: DaemonProcess) -> tuple[str, int]:
     host, port = proc.url.removeprefix("http://").rsplit(":", 1)
     return host, int(port)
-
-
-def read_all(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes (a generous timeout stops hangs)."""
-    sock.settimeout(30)
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    return data
-
-
-class SlowClients:
-    """Connections that send a request line and then one header line every `DRIP_SECONDS`,
-    never the blank line that ends the headers."""
-
-    def __init__(self, address: tuple[str, int], count: int) -> None:
-        self.sockets = [socket.create_connection(address, timeout=30) for _ in range(count)]
-        for sock in self.sockets:
-            sock.sendall(b"GET /v1/conversations HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._drip, daemon=True)
-        self._thread.start()
-
-    def _drip(self) -> None:
-        n = 0
-        while not self._stop.wait(DRIP_SECONDS):
-            n += 1
-            for sock in self.sockets:
-                with contextlib.suppress(OSError):  # closed by the server: what the test wants
-                    sock.sendall(f"X-Slow-{n}: still here\r\n".encode())
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        for sock in self.sockets:
-            sock.close()
 
 
 @pytest.fixture
@@ -90,7 +46,7 @@ def test_headers_that_never_end_get_408_and_the_daemon_stays_healthy(
     slow_daemon: DaemonProcess,
 ) -> None:
     assert slow_daemon.request("GET", "/v1/conversations").status_code == 200
-    before = fds(slow_daemon)
+    before = open_fds(slow_daemon.proc.pid)
     slow = SlowClients(_address(slow_daemon), SLOW_CLIENTS)
     answers: list[bytes] = []
     reader = threading.Thread(
@@ -102,7 +58,7 @@ def test_headers_that_never_end_get_408_and_the_daemon_stays_healthy(
         while reader.is_alive():
             # A normal client (with a key) is answered while the slow ones hang on.
             assert slow_daemon.request("GET", "/v1/conversations").status_code == 200
-            peak = max(peak, fds(slow_daemon))
+            peak = max(peak, open_fds(slow_daemon.proc.pid))
             reader.join(timeout=0.1)
         assert len(answers) == SLOW_CLIENTS, "a slow client was never closed"
     finally:
@@ -111,7 +67,10 @@ def test_headers_that_never_end_get_408_and_the_daemon_stays_healthy(
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
         assert b'"request_timeout"' in answer and b"--header-timeout" in answer
     assert peak <= before + SLOW_CLIENTS + 10, (before, peak)
-    wait_for(lambda: fds(slow_daemon) <= before + 2, "the slow connections' descriptors to go")
+    wait_for(
+        lambda: open_fds(slow_daemon.proc.pid) <= before + 2,
+        "the slow connections' descriptors to go",
+    )
     assert slow_daemon.request("GET", "/v1/conversations").status_code == 200
     assert "Traceback" not in slow_daemon.log
 
@@ -191,12 +150,14 @@ def test_connections_beyond_the_cap_get_503(
     )  # fmt: skip
     held: list[socket.socket] = []
     try:
-        before = fds(daemon)  # no client connection yet
+        before = open_fds(daemon.proc.pid)  # no client connection yet
         for _ in range(cap):
             sock = socket.create_connection(_address(daemon), timeout=30)
             sock.sendall(b"GET /v1/conversations HTTP/1.1\r\n")
             held.append(sock)
-        wait_for(lambda: fds(daemon) >= before + cap, "the daemon to accept the held ones")
+        wait_for(
+            lambda: open_fds(daemon.proc.pid) >= before + cap, "the daemon to accept the held ones"
+        )
         extra = [socket.create_connection(_address(daemon), timeout=30) for _ in range(30)]
         for sock in extra:
             sock.sendall(
@@ -210,7 +171,7 @@ def test_connections_beyond_the_cap_get_503(
             assert answer.startswith(b"HTTP/1.1 503 "), answer[:300]
             assert b'"too_many_connections"' in answer and b"--max-connections" in answer
             assert b"retry-after: 1" in answer.lower()
-        assert fds(daemon) <= before + cap + 5
+        assert open_fds(daemon.proc.pid) <= before + cap + 5
         assert daemon.request("GET", "/v1/conversations").status_code == 503
         # The held ones time out; then the daemon serves again, as before.
         for sock in held:

@@ -4,12 +4,9 @@ normal MCP client is served throughout (a real process on loopback, raw sockets)
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +15,9 @@ import pytest
 import requests
 
 from tests.sources.test_mcp_gate import ACCEPT, INIT, MARKER_TOOLS, _start, _stop
+from tests.support.slow_clients import SlowClients, open_fds, read_all
 
 SLOW_CLIENTS = 20
-DRIP_SECONDS = 0.2
 
 
 @pytest.fixture
@@ -39,18 +36,6 @@ def limited(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, 
         _stop(proc)
 
 
-def _fds(proc: subprocess.Popen[str]) -> int:
-    return len(os.listdir(f"/proc/{proc.pid}/fd"))
-
-
-def _read_all(sock: socket.socket) -> bytes:
-    sock.settimeout(30)
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    return data
-
-
 def _initialize(address: tuple[str, int]) -> int:
     response = requests.post(
         f"http://{address[0]}:{address[1]}/mcp",
@@ -66,41 +51,24 @@ def test_slow_headers_slow_bodies_and_surplus_connections(
 ) -> None:
     proc, address = limited
     assert _initialize(address) == 200
-    before = _fds(proc)
-    slow = [socket.create_connection(address, timeout=30) for _ in range(SLOW_CLIENTS)]
-    stop = threading.Event()
-
-    def drip() -> None:
-        n = 0
-        while not stop.wait(DRIP_SECONDS):
-            n += 1
-            for sock in slow:
-                with contextlib.suppress(OSError):
-                    sock.sendall(f"X-Slow-{n}: still here\r\n".encode())
-
-    for sock in slow:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    dripper = threading.Thread(target=drip, daemon=True)
-    dripper.start()
+    before = open_fds(proc.pid)
+    slow = SlowClients(address, SLOW_CLIENTS, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     try:
         assert _initialize(address) == 200  # served while the slow ones hang on
         # Over the cap (the slow ones and a few more): 503 at once, the app never sees them.
         surplus = [socket.create_connection(address, timeout=30) for _ in range(10)]
         for sock in surplus:
             sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        answers = [_read_all(sock) for sock in surplus]
+        answers = [read_all(sock) for sock in surplus]
         for sock in surplus:
             sock.close()
         assert any(a.startswith(b"HTTP/1.1 503 ") for a in answers), [a[:40] for a in answers]
         for answer in answers:
             if answer.startswith(b"HTTP/1.1 503 "):
                 assert b'"too_many_connections"' in answer
-        timed_out = [_read_all(sock) for sock in slow]
+        timed_out = [read_all(sock) for sock in slow.sockets]
     finally:
-        stop.set()
-        dripper.join(timeout=10)
-        for sock in slow:
-            sock.close()
+        slow.close()
     for answer in timed_out:
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
         assert b"--header-timeout" in answer
@@ -113,13 +81,13 @@ def test_slow_headers_slow_bodies_and_surplus_connections(
             + f"Accept: {ACCEPT}\r\nContent-Length: {len(body) + 10}\r\n\r\n".encode()
             + body
         )
-        stalled = _read_all(sock)
+        stalled = read_all(sock)
     assert stalled.startswith(b"HTTP/1.1 408 ") and b"--body-timeout" in stalled, stalled[:300]
 
     deadline = time.monotonic() + 30
-    while _fds(proc) > before + 2 and time.monotonic() < deadline:
+    while open_fds(proc.pid) > before + 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _fds(proc) <= before + 2, (before, _fds(proc))
+    assert open_fds(proc.pid) <= before + 2, (before, open_fds(proc.pid))
     assert _initialize(address) == 200
     proc.terminate()
     _, errors = proc.communicate(timeout=30)
