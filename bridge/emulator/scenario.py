@@ -323,13 +323,7 @@ def load_scenario(source: str | Path | Mapping[str, Any] | Scenario) -> Scenario
         return _build(dict(source), "<scenario>")
     path = Path(source)
     label = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{label}: scenario file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{label}: cannot read the scenario file: {exc}") from None
-    data = _parse_text(text, label, json_only=path.suffix.lower() == ".json")
+    data = _read_file(path)
     if data is None:
         raise ScenarioError(f"{label}: the scenario file is empty; expected a mapping with 'rules'")
     if not isinstance(data, dict):
@@ -359,6 +353,18 @@ def with_sections(
     if isinstance(source, Mapping):
         return {**sections, **source}
     path = Path(source)
+    data = _read_file(path)
+    if not isinstance(data, dict):
+        return source  # loading it says what is wrong, naming the file
+    return {**sections, **data}
+
+
+def _read_file(path: Path) -> Any:
+    """What a scenario file holds, parsed (None for an empty YAML file).
+
+    Raises:
+        ScenarioError: the file is missing or unreadable, or is not YAML/JSON.
+    """
     label = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -366,10 +372,7 @@ def with_sections(
         raise ScenarioError(f"{label}: scenario file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{label}: cannot read the scenario file: {exc}") from None
-    data = _parse_text(text, label, json_only=path.suffix.lower() == ".json")
-    if not isinstance(data, dict):
-        return source  # loading it says what is wrong, naming the file
-    return {**sections, **data}
+    return _parse_text(text, label, json_only=path.suffix.lower() == ".json")
 
 
 def _parse_text(text: str, label: str, *, json_only: bool) -> Any:
