@@ -29,13 +29,11 @@ from tests.daemon.conftest import (
     daemon_env,
     executions,
     in_background,
-    start_daemon,
     stopped,
     wait_for,
 )
+from tests.daemon.test_replicas import KEY, _replica
 from tests.support.postgres import PostgresServer
-
-KEY = "replica-owner-key-0123456789abcdef"
 
 
 @pytest.fixture
@@ -58,21 +56,6 @@ def _argv(tools_dir: Path, dsn: str, name: str, lease: str) -> list[str]:
         "--api-key",
         KEY,
     ]
-
-
-def _replica(
-    emulator: Emulator, tools_dir: Path, dsn: str, name: str, lease: str = "2"
-) -> DaemonProcess:
-    return start_daemon(
-        emulator,
-        tools_dir,
-        dsn,
-        "--replica-id",
-        name,
-        "--lease-seconds",
-        lease,
-        api_key=KEY,
-    )
 
 
 def _sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:

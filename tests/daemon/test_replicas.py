@@ -38,7 +38,10 @@ def dsn(postgres: PostgresServer) -> str:
     return postgres.create_database(f"r_{uuid.uuid4().hex[:12]}")
 
 
-def _replica(emulator: Emulator, tools_dir: Path, dsn: str, name: str, **env: str) -> DaemonProcess:
+def _replica(
+    emulator: Emulator, tools_dir: Path, dsn: str, name: str, lease: str = LEASE, **env: str
+) -> DaemonProcess:
+    """A replica `name` serving the journal `dsn` (`KEY` its API key)."""
     return start_daemon(
         emulator,
         tools_dir,
@@ -46,7 +49,7 @@ def _replica(emulator: Emulator, tools_dir: Path, dsn: str, name: str, **env: st
         "--replica-id",
         name,
         "--lease-seconds",
-        LEASE,
+        lease,
         api_key=KEY,
         env=env,
     )
