@@ -276,6 +276,18 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
         time.sleep(0.02)
 
 
+def db_status(db: Path | str) -> subprocess.CompletedProcess[str]:
+    """``toolbridge db status --db DB`` run as a process beside the daemons (no colour)."""
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", "db", "status", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+        check=False,
+    )
+
+
 def in_background(send: Callable[[], Any]) -> dict[str, Any]:
     """Run `send` (a request to a daemon) in a daemon thread: ``box["thread"]`` is the thread,
     ``box["response"]`` what `send` returned, absent if the daemon died under the request."""

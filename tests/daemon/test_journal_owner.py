@@ -11,7 +11,6 @@ use exits 2 with one line and has recovered nothing. ``toolbridge db status`` na
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sqlite3
 import subprocess
@@ -24,6 +23,7 @@ from bridge.emulator import Emulator
 from tests.daemon.conftest import (
     DaemonProcess,
     daemon_env,
+    db_status,
     executions,
     in_background,
     start_daemon,
@@ -149,24 +149,13 @@ def _files(db: Path) -> tuple[bytes, ...]:
     return db.read_bytes(), wal.read_bytes() if wal.exists() else b""
 
 
-def _db_status(db: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bridge", "db", "status", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1"},
-        check=False,
-    )
-
-
 def test_db_status_names_the_daemon_that_holds_the_journal(
     emulator: Emulator, tools_dir: Path, tmp_path: Path
 ) -> None:
     db = tmp_path / "journal.db"
     daemon = start_daemon(emulator, tools_dir, db)
     try:
-        held = _db_status(db)
+        held = db_status(db)
         upgrade = subprocess.run(
             [sys.executable, "-m", "bridge", "db", "upgrade", "--db", str(db)],
             capture_output=True,
@@ -185,7 +174,7 @@ def test_db_status_names_the_daemon_that_holds_the_journal(
         f"error: journal {db} is in use by toolbridge serve (pid {daemon.proc.pid}, "
         f"{daemon.url}); stop it first, then upgrade (a daemon upgrades its journal at start)"
     ]
-    free = _db_status(db)
+    free = db_status(db)
     assert free.returncode == 0, free.stderr
     assert "held by: nobody" in free.stdout
     assert not Path(f"{db}.lock").exists(), "a clean stop removes the lock file"
@@ -202,7 +191,7 @@ def test_a_daemon_killed_with_kill_9_leaves_a_lock_file_that_blocks_nobody(
         first.stop()
     lock = Path(f"{db}.lock")
     assert f'"pid": {first.proc.pid}' in lock.read_text(encoding="utf-8")
-    assert "held by: nobody" in _db_status(db).stdout
+    assert "held by: nobody" in db_status(db).stdout
     again = start_daemon(emulator, tools_dir, db)
     try:
         assert f'"pid": {again.proc.pid}' in lock.read_text(encoding="utf-8")

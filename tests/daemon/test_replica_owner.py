@@ -11,11 +11,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,6 +24,7 @@ from bridge.journal.postgres import safe_dsn
 from tests.daemon.conftest import (
     DaemonProcess,
     daemon_env,
+    db_status,
     executions,
     in_background,
     stopped,
@@ -173,17 +171,6 @@ def test_a_replica_frozen_past_its_lease_gives_its_id_up(
             assert pid == new.proc.pid
 
 
-def _db_status(dsn: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bridge", "db", "status", "--db", dsn],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1"},
-        check=False,
-    )
-
-
 def test_db_status_lists_the_live_replicas(
     emulator: Emulator, tools_dir: Path, dsn: str, postgres: PostgresServer
 ) -> None:
@@ -191,9 +178,9 @@ def test_db_status_lists_the_live_replicas(
     b = _replica(emulator, tools_dir, dsn, "replica-b")
     host = socket.gethostname()
     with stopped(a, b):
-        both = _db_status(dsn)
+        both = db_status(dsn)
         b.kill9()
-        one = _db_status(dsn)
+        one = db_status(dsn)
     assert both.returncode == 0, both.stderr
     assert "live replicas: 2" in both.stdout
     assert f"  replica-a: live, toolbridge serve (pid {a.proc.pid}, on {host}, {a.url})" in (
@@ -205,5 +192,5 @@ def test_db_status_lists_the_live_replicas(
     assert "live replicas: 1" in one.stdout
     assert "  replica-b: stale, " in one.stdout and "its process is gone" in one.stdout
     assert postgres.password not in both.stdout + both.stderr
-    after = _db_status(dsn)
+    after = db_status(dsn)
     assert "replica-a" not in after.stdout, "a clean stop gives the id back"
