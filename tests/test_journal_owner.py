@@ -217,3 +217,18 @@ def test_no_daemon_starts_on_a_file_library_journals_have_open(
         assert lock.held, "closed library journals hold nothing"
         journal = SQLiteJournal(db)  # this process's own daemon opening its journal
         journal.close()
+
+
+def test_a_journal_reached_through_a_symlink_is_the_same_journal(
+    db: Path, held: Holder, tmp_path: Path
+) -> None:
+    """SQLite opens what a symlink names, so the lock must too: a second daemon given a link to
+    the file (or to its folder) is refused, and `db status` through the link names the holder."""
+    (tmp_path / "link.db").symlink_to(db)
+    (tmp_path / "folder-link").symlink_to(db.parent, target_is_directory=True)
+    for spelling in (tmp_path / "link.db", tmp_path / "folder-link" / db.name):
+        with pytest.raises(JournalInUseError) as refused:
+            JournalLock.acquire(str(spelling))
+        assert f"pid {held.pid}" in str(refused.value)
+        owner = holder(spelling)
+        assert owner is not None and owner.pid == held.pid

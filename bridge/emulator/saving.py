@@ -67,14 +67,14 @@ class StateFile:
         """Take the saved state back (True), or start empty (False) when there is no file or it
         cannot be used (logged with the reason)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return False
         except OSError as exc:
             logger.warning("emulator state %s unreadable (%s); starting empty", self.path, exc)
             return False
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))  # not UTF-8: a ValueError, left aside
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError(f"not an emulator state file of format {FORMAT}")
             context = self._context()

@@ -120,8 +120,13 @@ class ReplicaInUseError(UsageError):
 
 
 def lock_path(db: str | Path) -> Path:
-    """The lock file of a SQLite journal: ``journal.db`` -> ``journal.db.lock``."""
-    return Path(f"{db}{SUFFIX}")
+    """The lock file of a SQLite journal: ``journal.db`` -> ``journal.db.lock``.
+
+    Beside the file the path names once symlinks are followed, as SQLite opens it: a link to
+    a journal is the same journal, with the same lock. (A hard link cannot be told from its
+    path; SQLite's WAL does not support one either.)
+    """
+    return Path(f"{os.path.realpath(db)}{SUFFIX}")
 
 
 def _key(path: Path) -> str:

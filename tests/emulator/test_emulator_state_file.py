@@ -122,11 +122,11 @@ def test_the_state_file_is_written_atomically_with_secrets_masked(tmp_path: Path
 
 @pytest.mark.parametrize(
     "content",
-    ["{not json", json.dumps({"format": 99}), "<scenario changed>"],
-    ids=["corrupt", "other-format", "rules-moved"],
+    ["{not json", b"\x00\xff{{{", json.dumps({"format": 99}), "<scenario changed>"],
+    ids=["corrupt", "not-utf-8", "other-format", "rules-moved"],
 )
 def test_a_state_file_that_cannot_be_used_is_left_aside(
-    content: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    content: str | bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     state_file = tmp_path / "state.json"
     if content == "<scenario changed>":
@@ -139,7 +139,10 @@ def test_a_state_file_that_cannot_be_used_is_left_aside(
                 adapter.close()
         scenario: dict[str, Any] = {"rules": []}
     else:
-        state_file.write_text(content, encoding="utf-8")
+        if isinstance(content, bytes):
+            state_file.write_bytes(content)
+        else:
+            state_file.write_text(content, encoding="utf-8")
         scenario = SCENARIO
     with (
         caplog.at_level(logging.WARNING, logger="bridge.emulator.saving"),

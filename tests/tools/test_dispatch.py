@@ -367,6 +367,29 @@ def test_long_outputs_are_cut_with_a_marker_that_says_how_much(toolbox: Toolbox)
     assert output[kept:] == f"\n[... output truncated: {1000 - kept} of 1000 characters cut ...]"
 
 
+def test_a_cut_never_keeps_the_start_of_a_secret(
+    toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long output cut where a registered secret begins keeps none of it: what is kept goes
+    on to the journal and the daemon's clients, where masking needs the whole secret."""
+    from bridge import errors
+
+    secret = "long-secret-" + "0123456789abcdef" * 8
+    monkeypatch.setattr(errors, "_extra_secrets", {secret})
+
+    def padded(n: int) -> str:
+        """Padding, then the secret (a file a read tool returns)."""
+        return "A" * n + secret
+
+    toolbox.add(padded)
+    with Dispatcher(toolbox, max_output_chars=200) as dispatcher:
+        outputs = [run_one(dispatcher, "padded", {"n": n}).output for n in range(61, 200)]
+    for output in outputs:
+        assert len(output) <= 200
+        kept = output.index("\n[")
+        assert set(output[:kept]) == {"A"}, output[:kept]
+
+
 def test_no_output_limit(toolbox: Toolbox) -> None:
     def big() -> str:
         """Big."""
