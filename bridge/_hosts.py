@@ -207,6 +207,14 @@ class HostGate:
                 "bad_host",
                 "the request has more than one Host header; send exactly one",
             )
+        if getlist is not None and len(getlist("origin")) > 1:
+            # A browser sends one; with two, the gate would judge one and another reader
+            # (a proxy, the app) might act on the other.
+            return Refusal(
+                400,
+                "bad_origin",
+                "the request has more than one Origin header; send at most one",
+            )
         raw_host = headers.get("host")
         host = parse_host(raw_host) if raw_host is not None else None
         if raw_host is not None and (host is None or not self.host_allowed(*host)):

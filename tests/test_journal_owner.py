@@ -232,3 +232,21 @@ def test_a_journal_reached_through_a_symlink_is_the_same_journal(
         assert f"pid {held.pid}" in str(refused.value)
         owner = holder(spelling)
         assert owner is not None and owner.pid == held.pid
+
+
+def test_a_journal_with_a_second_name_is_refused(db: Path, tmp_path: Path) -> None:
+    """A hard link is the same file under another name: its lock would sit beside the other
+    name (a second daemon would get in) and SQLite would keep a second write-ahead log for the
+    one database, so a journal with more than one name is refused under every name."""
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"")
+    (tmp_path / "other.db").hardlink_to(db)
+    for name in (db, tmp_path / "other.db"):
+        with pytest.raises(UsageError) as refused:
+            JournalLock.acquire(str(name))
+        message = str(refused.value)
+        assert message.startswith(f"journal {name} has 2 names (hard links)"), message
+        assert "remove the other links" in message and "\n" not in message
+        assert not lock_path(name).exists()
+    (tmp_path / "other.db").unlink()
+    JournalLock.acquire(str(db)).release()

@@ -8,6 +8,7 @@ server the daemon talks to (`--platform openai`).
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -297,7 +298,9 @@ def _emulator_state_file(db: str) -> Path | None:
 
     if db == ":memory:" or db.startswith("file:") or is_postgres_url(db):
         return None
-    return Path(f"{db}.emulator.json")
+    # Beside the file the path names (as the journal's lock is): another spelling of the same
+    # journal, a symlink included, finds the same state.
+    return Path(f"{os.path.realpath(db)}.emulator.json")
 
 
 def _check_platform_settings(settings: DaemonSettings) -> None:

@@ -133,6 +133,22 @@ def _key(path: Path) -> str:
     return os.path.realpath(path)
 
 
+def _refuse_hard_links(db: str | Path) -> None:
+    """Refuse a journal file with more than one name: the lock is found by name (beside the
+    file), so a hard link would be a second journal with a lock of its own, and SQLite keeps a
+    write-ahead log per name, so two daemons would corrupt the one database."""
+    try:
+        links = os.stat(db).st_nlink
+    except OSError:
+        return  # not there yet (a fresh journal) or unreadable: opening it says why
+    if links > 1:
+        raise UsageError(
+            f"journal {db} has {links} names (hard links); a journal file must have one "
+            "name, or a second daemon could open it under another: remove the other links "
+            f"(find -samefile {db} lists them) and start again"
+        )
+
+
 _HELD: dict[str, JournalLock] = {}
 """The locks this process holds, by the lock file's real path (a process never refuses
 itself)."""
@@ -167,6 +183,7 @@ class JournalLock:
 
         Creates the journal's folder if missing (the journal file itself is not touched).
         """
+        _refuse_hard_links(db)
         path = lock_path(db)
         held = _HELD.get(_key(path))
         if held is not None:

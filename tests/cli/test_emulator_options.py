@@ -135,3 +135,17 @@ def test_doctor_shows_the_emulators_hint_as_written_and_masks_real_tokens() -> N
     assert redact("Authorization: Bearer sk-live-0123456789") == "Authorization: Bearer [secure]"
     assert redact("Bearer <x>sk-live-0123456789") == "Bearer [secure]"
     assert redact("Bearer <token>") == "Bearer <token>"
+
+
+def test_the_emulator_state_sits_beside_the_file_the_journal_path_names(tmp_path: Path) -> None:
+    """Another spelling of the same journal (a symlink, a relative path) finds the same state,
+    as it finds the same lock."""
+    from bridge.cli.serve_cmd import _emulator_state_file
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "journal.db").write_bytes(b"")
+    (tmp_path / "link.db").symlink_to(tmp_path / "data" / "journal.db")
+    expected = tmp_path.resolve() / "data" / "journal.db.emulator.json"
+    assert _emulator_state_file(str(tmp_path / "link.db")) == expected
+    assert _emulator_state_file(str(tmp_path / "data" / ".." / "data" / "journal.db")) == expected
+    assert _emulator_state_file(":memory:") is None

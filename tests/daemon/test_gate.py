@@ -193,6 +193,16 @@ def test_dns_rebinding_and_cross_origin_without_an_api_key(
         )
         assert status == 400 and b'"bad_host"' in raw
 
+        # Two Origin headers, the daemon's own first: only one of them would be judged.
+        own = daemon.url.removeprefix("http://").encode()
+        status, raw = _raw(
+            daemon.url,
+            b"POST /v1/conversations HTTP/1.1\r\nHost: " + own
+            + b"\r\nOrigin: http://" + own + b"\r\nOrigin: http://evil.example\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        )  # fmt: skip
+        assert status == 400 and b'"bad_origin"' in raw
+
         foreign = daemon.request(
             "POST", path, data=body,
             headers={"Origin": "http://evil.example", "Content-Type": "application/json"},
