@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -77,8 +78,11 @@ def text_problem(text: str) -> str | None:
 
 
 def _untext(value: Any, where: str) -> str | None:
-    """The first string in a JSON value (keys included) that `text_problem` refuses, named by
-    its path: ``arguments.items[2].name holds a lone surrogate ...``."""
+    """The first value in a JSON value that cannot be journaled and answered as it is, named
+    by its path: a string (keys included) that `text_problem` refuses (``arguments.items[2].name
+    holds a lone surrogate ...``), or ``NaN``/``Infinity`` (Python's JSON reader takes them;
+    JSON has no such numbers, so the journal and the answer would show ``null`` while the tool
+    got the number)."""
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, path = stack.pop()
@@ -86,6 +90,11 @@ def _untext(value: Any, where: str) -> str | None:
             problem = text_problem(item)
             if problem is not None:
                 return f"{path} {problem}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return (
+                f"{path} is {item!r}, which JSON has no number for; expected a finite number "
+                "(or a string, if the tool takes one)"
+            )
         elif isinstance(item, dict):
             for key, inner in reversed(item.items()):
                 name = str(key)

@@ -146,6 +146,15 @@ def test_a_string_that_is_not_text_is_refused_before_the_tool_runs(
     refused = post_raw(served, "/v1/tools/note/call", key)
     assert refused.status_code == 422 and "a key of arguments" in refused.text, refused.text
     assert effects(tmp_path) == [], "a tool acted on a request that was then refused"
+    # NaN and Infinity: Python's JSON reader takes them, JSON has no such numbers.
+    for body, shown in (
+        (b'{"arguments": {"text": NaN}}', "nan"),
+        (b'{"arguments": {"text": [1e999]}}', "inf"),
+    ):
+        refused = post_raw(served, "/v1/tools/note/call", body)
+        assert refused.status_code == 422, refused.text
+        assert f"is {shown}, which JSON has no number for" in refused.text, refused.text
+    assert effects(tmp_path) == [], "a tool acted on a request that was then refused"
     assert served.request("GET", "/v1/tools/calls").json() == {"items": [], "total": 0}
     assert "Traceback" not in served.log
 
