@@ -49,8 +49,8 @@ False, ``[]``, ``{}``), or, for a string, celsius for a temperature unit, the fi
 description names (``e.g. "Paris"``, ``例如：河北省``), else ``"unknown"``: a parameter is
 never filled with the whole query.
 
-Identifiers keep their shape: ``billing-api``, ``build_42`` and ``api.example.com`` are one
-value each, as written. A person named after a value (``order a monitor for carol``) is not
+Identifiers keep their shape: ``billing-api``, ``build_42``, ``api.example.com`` and
+``ops@example.com`` are one value each, as written. A person named after a value (``order a monitor for carol``) is not
 part of it: one word after "for", "to", "by", "named" or "called" goes to a parameter about
 people (customer, recipient) when the tool has a free one, else it is dropped (kept after
 "to": ``flights to tokyo``).
@@ -565,9 +565,10 @@ def _array_items(param: Param, items: list[str] | None, rest: str, numbers: list
 
 
 _COMPOUND_OR_TOKEN = re.compile(
-    r"(?P<compound>(?<![\w.-])[^\W_\d][^\W_]*(?:[-_.][^\W_]+)+(?![\w-]))|" + TOKEN.pattern
+    r"(?P<compound>(?<![\w.@-])[^\W_\d][^\W_]*(?:[-_.@][^\W_]+)+(?![\w-]))|" + TOKEN.pattern
 )
-"""A word joined to others by hyphens, underscores or dots (an identifier), else a `TOKEN`."""
+"""A word joined to others by hyphens, underscores, dots or ``@`` (an identifier, an e-mail
+address), else a `TOKEN`."""
 
 
 def _remainder(text: str, vocab_words: set[str], vocab_grams: set[str]) -> list[tuple[int, int]]:

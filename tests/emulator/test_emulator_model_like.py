@@ -138,6 +138,7 @@ def test_identifiers_with_hyphens_keep_their_shape() -> None:
     assert fill_arguments("status of billing-api", STATUS) == {"service": "billing-api"}
     assert fill_arguments("status of the billing_api service", STATUS) == {"service": "billing_api"}
     assert fill_arguments("status of api.example.com", STATUS) == {"service": "api.example.com"}
+    assert fill_arguments("status of ops@example.com", STATUS) == {"service": "ops@example.com"}
 
 
 _PART = st.text(string.ascii_lowercase, min_size=2, max_size=8).filter(
