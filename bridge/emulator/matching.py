@@ -50,10 +50,10 @@ description names (``e.g. "Paris"``, ``例如：河北省``), else ``"unknown"``
 never filled with the whole query.
 
 Identifiers keep their shape: ``billing-api``, ``build_42``, ``api.example.com`` and
-``ops@example.com`` are one value each, as written. A person named after a value (``order a monitor for carol``) is not
-part of it: one word after "for", "to", "by", "named" or "called" goes to a parameter about
-people (customer, recipient) when the tool has a free one, else it is dropped (kept after
-"to": ``flights to tokyo``).
+``ops@example.com`` are one value each, as written. A person named after a value (``order a
+monitor for carol``) is not part of it: one word after "for", "to", "by", "named" or "called"
+goes to a parameter about people (customer, recipient) when the tool has a free one, else it is
+dropped (kept after "to": ``flights to tokyo``).
 """
 
 from __future__ import annotations
