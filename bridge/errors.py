@@ -65,6 +65,7 @@ __all__ = [
     "StreamLimitError",
     "StreamTimeoutError",
     "UsageError",
+    "cut_outside_secrets",
     "held_back",
     "redact",
     "redact_data",
@@ -148,6 +149,23 @@ def held_back(text: str) -> int:
                 longest = size
                 break
     return longest
+
+
+def cut_outside_secrets(text: str, at: int) -> int:
+    """The last position at or before `at` where `text` may be cut without cutting a
+    registered secret in two (a part of a secret cannot be masked: masking needs the whole).
+
+    For a text known in full (an output cut to a limit); a stream whose next piece is not known
+    yet keeps back what `held_back` says instead.
+    """
+    moved = True
+    while moved:
+        moved = False
+        for secret in _extra_secrets:
+            start = text.find(secret, max(0, at - len(secret) + 1))
+            if start != -1 and start < at:  # the occurrence spans the cut: cut before it
+                at, moved = start, True
+    return at
 
 
 def valid_text(text: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from bridge.errors import held_back
+from bridge.errors import cut_outside_secrets
 from bridge.tools.problems import load_json_arguments
 from bridge.tools.spec import ToolSpec
 
@@ -61,8 +61,8 @@ def truncate(text: str, limit: int | None) -> str:
         return text
     total = len(text)
     keep = limit - len(_marker(total, total))  # the widest marker this text can need
-    # Never keep the start of a registered secret: masking later needs the whole of it.
-    keep -= held_back(text[:keep])
+    # Never keep part of a registered secret: masking later needs the whole of it.
+    keep = cut_outside_secrets(text, keep)
     return text[:keep] + _marker(total - keep, total)
 
 

@@ -390,6 +390,26 @@ def test_a_cut_never_keeps_the_start_of_a_secret(
         assert set(output[:kept]) == {"A"}, output[:kept]
 
 
+def test_a_cut_keeps_no_part_of_a_secret_that_another_one_overlaps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole secret just before the cut whose last characters begin another registered
+    secret is kept whole, and one the cut falls inside is dropped whole."""
+    from bridge import errors
+    from bridge.tools.output import truncate
+
+    first = "first-secret-" + "0123456789" * 3 + "zq"
+    second = "zq" + "abcdefghij" * 3
+    monkeypatch.setattr(errors, "_extra_secrets", {first, second})
+    for pad in range(0, 120):
+        text = "A" * pad + first + "B" * 300
+        out = truncate(text, 150)
+        kept = out[: out.index("\n[")]
+        assert first in kept or first[:1] not in kept[pad:], (pad, kept)
+        assert errors.redact(kept).count("[secure]") == kept.count(first)
+        assert first[:8] not in errors.redact(kept), (pad, kept)
+
+
 def test_no_output_limit(toolbox: Toolbox) -> None:
     def big() -> str:
         """Big."""
