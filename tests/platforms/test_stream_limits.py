@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from endless_fakes import CAP, PING_CAP, WIRES, EndlessServer
+from endless_fakes import CAP, PING_CAP, TRICKLE_CAP, WIRES, EndlessServer
 
 from bridge import Bridge, MemoryJournal, Toolbox
 from bridge.errors import StreamLimitError, StreamTimeoutError
@@ -94,6 +94,18 @@ def test_keepalives_do_not_extend_the_runs_total_time(
 ) -> None:
     monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
     message = str(_stopped(name, "keepalive", StreamTimeoutError, PING_CAP))
+    assert "total time limit of 1 s (run_timeout)" in message
+    assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
+
+
+@pytest.mark.parametrize("mode", ["slowheaders", "slowbody"])
+def test_a_trickling_answer_does_not_extend_the_runs_total_time(
+    name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Response headers, or a body that is not an event stream, a byte at a time: each byte
+    # restarts the idle timeout, so only the total limit (counted from the request) stops it.
+    monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
+    message = str(_stopped(name, mode, StreamTimeoutError, TRICKLE_CAP))
     assert "total time limit of 1 s (run_timeout)" in message
     assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
 
