@@ -208,7 +208,8 @@ class EndlessServer:
 
     `mode` is ``keepalive`` (only ``: ping`` comments), ``text``, ``arguments`` or ``calls``;
     ``slowheaders`` trickles the response headers of the stream request a byte at a time,
-    ``slowbody`` a body that is not an event stream (both capped at `TRICKLE_CAP` bytes);
+    ``slowbody`` a body that is not an event stream, ``slowjson`` the headers of the JSON
+    answers (creating a conversation...); all capped at `TRICKLE_CAP` bytes;
     `sent` counts the frames the last stream sent before the client hung up or the cap.
     """
 
@@ -270,6 +271,9 @@ class EndlessServer:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?", 1)[0]
                 server.paths.append(path)
+                if server.mode == "slowjson" and path in _JSON_ANSWERS:
+                    self._trickle(headers=True)
+                    return
                 if path in _JSON_ANSWERS:
                     body = json.dumps(_JSON_ANSWERS[path]).encode()
                     self.send_response(200)
@@ -282,7 +286,7 @@ class EndlessServer:
                     self.send_error(404)
                     return
                 if server.mode in ("slowheaders", "slowbody"):
-                    self._trickle()
+                    self._trickle(headers=server.mode == "slowheaders")
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -297,8 +301,8 @@ class EndlessServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client stopped reading: what the bounds are for
 
-            def _trickle(self) -> None:
-                if server.mode == "slowheaders":
+            def _trickle(self, *, headers: bool) -> None:
+                if headers:
                     self.wfile.write(b"HTTP/1.1 200 OK\r\nX-A: ")
                 else:
                     self.send_response(200)

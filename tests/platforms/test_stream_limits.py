@@ -110,6 +110,25 @@ def test_a_trickling_answer_does_not_extend_the_runs_total_time(
     assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
 
 
+def test_a_trickling_conversation_request_of_coze_stops_at_the_runs_total_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Coze's JSON requests of a run (conversation/create here) are bounded by run_timeout too.
+    monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
+    with EndlessServer("coze", "slowjson").running() as server:
+        platform = _open("coze", server.url)
+        try:
+            with pytest.raises(StreamTimeoutError) as caught:
+                platform.create_conversation()
+        finally:
+            platform.close()
+        assert server.sent < TRICKLE_CAP
+    message = str(caught.value)
+    assert "/v1/conversation/create exceeded the run's total time limit of 1 s (run_timeout)" in (
+        message
+    )
+
+
 def test_endless_text_stops_at_the_answer_bound(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLBRIDGE_MAX_ANSWER_CHARS", str(LIMIT))
     error = _stopped(name, "text", StreamLimitError)
