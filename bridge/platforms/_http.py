@@ -15,14 +15,20 @@ import requests.utils
 from requests.adapters import HTTPAdapter
 from requests.cookies import extract_cookies_to_jar
 from requests.utils import select_proxy
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from bridge.platforms._direct import Pools, send_direct
 from bridge.platforms._headers import merge_headers
+from bridge.platforms._watchdog import Guard, current
 
 __all__ = [
+    "GuardedHTTPConnection",
+    "GuardedHTTPSConnection",
     "PlatformSession",
     "causes",
     "connect_failure",
+    "guard_pools",
     "new_session",
     "origin",
 ]
@@ -60,6 +66,9 @@ class PlatformSession(requests.Session):
             adapter = HTTPAdapter(pool_connections=4, pool_maxsize=connections)
             self.mount("http://", adapter)
             self.mount("https://", adapter)
+        for mounted in self.adapters.values():
+            if isinstance(mounted, HTTPAdapter):
+                guard_pools(mounted)  # a run's total time limit can cut its connection
         self._environment: dict[str, dict[str, str]] = {}
         self._pools: Pools = {}
         self._checked_headers: set[tuple[str, str]] = set()
@@ -168,6 +177,64 @@ class PlatformSession(requests.Session):
             cookies=self.cookies if len(self.cookies) else None,
         )
         return prepared
+
+
+class _Guarded:
+    """What the guarded connections add: attach their socket to the sending thread's guard."""
+
+    sock: Any
+    _bridge_guard: Guard | None = None
+
+    def _attach(self) -> None:
+        guard = current()
+        old = self._bridge_guard
+        if old is not None and old is not guard:
+            old.detach(self.sock)
+        self._bridge_guard = guard
+        if guard is not None:
+            guard.attach(self.sock)
+
+
+class GuardedHTTPConnection(_Guarded, HTTPConnection):
+    """urllib3's connection, its socket watched by the sending thread's `Guard`."""
+
+    def connect(self) -> None:
+        super().connect()
+        self._attach()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:  # reused: connect() is not called again
+            self._attach()
+        super().request(*args, **kwargs)
+
+
+class GuardedHTTPSConnection(_Guarded, HTTPSConnection):
+    """urllib3's TLS connection, its socket watched by the sending thread's `Guard`."""
+
+    def connect(self) -> None:
+        super().connect()
+        self._attach()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:
+            self._attach()
+        super().request(*args, **kwargs)
+
+
+class _GuardedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = GuardedHTTPConnection
+
+
+class _GuardedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = GuardedHTTPSConnection
+
+
+def guard_pools(adapter: HTTPAdapter) -> None:
+    """Make the pools `adapter` creates (without a proxy) use the guarded connections."""
+    adapter.poolmanager.pool_classes_by_scheme = {
+        "http": _GuardedHTTPPool,
+        "https": _GuardedHTTPSPool,
+    }
 
 
 def new_session(base_url: str = "", *, connections: int = DEFAULT_CONNECTIONS) -> PlatformSession:

@@ -5,11 +5,15 @@ bounds, a broken or hostile server could hold a run forever with keep-alive comm
 resets the idle timeout) or fill memory with endless text deltas or tool-call argument
 fragments. Every adapter reads its streams through a `RunBudget`:
 
-- `RunBudget.chunks` reads the stream's bytes as they arrive (`_transport.stream_chunks`:
-  bounded pieces, never a whole body first) and checks the total time at every chunk that
-  arrives (keep-alives included): a run that streams for longer than `run_timeout` seconds
-  raises `StreamTimeoutError`. A server that sends nothing at all is stopped sooner by the
-  idle timeout, so the limit is overshot by at most one idle timeout.
+- `run_timeout` is the total time of one answer request, from sending it (connect, headers,
+  body) to the end of its answer. The adapter makes the budget before it sends the request
+  and sends it inside `RunBudget.sending` (`Transport.request(budget=...)`): the connection's
+  socket is then watched by `_watchdog`, which shuts it down once the time is up, whatever
+  the server trickles (headers or body a byte at a time). `RunBudget.chunks` reads the
+  stream's bytes as they arrive (`_transport.stream_chunks`: bounded pieces, never a whole
+  body first) and checks the total time at every chunk (keep-alives included); `RunBudget.body`
+  reads a whole answer. Past the limit, or once the watchdog cut the connection, they raise
+  `StreamTimeoutError` (the connection is closed with the response, never reused).
 - `RunBudget.text` counts the answer text (reasoning included) a stream carried,
   `RunBudget.arguments` the characters of tool-call arguments (all calls of the stream
   together) and `RunBudget.tool_call` the calls; past a bound, `StreamLimitError`.
@@ -22,6 +26,7 @@ platform settings (`LIMITS`, listed in every registry entry), so they have a fla
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bridge.errors import ConfigurationError, StreamLimitError, StreamTimeoutError
+from bridge.platforms._watchdog import Guard, sending
 
 if TYPE_CHECKING:  # the registry imports this module: `toolbridge --help` must stay light
     import requests
@@ -214,7 +220,8 @@ class StreamLimits:
         request_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> RunBudget:
-        """A fresh budget for one answer stream, its clock started now.
+        """A fresh budget for one answer request, its clock started now: make it before the
+        request is sent, and `close` it once the answer was read.
 
         Args:
             where: Named first in errors ("the stream from http://…/responses").
@@ -246,12 +253,26 @@ class RunBudget:
         self.request_id = request_id
         self._clock = clock
         self._deadline = clock() + limits.run_timeout
+        self._guard = Guard(time.monotonic() + limits.run_timeout)
         self.answer_chars = 0
         """Characters of answer text counted so far."""
         self.arguments_chars = 0
         """Characters of tool-call arguments counted so far."""
         self.tool_calls = 0
         """Tool calls counted so far."""
+
+    def sending(self) -> contextlib.AbstractContextManager[None]:
+        """The block that sends the request: its connection is cut once the time is up."""
+        return sending(self._guard)
+
+    @property
+    def expired(self) -> bool:
+        """True once the request has lasted longer than `run_timeout`."""
+        return self._guard.fired or self._clock() > self._deadline
+
+    def close(self) -> None:
+        """The answer was read (or abandoned): stop watching its connection."""
+        self._guard.close()
 
     def chunks(self, response: requests.Response) -> Iterator[bytes]:
         """The body of a streamed `response` as it arrives (`stream_chunks`), timed.
@@ -263,27 +284,59 @@ class RunBudget:
 
         return self.timed(stream_chunks(response))
 
+    def body(self, response: requests.Response) -> bytes:
+        """The whole body of `response` (`read_body`), within the total time.
+
+        Raises:
+            StreamTimeoutError: the request has lasted longer than `run_timeout`.
+        """
+        from bridge.platforms._transport import read_body
+
+        try:
+            content = read_body(response)
+        except Exception as exc:
+            if self._guard.fired:
+                raise self.timeout_error() from exc
+            raise
+        self._check_cut()
+        return content
+
     def timed(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """`chunks` unchanged, the total time checked as each one arrives.
 
         Raises:
             StreamTimeoutError: the stream has lasted longer than `run_timeout`.
         """
-        for chunk in chunks:
-            self.check_time()
-            yield chunk
+        try:
+            for chunk in chunks:
+                self.check_time()
+                yield chunk
+        except Exception as exc:
+            if self._guard.fired and not isinstance(exc, StreamTimeoutError):
+                raise self.timeout_error() from exc
+            raise
+        self._check_cut()
 
     def check_time(self) -> None:
         """Raise `StreamTimeoutError` once the stream has lasted longer than `run_timeout`."""
-        if self._clock() > self._deadline:
-            limit = RUN_TIMEOUT_LIMIT
-            raise StreamTimeoutError(
-                f"{self.where} exceeded the run's total time limit of "
-                f"{self.limits.run_timeout:g} s ({limit.option}) after "
-                f"{len(self.received)} event(s); {limit.how_to_raise}",
-                received=self.received,
-                request_id=self.request_id,
-            )
+        if self._guard.fired or self._clock() > self._deadline:
+            raise self.timeout_error()
+
+    def _check_cut(self) -> None:
+        # A body that ends with the connection ends "cleanly" when the watchdog cut it.
+        if self._guard.fired:
+            raise self.timeout_error()
+
+    def timeout_error(self) -> StreamTimeoutError:
+        """The error of a request past `run_timeout`."""
+        limit = RUN_TIMEOUT_LIMIT
+        return StreamTimeoutError(
+            f"{self.where} exceeded the run's total time limit of "
+            f"{self.limits.run_timeout:g} s ({limit.option}) after "
+            f"{len(self.received)} event(s); {limit.how_to_raise}",
+            received=self.received,
+            request_id=self.request_id,
+        )
 
     def text(self, piece: str) -> None:
         """Count answer text (reasoning included).

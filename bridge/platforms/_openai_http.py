@@ -24,6 +24,7 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
+from bridge.platforms._limits import RunBudget
 from bridge.platforms._openai_wire import error_details
 from bridge.platforms._transport import ErrorAnswer, Transport
 from bridge.platforms.retry import RetryPolicy
@@ -148,15 +149,19 @@ class ChatTransport:
         """Close the session if this transport created it."""
         self.transport.close()
 
-    def post(self, body: dict[str, Any], *, stream: bool) -> requests.Response:
+    def post(
+        self, body: dict[str, Any], *, stream: bool, budget: RunBudget | None = None
+    ) -> requests.Response:
         """POST `body` as JSON; return a 2xx response whose body is still unread.
+
+        `budget` bounds the request's total time, from here to the end of its answer.
 
         Raises:
             PlatformError: The matching subclass once retries are exhausted or not allowed.
         """
         accept = "text/event-stream" if stream else "application/json"
         return self.transport.request(
-            "POST", self.url, json=body, headers={"Accept": accept}, stream=True
+            "POST", self.url, json=body, headers={"Accept": accept}, stream=True, budget=budget
         )
 
     def get(self, url: str) -> requests.Response:

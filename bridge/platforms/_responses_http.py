@@ -17,12 +17,11 @@ from typing import Any
 import requests
 
 from bridge.errors import InBandError, ProtocolError, StreamInterruptedError
-from bridge.platforms._limits import StreamLimits
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai_http import openai_transport
 from bridge.platforms._openai_wire import decode_object, error_details, trim
 from bridge.platforms._responses_wire import ResponseTurn, StreamAssembler, turn_from_body
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms._transport import read_body
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event
 
@@ -87,8 +86,17 @@ class ResponsesClient:
         models = body.get("data") if isinstance(body, dict) else None
         return [str(m.get("id")) for m in models or [] if isinstance(m, dict)]
 
-    def send(self, body: dict[str, Any], *, stream: bool) -> tuple[requests.Response, str | None]:
+    def budget(self) -> RunBudget:
+        """The budget of one answer request, its clock started now (before `send`)."""
+        return self.limits.budget(f"the stream from {self.url}", received=[])
+
+    def send(
+        self, body: dict[str, Any], *, stream: bool, budget: RunBudget | None = None
+    ) -> tuple[requests.Response, str | None]:
         """POST one request now; return the accepted answer (body unread) and its request id.
+
+        `budget` (from `budget()`, then given to `read`) bounds the request's total time from
+        here to the end of its answer.
 
         Raises:
             PlatformError: HTTP errors, after the retries the policy allows (a refusal is
@@ -104,12 +112,17 @@ class ResponsesClient:
             body.get("previous_response_id"),
         )
         response = self._http.request(
-            "POST", self.url, json=body, stream=stream, operation="response"
+            "POST", self.url, json=body, stream=stream, operation="response", budget=budget
         )
         return response, self._http.request_id(response)
 
     def read(
-        self, response: requests.Response, request_id: str | None, *, stream: bool
+        self,
+        response: requests.Response,
+        request_id: str | None,
+        *,
+        stream: bool,
+        budget: RunBudget | None = None,
     ) -> Generator[Event, None, ResponseTurn]:
         """Read an answer `send` returned; yield its text deltas as they arrive, return the turn.
 
@@ -117,22 +130,22 @@ class ResponsesClient:
             PlatformError: a stream that breaks off or is out of sequence, an answer that is
                 not a response.
         """
+        budget = budget if budget is not None else self.budget()
+        budget.request_id = request_id
         try:
             if stream and "json" not in response.headers.get("content-type", ""):
-                turn = yield from self._read_stream(response, request_id)
+                turn = yield from self._read_stream(response, request_id, budget)
             else:
-                turn = self._read_body(response, request_id)
+                turn = self._read_body(response, request_id, budget)
         finally:
             response.close()
+            budget.close()
         return turn
 
     def _read_stream(
-        self, response: requests.Response, request_id: str | None
+        self, response: requests.Response, request_id: str | None, budget: RunBudget
     ) -> Generator[Event, None, ResponseTurn]:
-        received: list[Event] = []
-        budget = self.limits.budget(
-            f"the stream from {self.url}", received=received, request_id=request_id
-        )
+        received: list[Event] = budget.received
         assembler = StreamAssembler(self.url, budget)
         with self._http.errors(self.url, streaming=True, received=received, request_id=request_id):
             for data in iter_sse_data(budget.chunks(response)):
@@ -161,9 +174,11 @@ class ResponsesClient:
             )
         return assembler.turn
 
-    def _read_body(self, response: requests.Response, request_id: str | None) -> ResponseTurn:
+    def _read_body(
+        self, response: requests.Response, request_id: str | None, budget: RunBudget
+    ) -> ResponseTurn:
         with self._http.errors(self.url, request_id=request_id):
-            content = read_body(response)
+            content = budget.body(response)
         payload = decode_object(content, request_id, what="the response body")
         if payload.get("object") != "response" and "output" not in payload:
             error = error_details(payload)

@@ -54,6 +54,7 @@ from bridge.platforms._http import (
     new_session,
     origin,
 )
+from bridge.platforms._limits import RunBudget
 from bridge.platforms._sse import TooLargeError
 from bridge.platforms.retry import ExcKind, RetryPolicy
 
@@ -336,6 +337,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         stream: bool,
         operation: str | None = None,
+        budget: RunBudget | None = None,
     ) -> requests.Response:
         """Send a request, retrying while that is safe; return a 2xx response.
 
@@ -353,9 +355,13 @@ class Transport:
                 streaming=True, ...)`; False reads the whole body before returning (a failure
                 while reading it is mapped as a dropped or idle answer).
             operation: Named in messages after the label ("run").
+            budget: The run's budget, for an answer request: its total time counts from here
+                (retries and their waits included), and the connection is cut once it is up
+                (`RunBudget.sending`), even while the server trickles its headers.
 
         Raises:
             PlatformError: The matching subclass once retries are exhausted or not allowed.
+            StreamTimeoutError: `budget`'s total time ran out.
         """
         merged = merge_headers(self.headers, headers or {})
         body = data
@@ -363,14 +369,43 @@ class Transport:
             body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
             if not has_header(merged, "Content-Type"):
                 merged["Content-Type"] = "application/json"
+        if budget is None:
+            return self._attempts(method, url, params, body, files, merged, stream, operation, None)
+        try:
+            return self._attempts(
+                method, url, params, body, files, merged, stream, operation, budget
+            )
+        except BaseException:
+            budget.close()  # no answer to read: its connection is not watched any more
+            raise
+
+    def _attempts(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        body: bytes | str | None,
+        files: Files | Callable[[], Files] | None,
+        merged: dict[str, str],
+        stream: bool,
+        operation: str | None,
+        budget: RunBudget | None,
+    ) -> requests.Response:
         call = self._call(url, operation, request_id=header(merged, self.request_id_header))
         attempt = 0
         while True:
             if logger.isEnabledFor(logging.DEBUG):  # or redact() runs for nothing
                 logger.debug("%s%s %s (attempt %d)", _lead(call), method, redact(url), attempt + 1)
             try:
-                response = self._send(method, url, params, body, files, merged)
+                if budget is None:
+                    response = self._send(method, url, params, body, files, merged)
+                else:
+                    budget.check_time()
+                    with budget.sending():
+                        response = self._send(method, url, params, body, files, merged)
             except _FOREIGN as exc:
+                if budget is not None and budget.expired:
+                    raise budget.timeout_error() from exc
                 error = _translate(exc, call)
                 kind = _exc_kind(exc)
                 delay = self._delay(call, method, attempt, exc_kind=kind)
@@ -385,13 +420,15 @@ class Transport:
             status = response.status_code
             if status < 400:
                 if not stream:
-                    self._read_whole(response, url, operation)
+                    self._read_whole(response, url, operation, budget)
                 return response
             retry_after = response.headers.get("Retry-After")
             delay = self._delay(call, method, attempt, status=status, retry_after=retry_after)
             status_error = self._status_error(
                 method, response, call, attempt, delay is not None, retry_after
             )
+            if budget is not None and budget.expired:
+                raise budget.timeout_error() from status_error
             if delay is None:
                 raise status_error
             self._before_retry(call, method, attempt, delay, status_error.message, status=status)
@@ -481,11 +518,20 @@ class Transport:
                 if hasattr(value, "close"):
                     value.close()
 
-    def _read_whole(self, response: requests.Response, url: str, operation: str | None) -> None:
+    def _read_whole(
+        self,
+        response: requests.Response,
+        url: str,
+        operation: str | None,
+        budget: RunBudget | None,
+    ) -> None:
         request_id = self.request_id(response)
         try:
             with self.errors(url, operation=operation, streaming=True, request_id=request_id):
-                read_body(response)
+                if budget is None:
+                    read_body(response)
+                else:
+                    budget.body(response)
         finally:
             response.close()
 

@@ -38,7 +38,7 @@ from bridge.errors import (
     StreamInterruptedError,
     UsageError,
 )
-from bridge.platforms._limits import StreamLimits
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai_http import ChatTransport
 from bridge.platforms._openai_wire import (
     Completion,
@@ -56,7 +56,6 @@ from bridge.platforms._settings import (
     retry_policy_for,
 )
 from bridge.platforms._sse import iter_sse_data
-from bridge.platforms._transport import read_body
 from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
 from bridge.platforms.retry import RetryPolicy
 from bridge.platforms.text_tools import TextToolProtocol, _TextTurn
@@ -476,19 +475,23 @@ class OpenAIChatPlatform:
             len(messages),
             len(body.get("tools", ())),
         )
-        response = self._http.post(body, stream=stream)
+        # The run's total time counts from the request.
+        budget = self.stream_limits.budget(f"the stream from {self._url}", received=[])
+        response = self._http.post(body, stream=stream, budget=budget)
         request_id = response.headers.get("x-request-id")
+        budget.request_id = request_id
         logger.debug("HTTP %d from %s (request id %s)", response.status_code, self._url, request_id)
         try:
             content_type = response.headers.get("content-type", "")
             if stream and "json" not in content_type:
-                turn = yield from self._read_stream(response, request_id)
+                turn = yield from self._read_stream(response, request_id, budget)
             else:
                 # Also taken when a server ignores `stream` and answers with plain JSON.
-                turn, events = self._read_body(response, request_id)
+                turn, events = self._read_body(response, request_id, budget)
                 yield from events
         finally:
             response.close()
+            budget.close()
         return turn, request_id
 
     def _finish(
@@ -546,12 +549,9 @@ class OpenAIChatPlatform:
         )
 
     def _read_stream(
-        self, response: requests.Response, request_id: str | None
+        self, response: requests.Response, request_id: str | None, budget: RunBudget
     ) -> Generator[Event, None, Completion]:
-        received: list[Event] = []
-        budget = self.stream_limits.budget(
-            f"the stream from {self._url}", received=received, request_id=request_id
-        )
+        received: list[Event] = budget.received
         turn = Completion(budget=budget)
         with self._http.errors(streaming=True, received=received, request_id=request_id):
             for data in iter_sse_data(budget.chunks(response)):
@@ -573,10 +573,10 @@ class OpenAIChatPlatform:
         return turn
 
     def _read_body(
-        self, response: requests.Response, request_id: str | None
+        self, response: requests.Response, request_id: str | None, budget: RunBudget
     ) -> tuple[Completion, list[Event]]:
         with self._http.errors(request_id=request_id):
-            content = read_body(response)
+            content = budget.body(response)
         payload = decode_object(content, request_id, what="the response body")
         error = error_details(payload)
         if error is not None:

@@ -42,7 +42,7 @@ from bridge.errors import (
     ProtocolError,
     UsageError,
 )
-from bridge.platforms._limits import StreamLimits
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai_wire import add_usage, model_verdict
 from bridge.platforms._responses_http import ResponsesClient
 from bridge.platforms._responses_wire import (
@@ -434,8 +434,9 @@ class OpenAIResponsesPlatform:
             body.setdefault("user", end_user_id)
         # Sent now, read as iterated: a refusal (e.g. a new input while calls of the chain are
         # unanswered) reaches the caller before it records anything as sent.
-        response, request_id = self._client.send(body, stream=stream)
-        return self._run(state, body, response, request_id, stream=stream)
+        budget = self._client.budget()  # the run's total time counts from the request
+        response, request_id = self._client.send(body, stream=stream, budget=budget)
+        return self._run(state, body, response, request_id, budget, stream=stream)
 
     def _run(
         self,
@@ -443,10 +444,11 @@ class OpenAIResponsesPlatform:
         body: dict[str, Any],
         response: requests.Response,
         request_id: str | None,
+        budget: RunBudget,
         *,
         stream: bool,
     ) -> Iterator[Event]:
-        turn = yield from self._client.read(response, request_id, stream=stream)
+        turn = yield from self._client.read(response, request_id, stream=stream, budget=budget)
         yield from self._finish(state, body, turn, request_id)
 
     def _finish(

@@ -20,6 +20,9 @@ CAP = 50_000
 PING_CAP = 1_000
 """Keep-alives a stream sends at most, one every `PING_EVERY` seconds (~20 s in all)."""
 PING_EVERY = 0.02
+TRICKLE_CAP = 400
+"""Bytes a trickling server (modes ``slowheaders``, ``slowbody``) sends, one at a time."""
+TRICKLE_EVERY = 0.05
 PIECE = "x" * 1024
 
 Frames = Callable[[int], str] | None
@@ -204,6 +207,9 @@ class EndlessServer:
     """A loopback server answering each platform's stream request with an endless stream.
 
     `mode` is ``keepalive`` (only ``: ping`` comments), ``text``, ``arguments`` or ``calls``;
+    ``slowheaders`` trickles the response headers of the stream request a byte at a time,
+    ``slowbody`` a body that is not an event stream, ``slowjson`` the headers of the JSON
+    answers (creating a conversation...); all capped at `TRICKLE_CAP` bytes;
     `sent` counts the frames the last stream sent before the client hung up or the cap.
     """
 
@@ -265,6 +271,9 @@ class EndlessServer:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?", 1)[0]
                 server.paths.append(path)
+                if server.mode == "slowjson" and path in _JSON_ANSWERS:
+                    self._trickle(headers=True)
+                    return
                 if path in _JSON_ANSWERS:
                     body = json.dumps(_JSON_ANSWERS[path]).encode()
                     self.send_response(200)
@@ -275,6 +284,9 @@ class EndlessServer:
                     return
                 if path not in _STREAMS:
                     self.send_error(404)
+                    return
+                if server.mode in ("slowheaders", "slowbody"):
+                    self._trickle(headers=server.mode == "slowheaders")
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -288,5 +300,25 @@ class EndlessServer:
                         server.sent += 1
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client stopped reading: what the bounds are for
+
+            def _trickle(self, *, headers: bool) -> None:
+                if headers:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-A: ")
+                else:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.end_headers()
+                self.wfile.flush()
+                server.streams += 1
+                server.sent = 0
+                try:
+                    for _ in range(TRICKLE_CAP):
+                        if server.stop.wait(TRICKLE_EVERY):
+                            return
+                        self.wfile.write(b"a")
+                        self.wfile.flush()
+                        server.sent += 1
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client hung up: what the run's total time limit is for
 
         return Handler

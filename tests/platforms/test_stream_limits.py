@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from endless_fakes import CAP, PING_CAP, WIRES, EndlessServer
+from endless_fakes import CAP, PING_CAP, TRICKLE_CAP, WIRES, EndlessServer
 
 from bridge import Bridge, MemoryJournal, Toolbox
 from bridge.errors import StreamLimitError, StreamTimeoutError
@@ -96,6 +96,37 @@ def test_keepalives_do_not_extend_the_runs_total_time(
     message = str(_stopped(name, "keepalive", StreamTimeoutError, PING_CAP))
     assert "total time limit of 1 s (run_timeout)" in message
     assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
+
+
+@pytest.mark.parametrize("mode", ["slowheaders", "slowbody"])
+def test_a_trickling_answer_does_not_extend_the_runs_total_time(
+    name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Response headers, or a body that is not an event stream, a byte at a time: each byte
+    # restarts the idle timeout, so only the total limit (counted from the request) stops it.
+    monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
+    message = str(_stopped(name, mode, StreamTimeoutError, TRICKLE_CAP))
+    assert "total time limit of 1 s (run_timeout)" in message
+    assert "--run-timeout or TOOLBRIDGE_RUN_TIMEOUT" in message
+
+
+def test_a_trickling_conversation_request_of_coze_stops_at_the_runs_total_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Coze's JSON requests of a run (conversation/create here) are bounded by run_timeout too.
+    monkeypatch.setenv("TOOLBRIDGE_RUN_TIMEOUT", "1")
+    with EndlessServer("coze", "slowjson").running() as server:
+        platform = _open("coze", server.url)
+        try:
+            with pytest.raises(StreamTimeoutError) as caught:
+                platform.create_conversation()
+        finally:
+            platform.close()
+        assert server.sent < TRICKLE_CAP
+    message = str(caught.value)
+    assert "/v1/conversation/create exceeded the run's total time limit of 1 s (run_timeout)" in (
+        message
+    )
 
 
 def test_endless_text_stops_at_the_answer_bound(name: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,10 +39,13 @@ class RunStream(Iterator[RunChunk]):
         *,
         answer: RunChunk | None = None,
         limits: StreamLimits | None = None,
+        budget: RunBudget | None = None,
     ) -> None:
         self._response = response
         self._ctx = ctx
         self._limits = limits or StreamLimits()
+        self._budget = budget
+        """The run's budget, made before its request was sent (else one made when read)."""
         self.whole_answer: RunChunk | None = answer
         """The complete answer when it came as one JSON body rather than an SSE stream."""
         self.request_id: str | None = ctx.header_request_id
@@ -66,6 +69,8 @@ class RunStream(Iterator[RunChunk]):
         """Stop reading and release the connection."""
         self._chunks.close()
         self._response.close()
+        if self._budget is not None:
+            self._budget.close()
 
     def __enter__(self) -> RunStream:
         return self
@@ -85,11 +90,11 @@ class RunStream(Iterator[RunChunk]):
             ctx.received.append(self.whole_answer)
             yield self.whole_answer
             return
-        budget = self._limits.budget(
-            f"AppBuilder run: the stream from {ctx.url}",
-            received=ctx.received,
-            request_id=ctx.request_id(),
-        )
+        budget = self._budget
+        if budget is None:
+            budget = self._limits.budget(f"AppBuilder run: the stream from {ctx.url}")
+        budget.received = ctx.received
+        budget.request_id = ctx.request_id()
         counted: set[str] = set()
         try:
             with ctx.errors():
@@ -104,6 +109,7 @@ class RunStream(Iterator[RunChunk]):
                     yield chunk
         finally:
             self._response.close()
+            budget.close()
 
 
 def _count(chunk: RunChunk, budget: RunBudget, counted: set[str]) -> None:

@@ -21,7 +21,7 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
-from bridge.platforms._limits import StreamLimits
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._transport import Files, Transport, read_body
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
@@ -415,15 +415,23 @@ class AppBuilderClient:
             )
         except pydantic.ValidationError as exc:
             raise UsageError(f"invalid run arguments: {describe_validation_error(exc)}") from None
+        path = "/app/conversation/runs"
+        # The run's total time counts from the request (`RunStream` reads the rest).
+        budget = self.stream_limits.budget(
+            f"AppBuilder run: the stream from {self.api_root + path}", received=[]
+        )
         response, ctx = self._post(
-            "run", "/app/conversation/runs", body=request.to_wire(), mcp_context=self._mcp_context
+            "run", path, body=request.to_wire(), mcp_context=self._mcp_context, budget=budget
         )
         if stream and not _is_json(response):
-            return RunStream(response, ctx, limits=self.stream_limits)
+            return RunStream(response, ctx, limits=self.stream_limits, budget=budget)
         # AppBuilder sometimes answers a stream request with a plain JSON body instead of SSE
         # (HTTP 200, often an error such as a failed workflow node): read it as the whole
         # answer, so its code and message are reported instead of an empty stream.
-        payload = self._read_json(response, ctx)
+        try:
+            payload = self._read_json(response, ctx, budget=budget)
+        finally:
+            budget.close()
         with ctx.errors():
             result = RunResponse.model_validate(payload)
         if result.is_error:
@@ -512,6 +520,7 @@ class AppBuilderClient:
         body: bytes | None = None,
         files: FilesFactory | None = None,
         mcp_context: str | None = None,
+        budget: RunBudget | None = None,
     ) -> tuple[requests.Response, CallContext]:
         """POST with retries; return a response with a 2xx status whose body is still unread.
 
@@ -530,6 +539,7 @@ class AppBuilderClient:
             headers=headers,
             stream=True,
             operation=operation,
+            budget=budget,
         )
         ctx = CallContext(
             operation=operation,
@@ -541,12 +551,18 @@ class AppBuilderClient:
         return response, ctx
 
     def _read_json(
-        self, response: requests.Response, ctx: CallContext, *, allow_empty: bool = False
+        self,
+        response: requests.Response,
+        ctx: CallContext,
+        *,
+        allow_empty: bool = False,
+        budget: RunBudget | None = None,
     ) -> dict[str, Any]:
         ctx.streaming = True
         try:
             with ctx.errors():
-                raw = read_body(response)  # bounded by MAX_BODY_BYTES
+                # Bounded by MAX_BODY_BYTES (and a run's total time).
+                raw = read_body(response) if budget is None else budget.body(response)
                 if allow_empty and not raw.strip():
                     return {}
                 payload = json.loads(raw.decode("utf-8"))

@@ -42,7 +42,7 @@ from bridge.errors import (
     StreamTimeoutError,
     UsageError,
 )
-from bridge.platforms._limits import StreamLimits
+from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms._transport import ErrorAnswer, Files, Transport, read_body, trim
@@ -396,6 +396,8 @@ class CozePlatform:
         token) is raised at the call, before the caller records the request as accepted; the
         returned iterator reads the answer."""
         url = self.base_url + path
+        # The run's total time counts from the request.
+        budget = self.stream_limits.budget(f"Coze {operation}: the stream from {url}", received=[])
         response = self._http.request(
             "POST",
             url,
@@ -404,16 +406,21 @@ class CozePlatform:
             headers={"Accept": "text/event-stream" if stream else "application/json"},
             stream=True,
             operation=operation,
+            budget=budget,
         )
         logid = self._http.request_id(response)
+        budget.request_id = logid
         conversation_id = params["conversation_id"]
         if not stream or "event-stream" not in response.headers.get("content-type", ""):
             # Also where a refused stream request lands: Coze answers it with a JSON error.
-            data = self._envelope(response, url, operation, logid)
+            try:
+                data = self._envelope(response, url, operation, logid, budget)
+            finally:
+                budget.close()
             chat = self._shaped(Chat.model_validate, data, path, operation, logid)
             self._chats[conversation_id] = chat.id
             return self._polled(chat, logid)
-        return self._read(response, url, operation, conversation_id, chat_id, logid)
+        return self._read(response, url, operation, conversation_id, chat_id, logid, budget)
 
     def _read(
         self,
@@ -423,11 +430,9 @@ class CozePlatform:
         conversation_id: str,
         chat_id: str | None,
         logid: str | None,
+        budget: RunBudget,
     ) -> Iterator[Event]:
-        received: list[Event] = []
-        budget = self.stream_limits.budget(
-            f"Coze {operation}: the stream from {url}", received=received, request_id=logid
-        )
+        received: list[Event] = budget.received
         reader = ChatReader(logid, budget)
         try:
             with self._http.errors(
@@ -450,6 +455,7 @@ class CozePlatform:
             raise
         finally:
             response.close()
+            budget.close()
         self._check_local(conversation_id, reader.outcome)
         if reader.outcome is not None:
             yield reader.outcome
@@ -576,9 +582,21 @@ class CozePlatform:
         files: Callable[[], Files] | None = None,
     ) -> Any:
         url = self.base_url + path
-        response = self._http.request(
-            method, url, json=json, params=params, files=files, stream=False, operation=operation
-        )
+        # Bounded as an answer is (run_timeout), so a server trickling it cannot hang a run.
+        budget = self.stream_limits.budget(f"Coze {operation}: the answer of {url}")
+        try:
+            response = self._http.request(
+                method,
+                url,
+                json=json,
+                params=params,
+                files=files,
+                stream=False,
+                operation=operation,
+                budget=budget,
+            )
+        finally:
+            budget.close()
         return self._envelope(response, url, operation, self._http.request_id(response))
 
     def _shaped(
@@ -590,11 +608,17 @@ class CozePlatform:
             return validate(data)
 
     def _envelope(
-        self, response: requests.Response, url: str, operation: str, logid: str | None
+        self,
+        response: requests.Response,
+        url: str,
+        operation: str,
+        logid: str | None,
+        budget: RunBudget | None = None,
     ) -> Any:
         """The ``data`` of a ``{code, msg, data}`` answer; an error for a non-zero code."""
         with self._http.errors(url, operation=operation, request_id=logid):
-            text = read_body(response).decode("utf-8")
+            content = read_body(response) if budget is None else budget.body(response)
+            text = content.decode("utf-8")
             body = jsonlib.loads(text)
         if not isinstance(body, dict):
             # Valid JSON but no envelope (a string, a list, null): a proxy or a wrong base URL.
