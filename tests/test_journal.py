@@ -518,3 +518,24 @@ def test_a_version_4_journal_is_migrated_to_5(tmp_path: Path) -> None:
         journal.close()
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+
+
+def test_a_migration_logs_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A new journal says it was created, an old one what it was migrated from: one line each,
+    not one per schema step; a current one says nothing."""
+    path = tmp_path / "journal.db"
+    with caplog.at_level("INFO", logger="bridge.journal"):
+        SQLiteJournal(path).close()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("bridge.journal")]
+    assert lines == [f"journal {path} created (schema version {SCHEMA_VERSION})"]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="bridge.journal"):
+        SQLiteJournal(path).close()
+    assert not [r for r in caplog.records if "schema version" in r.getMessage()]
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as raw:
+        raw.executescript(MIGRATIONS[0] + "PRAGMA user_version=1;")
+    with caplog.at_level("INFO", logger="bridge.journal"):
+        SQLiteJournal(old).close()
+    lines = [r.getMessage() for r in caplog.records if "schema version" in r.getMessage()]
+    assert lines == [f"journal {old} migrated from schema version 1 to {SCHEMA_VERSION}"]

@@ -58,7 +58,7 @@ from bridge.journal.records import (
 )
 from bridge.types import ToolBatch, ToolCall, ToolRun
 
-__all__ = ["Cursor", "SQLJournal"]
+__all__ = ["Cursor", "SQLJournal", "migrated_message"]
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -637,3 +637,11 @@ class SQLJournal(Journal, Generic[C]):
         )
         total = self._read("SELECT count(*) AS n FROM direct_calls")[0]["n"]
         return [direct_call_record(row) for row in rows], int(total)
+
+
+def migrated_message(version: int) -> str:
+    """The one log line of a migration from `version` (0: a new journal), as a %-format of the
+    journal's name and the version it now has: one line, not one per schema step."""
+    if version == 0:
+        return "journal %s created (schema version %d)"
+    return f"journal %s migrated from schema version {version} to %d"

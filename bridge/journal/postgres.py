@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bridge.errors import UsageError, redact, register_secret
 from bridge.journal._rows import message_record
-from bridge.journal._sql import SQLJournal
+from bridge.journal._sql import SQLJournal, migrated_message
 from bridge.journal.owner import Owner, ReplicaInUseError
 from bridge.journal.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
 from bridge.journal.records import (
@@ -251,7 +251,8 @@ def migrate(dsn: str) -> list[int]:
                         (target,),
                     )
                 applied.append(target)
-                logger.info("journal %s migrated to schema version %d", safe_dsn(dsn), target)
+            if applied:  # one line, not one per step
+                logger.info(migrated_message(version), safe_dsn(dsn), SCHEMA_VERSION)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
     except psycopg.Error as exc:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bridge.errors import UsageError
-from bridge.journal._sql import SQLJournal
+from bridge.journal._sql import SQLJournal, migrated_message
 from bridge.journal._writer import GroupCommitWriter
 from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
 from bridge.journal.owner import share, unshare
@@ -116,7 +116,8 @@ class SQLiteJournal(SQLJournal[sqlite3.Connection]):
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-            logger.info("journal %s migrated to schema version %d", self.path, target)
+        if version < SCHEMA_VERSION:  # one line, not one per step
+            logger.info(migrated_message(version), self.path, SCHEMA_VERSION)
 
     def _transaction(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         if not write:
