@@ -369,14 +369,13 @@ class Transport:
             body = jsonlib.dumps(json, ensure_ascii=False).encode("utf-8")
             if not has_header(merged, "Content-Type"):
                 merged["Content-Type"] = "application/json"
-        if budget is None:
-            return self._attempts(method, url, params, body, files, merged, stream, operation, None)
         try:
             return self._attempts(
                 method, url, params, body, files, merged, stream, operation, budget
             )
         except BaseException:
-            budget.close()  # no answer to read: its connection is not watched any more
+            if budget is not None:
+                budget.close()  # no answer to read: its connection is not watched any more
             raise
 
     def _attempts(
