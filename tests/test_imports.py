@@ -390,3 +390,24 @@ def test_known_layer_arrows_still_exist(arrows: list[Arrow]) -> None:
 def test_nothing_inside_imports_the_top_level_package(arrows: list[Arrow]) -> None:
     wrong = sorted({f"{a.source}:{a.line}" for a in arrows if a.target == PACKAGE})
     assert not wrong, f"modules of the library importing `{PACKAGE}` itself: {wrong}"
+
+
+# ---------------------------------------------------------------------------------------------
+# one name for one thing
+
+
+def _classes_named(name: str) -> list[str]:
+    found = []
+    for module, path in discover().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and node.name == name
+        ]
+    return found
+
+
+def test_tool_choice_is_defined_once() -> None:
+    """The neutral `ToolChoice` lives in `bridge.types`; wire forms have names of their own."""
+    assert _classes_named("ToolChoice") == ["bridge.types"]

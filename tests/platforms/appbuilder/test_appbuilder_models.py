@@ -11,8 +11,8 @@ from bridge.platforms.appbuilder import (
     FeedbackRequest,
     RunRequest,
     RunResponse,
-    ToolChoice,
     ToolOutput,
+    WireToolChoice,
 )
 
 # Verbatim from appbuilder-wire.md §2 (observed from appbuilder-sdk 1.1.5).
@@ -90,7 +90,7 @@ def test_tool_choice_and_resume_action_shapes() -> None:
         query="q",
         conversation_id="c",
         app_id="a",
-        tool_choice=ToolChoice.for_function("WeatherQuery"),
+        tool_choice=WireToolChoice.for_function("WeatherQuery"),
         action=Action.resume("ev-1"),
     )
     body = json.loads(request.to_wire())
