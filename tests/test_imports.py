@@ -55,32 +55,30 @@ ALLOWED_CYCLE_ARROWS = KNOWN_PLATFORM_CYCLES | KNOWN_CONVERSATION_CYCLES
 # Layer rules from the architecture's layer table: layer -> layers it must not import.
 # A layer is the first component under `bridge.` (`bridge.tools.schema` -> "tools"); the
 # top-level modules `bridge.types` and `bridge.errors` form the "types" layer.
-_EVERY_LAYER = frozenset(
-    {
-        "cli",
-        "daemon",
-        "conversation",
-        "platforms",
-        "tools",
-        "journal",
-        "sources",
-        "emulator",
-        "loading",
-    }
-)
+# The neutral vocabulary (`bridge.types`, `bridge.errors`) imports nothing of the package but
+# itself.
+TYPES_IMPORT_ONLY = frozenset({"types"})
 FORBIDDEN: dict[str, frozenset[str]] = {
-    # the neutral vocabulary imports nothing above it
-    "types": _EVERY_LAYER,
-    # tools: manifests, schemas, toolbox, dispatcher; no platforms, no HTTP to agents
-    "tools": frozenset({"platforms", "daemon", "cli", "conversation", "emulator", "journal"}),
-    # platforms emit neutral events; how tools run is not theirs, nor the emulator
-    "platforms": frozenset({"tools", "emulator", "daemon", "cli", "conversation", "journal"}),
+    # tools: manifests, schemas, toolbox, dispatcher; no platforms, no HTTP to agents, and not
+    # the sources built on top of them
+    "tools": frozenset(
+        {"platforms", "daemon", "cli", "conversation", "emulator", "journal", "sources", "loading"}
+    ),
+    # platforms emit neutral events from the wire: how tools run (and how they are described,
+    # which reaches an adapter as plain JSON through the loop) is not theirs, nor the emulator
+    "platforms": frozenset(
+        {"tools", "emulator", "daemon", "cli", "conversation", "journal", "sources", "loading"}
+    ),
     # the journal stores steps; it knows neither platforms nor tools
-    "journal": frozenset({"platforms", "tools", "daemon", "cli", "conversation", "emulator"}),
+    "journal": frozenset(
+        {"platforms", "tools", "daemon", "cli", "conversation", "emulator", "sources", "loading"}
+    ),
     # the emulator is a server, not a client: neither the loop nor the platforms
-    "emulator": frozenset({"conversation", "platforms", "daemon", "cli"}),
+    "emulator": frozenset({"conversation", "platforms", "daemon", "cli", "journal"}),
     # sources are tools that are not Python functions
-    "sources": frozenset({"platforms", "daemon", "cli", "conversation", "emulator"}),
+    "sources": frozenset({"platforms", "daemon", "cli", "conversation", "emulator", "journal"}),
+    # the loop drives a platform and the tools; it is driven by the daemon and the CLI
+    "conversation": frozenset({"daemon", "cli", "emulator"}),
     "daemon": frozenset({"cli"}),
 }
 
@@ -369,12 +367,25 @@ def test_allowed_cycle_arrows_still_lie_on_a_cycle(arrows: list[Arrow]) -> None:
     assert not stale, f"remove these from the known cycles, they are gone: {stale}"
 
 
+def _forbidden(source: str, target: str) -> bool:
+    if source == "types":
+        return target not in TYPES_IMPORT_ONLY
+    return target in FORBIDDEN.get(source, frozenset())
+
+
+def test_layer_rules_see_a_wrong_arrow() -> None:
+    assert _forbidden(layer_of("bridge.types"), layer_of("bridge._hosts"))
+    assert not _forbidden(layer_of("bridge.errors"), layer_of("bridge.types"))
+    assert _forbidden(layer_of("bridge.tools.schema"), layer_of("bridge.platforms.base"))
+    assert not _forbidden(layer_of("bridge.daemon.app"), layer_of("bridge.tools.toolbox"))
+
+
 def test_arrows_point_down(arrows: list[Arrow]) -> None:
     wrong = sorted(
         {
             f"{a.source}:{a.line} -> {a.target}{' (type-only)' if a.type_only else ''}"
             for a in arrows
-            if layer_of(a.target) in FORBIDDEN.get(layer_of(a.source), frozenset())
+            if _forbidden(layer_of(a.source), layer_of(a.target))
             and (a.source, a.target) not in KNOWN_PLATFORM_LAYER_ARROWS
         }
     )
