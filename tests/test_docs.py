@@ -32,7 +32,8 @@ def _blocks(kind: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for page in PAGES:
         text = page.read_text("utf-8")
-        found += [(_name(page), b) for b in re.findall(rf"^```{kind}\n(.*?)^```", text, re.M | re.S)]
+        blocks = re.findall(rf"^```{kind}\n(.*?)^```", text, re.M | re.S)
+        found += [(_name(page), block) for block in blocks]
     return found
 
 
@@ -207,11 +208,13 @@ def test_the_nav_lists_every_page() -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))
     listed = _nav_pages(config["nav"])
     pages = sorted(path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md"))
-    assert sorted(set(listed)) == pages, "pages missing from nav (orphans) or nav entries with no page"
+    assert sorted(set(listed)) == pages, (
+        "a page missing from nav (orphan), or a nav entry with no page"
+    )
     assert len(listed) == len(set(listed)), "a page is listed twice in the nav"
 
 
-ISSUE = re.compile(r"\bissues?\s*#?\d+|\bplan-issue|#\d+\b(?![\w-])", re.I)
+ISSUE = re.compile(r"\bissues?[\s_-]*#?\d+|\bplan-issue|#\d+\b(?![\w-])", re.I)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
@@ -226,7 +229,15 @@ def test_no_page_speaks_of_issue_numbers(page: Path) -> None:
 
 
 def test_the_issue_pattern_catches_what_it_names() -> None:
-    for text in ("issue 12", "Issue #13", "(issues 9)", "docs/plan-issue-12.md", "see #710"):
+    named = (
+        "issue 12",
+        "Issue #13",
+        "(issues 9)",
+        "replicas-issue-13",
+        "plan-issue-12.md",
+        "see #710",
+    )
+    for text in named:
         assert ISSUE.search(text), text
     for text in ("no issues found", "issue a request", "`#/c/ID`", "id: 42", "port 8411"):
         assert not ISSUE.search(text), text
