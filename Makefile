@@ -68,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf site $(VENV) .venv-conformance .venv-cozepy .venv-openai .mypy_cache .pytest_cache .ruff_cache
+	rm -rf site .cache $(VENV) .venv-conformance .venv-cozepy .venv-openai .mypy_cache .pytest_cache .ruff_cache
