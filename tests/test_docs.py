@@ -241,3 +241,24 @@ def test_the_issue_pattern_catches_what_it_names() -> None:
         assert ISSUE.search(text), text
     for text in ("no issues found", "issue a request", "`#/c/ID`", "id: 42", "port 8411"):
         assert not ISSUE.search(text), text
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """The manual lives in docs/; the README is what toolbridge is, the quick start, three
+    walkthroughs and a map of the documentation."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert len(readme.splitlines()) <= 250
+    for page in re.findall(r"\]\((docs/[^)#]+\.md)", readme):
+        assert (ROOT / page).is_file(), page
+
+
+def test_the_api_reference_names_only_public_names() -> None:
+    """`::: bridge.Name` only: modules move, the names `bridge` exports do not."""
+    import bridge
+
+    names = re.findall(r"^::: (\S+)$", (DOCS / "api.md").read_text("utf-8"), re.M)
+    assert names
+    for name in names:
+        package, _, attribute = name.partition(".")
+        assert package == "bridge" and "." not in attribute, name
+        assert attribute in bridge.__all__, name
