@@ -1,8 +1,8 @@
 """The emulator's side of the AppBuilder wire: request models and response builders.
 
 Request bodies are validated with pydantic so that a malformed request gets a 400 naming the
-field and what was expected. Responses are plain dicts shaped like appbuilder-wire.md §3, built
-here so the rest of the emulator never spells a wire key.
+field and what was expected. Responses are plain dicts shaped like docs/wire/appbuilder.md
+("The answer"), built here so the rest of the emulator never spells a wire key.
 """
 
 from __future__ import annotations
@@ -135,14 +135,14 @@ class ActionParameters(_Strict):
 
 
 class Action(_Strict):
-    """`action`: ``resume`` answers a workflow's question (appbuilder-wire.md §2)."""
+    """`action`: ``resume`` answers a workflow's question (docs/wire/appbuilder.md)."""
 
     action_type: Literal["resume"]
     parameters: ActionParameters
 
 
 class RunRequest(_Strict):
-    """The body of `POST /v2/app/conversation/runs` (appbuilder-wire.md §2)."""
+    """The body of `POST /v2/app/conversation/runs` (docs/wire/appbuilder.md, "The run request")."""
 
     app_id: str = Field(min_length=1)
     conversation_id: str = Field(min_length=1)

@@ -76,7 +76,7 @@ class AppBuilderPlatform:
     name = "appbuilder"
     dialect = "appbuilder"
     limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
-    """AppBuilder's documented limits (appbuilder-wire.md: query, end_user_id)."""
+    """AppBuilder's documented limits (docs/wire/appbuilder.md: query, end_user_id)."""
     platform_tool_types = frozenset({"code_interpreter", "file_retrieval"})
     """The tool types besides `function` that the run API documents (its `tools[].type` enum):
     sent as `{"type": ...}` next to the local tools, run by AppBuilder itself."""

@@ -1,7 +1,7 @@
 """A wire-exact client for the AppBuilder v2 conversation API (requests + SSE).
 
 On the wire it is indistinguishable from appbuilder-sdk 1.1.5 (same URL, headers and body
-bytes; see `appbuilder-wire.md`); unlike it, it has timeouts, bounded retries, typed tolerant
+bytes; see docs/wire/appbuilder.md); unlike it, it has timeouts, bounded retries, typed tolerant
 models and one exception tree (`bridge.errors`).
 """
 

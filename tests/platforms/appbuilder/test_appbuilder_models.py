@@ -1,4 +1,5 @@
-"""Wire models: exact request bytes (appbuilder-wire.md §2) and tolerant response parsing."""
+"""Wire models: exact request bytes (docs/wire/appbuilder.md, "The run request") and tolerant
+response parsing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bridge.platforms.appbuilder import (
     WireToolChoice,
 )
 
-# Verbatim from appbuilder-wire.md §2 (observed from appbuilder-sdk 1.1.5).
+# Verbatim from docs/wire/appbuilder.md, "The run request" (observed from appbuilder-sdk 1.1.5).
 OBSERVED_FIRST_CALL = (
     '{"query": "\\u5317\\u4eac\\u5929\\u6c14?", "stream": false, "conversation_id": "conv-1", '
     '"file_ids": [], "app_id": "app-1", "tools": [{"type": "function", "function": {"name": '
