@@ -547,6 +547,10 @@ def test_the_text_tool_protocol_sends_no_tools_and_gets_calls_as_text() -> None:
     ):
         assert bridge.ask("What is the weather in Lima?").answer == weather("Lima")
         first, second = (r.json for r in emu.requests)
+        (conversation,) = emu.conversation_ids()  # the run's two completions are filed together
+        snapshot = emu.conversation(conversation)
+        assert [m.answer for m in snapshot.messages] == [weather("Lima")]
+        assert snapshot.pending_call_ids == () and len(snapshot.accepted_outputs) == 1
     assert "tools" not in first and "tools" not in second
     assert first["messages"][0]["role"] == "system"
     assert second["messages"][-1]["content"].startswith("Tool results:")
@@ -605,3 +609,49 @@ def test_the_emulator_command_speaks_the_protocol() -> None:
     protocol = get_protocol("openai")
     assert protocol.title == "OpenAI Chat Completions-compatible"
     assert protocol.client_env("http://h:1", "t", "m")["OPENAI_BASE_URL"] == "http://h:1/v1"
+
+
+def test_serve_runs_a_conversation_on_the_emulator(tmp_path: Path) -> None:
+    """``toolbridge serve --platform openai --emulator``: the daemon's own emulator answers."""
+    import os
+    import subprocess
+    import sys
+
+    tools = tmp_path / "weather_tools.py"
+    tools.write_text(TOOLS, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TOOLBRIDGE_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    command = [sys.executable, "-m", "bridge", "serve", "--platform", "openai", "--emulator"]
+    command += ["--port", "0", "--db", ":memory:", "--tools", str(tools)]
+    daemon = subprocess.Popen(
+        command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert daemon.stdout is not None
+        log = []
+        for line in daemon.stdout:  # ends when the process does: a failed start fails here
+            log.append(line)
+            if "listening on http://" in line:
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        else:
+            raise AssertionError("the daemon did not start:\n" + "".join(log))
+        assert "embedded OpenAI-compatible server emulator" in "".join(log)
+        cid = requests.post(url + "/v1/conversations", json={}, timeout=TIMEOUT).json()[
+            "conversation_id"
+        ]
+        answer = requests.post(
+            url + f"/v1/conversations/{cid}/messages",
+            json={"query": "weather in Paris"},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["answer"] == "Paris: sunny"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

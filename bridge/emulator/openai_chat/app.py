@@ -87,7 +87,7 @@ class ChatApp:
         self._text_issued: dict[str, tuple[PlannedCall, ...]] = {}
         """Calls the emulator wrote as text, by the text of the reply that holds them."""
         self._call_conversation: dict[str, str] = {}
-        """The emulator conversation of each call id (and of each text reply with calls)."""
+        """The emulator conversation of each call id, and of each reply with text calls."""
         routes = [
             Route("/v1/chat/completions", self._create, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
@@ -209,7 +209,7 @@ class ChatApp:
         return step
 
     def _record(self, run: RunSoFar, context: RunContext, rendered: Rendered) -> None:
-        known = [self._call_conversation[c] for c in run.call_ids if c in self._call_conversation]
+        known = [self._call_conversation[k] for k in run.links if k in self._call_conversation]
         conv = self.state.conversation(known[-1]) if known else None
         if conv is None:
             conv = self.state.create_conversation(self.model)
@@ -244,8 +244,7 @@ class ChatApp:
         if rendered.text_calls:
             reply = text_of(rendered.body["choices"][0]["message"]["content"])
             self._text_issued[reply] = rendered.text_calls
-        for call_id in run.call_ids:
-            self._call_conversation.setdefault(call_id, conv.conversation_id)
+            self._call_conversation[reply] = conv.conversation_id
 
     # --- shared checks ----------------------------------------------------------------------
 

@@ -139,7 +139,10 @@ class RunSoFar:
     query: str
     rounds: list[list[CompletedCall]] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
-    """Every call id answered in the run (to find the emulator conversation it belongs to)."""
+    """Every call id answered in the run."""
+    links: list[str] = field(default_factory=list)
+    """What ties the run to the emulator's earlier completions (to find the emulator
+    conversation it belongs to): its call ids, or the text of its replies with text calls."""
     latest: list[str] = field(default_factory=list)
     """The call ids of the last round, whose outputs this request delivers."""
 
@@ -258,6 +261,7 @@ def read_run(messages: Sequence[Mapping[str, Any]], issued: Mapping[str, IssuedC
                     )
                 )
                 run.call_ids.append(call_id)
+                run.links.append(call_id)
                 run.latest.append(call_id)
         elif message["role"] == "assistant":
             run.latest = []
@@ -412,7 +416,10 @@ def read_text_run(
     calls: tuple[PlannedCall, ...] = ()
     for message in messages[start + 1 :]:
         if message["role"] == "assistant":
-            calls = issued.get(text_of(message.get("content")), ())
+            reply = text_of(message.get("content"))
+            calls = issued.get(reply, ())
+            if calls:
+                run.links.append(reply)
         elif _is_results(message) and calls:
             outputs = _results(text_of(message.get("content")))
             round_ = []
