@@ -655,3 +655,35 @@ def test_serve_runs_a_conversation_on_the_emulator(tmp_path: Path) -> None:
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+
+
+def test_a_model_without_native_tools_takes_only_the_text_protocol(tmp_path: Path) -> None:
+    scenario = tmp_path / "plain_model.yaml"
+    scenario.write_text("openai:\n  native_tools: false\n", encoding="utf-8")
+    with Emulator(protocol="openai", scenario=scenario, faults="") as emu:
+        client = Client(emu)
+        error = error_of(client.post(messages=[QUESTION], tools=[WEATHER]), 400)
+        assert error["param"] == "tools" and "--tool-protocol text" in error["message"]
+        with (
+            create_platform("openai", **_options(emu), tool_protocol="text") as platform,
+            Bridge(platform, tools=[weather]) as bridge,
+        ):
+            assert bridge.ask("What is the weather in Lima?").answer == weather("Lima")
+    tools = tmp_path / "weather_tools.py"
+    tools.write_text(TOOLS, encoding="utf-8")
+    command = ["run", "weather in Paris", "-t", str(tools), "--platform", "openai", "--emulator"]
+    command += ["--scenario", str(scenario)]
+    native = CliRunner().invoke(app, command)
+    assert native.exit_code != 0 and "--tool-protocol text" in native.output
+    text = CliRunner().invoke(app, [*command, "--tool-protocol", "text"])
+    assert text.exit_code == 0, text.output
+    assert "Paris: sunny" in text.stdout
+
+
+def test_a_bad_openai_section_is_named() -> None:
+    from bridge.emulator import ScenarioError
+
+    with pytest.raises(ScenarioError, match="openai: native_tools"):
+        Emulator(protocol="openai", scenario={"openai": {"native_tools": "maybe"}})
+    with pytest.raises(ScenarioError, match="openai"):
+        Emulator(protocol="openai", scenario={"openai": {"tools": []}})

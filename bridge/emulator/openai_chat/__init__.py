@@ -6,7 +6,9 @@ time, tool calls as the assistant's ``tool_calls``, results as ``role: "tool"`` 
 ``GET /v1/models``, planned by the same scenarios and default planner as the other protocols.
 A request without ``tools`` whose system prompt describes them in the text tool format (what
 toolbridge's ``--tool-protocol text`` sends for models without native tool calls) is answered
-in that format: calls written as JSON blocks in the reply. The emulator's ``app_id`` is the
+in that format: calls written as JSON blocks in the reply; a scenario whose ``openai`` section
+says ``native_tools: false`` emulates a model that has only that way (requests with ``tools``
+are refused). The emulator's ``app_id`` is the
 model it serves, so `client_env` sets ``OPENAI_MODEL`` next to ``OPENAI_API_KEY`` and
 ``OPENAI_BASE_URL`` (what the official ``openai`` package and toolbridge's adapter read).
 """
@@ -19,9 +21,10 @@ from typing import Any
 
 from bridge.emulator.faults import FaultSpec, parse_faults
 from bridge.emulator.openai_chat.app import ChatApp
-from bridge.emulator.scenario import Scenario, load_scenario
+from bridge.emulator.openai_chat.model import ModelConfig, split_scenario
+from bridge.emulator.scenario import Scenario
 
-__all__ = ["ChatApp", "client_env", "create_app"]
+__all__ = ["ChatApp", "ModelConfig", "client_env", "create_app"]
 
 
 def create_app(
@@ -37,15 +40,17 @@ def create_app(
         token: the API key clients must send as ``Authorization: Bearer <token>``.
         app_id: the one model name served (requests for another get 404 model_not_found).
         scenario: a scenario file, mapping or `Scenario`; None for the default planner only.
+            Its ``openai`` section describes the model (`bridge.emulator.openai_chat.model`:
+            ``native_tools: false`` for a model without native tool calls).
         faults: a fault spec applied to every matching request (see `bridge.emulator.faults`).
 
     Raises:
         ScenarioError: the scenario cannot be loaded.
         FaultSpecError: the fault spec cannot be parsed.
     """
-    loaded = load_scenario(scenario) if scenario is not None else None
+    loaded, traits = split_scenario(scenario)
     spec = parse_faults(faults) if isinstance(faults, str) else faults
-    return ChatApp(token=token, model=app_id, scenario=loaded, faults=spec)
+    return ChatApp(token=token, model=app_id, scenario=loaded, faults=spec, traits=traits)
 
 
 def client_env(base_url: str, token: str, app_id: str) -> dict[str, str]:

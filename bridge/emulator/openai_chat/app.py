@@ -46,6 +46,7 @@ from bridge.emulator.openai_chat.messages import (
     read_text_run,
     text_of,
 )
+from bridge.emulator.openai_chat.model import ModelConfig
 from bridge.emulator.openai_chat.render import Rendered, render_completion
 from bridge.emulator.openai_chat.replies import (
     CUT_SHORT,
@@ -76,10 +77,17 @@ class ChatApp:
     """Kept in a state file besides the conversations (`bridge.emulator.saving`)."""
 
     def __init__(
-        self, *, token: str, model: str, scenario: Scenario | None, faults: FaultSpec | None
+        self,
+        *,
+        token: str,
+        model: str,
+        scenario: Scenario | None,
+        faults: FaultSpec | None,
+        traits: ModelConfig | None = None,
     ) -> None:
         self.token = token.removeprefix("Bearer ").strip()
         self.model = model
+        self.traits = traits or ModelConfig()
         self.faults = faults
         self.planner = Planner(scenario)
         self.state = EmulatorState()
@@ -128,6 +136,14 @@ class ChatApp:
                     f"The model `{req.model}` does not exist or you do not have access to it "
                     f"(this emulator serves `{self.model}`).",
                     code="model_not_found",
+                )
+            if req.tools and not self.traits.native_tools:
+                raise RequestError(
+                    400,
+                    f"The model `{self.model}` has no native tool calls (this emulator's "
+                    "scenario says openai.native_tools: false): send no 'tools' and describe "
+                    "them in the prompt instead (toolbridge: --tool-protocol text).",
+                    param="tools",
                 )
             tools = check_tools(req.tools or [])
             check_messages(req.messages)
