@@ -687,3 +687,49 @@ def test_a_bad_openai_section_is_named() -> None:
         Emulator(protocol="openai", scenario={"openai": {"native_tools": "maybe"}})
     with pytest.raises(ScenarioError, match="openai"):
         Emulator(protocol="openai", scenario={"openai": {"tools": []}})
+
+
+@pytest.mark.parametrize("tool_protocol", ["native", "text"])
+def test_the_intranet_example_chains_calls_on_it(
+    tool_protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The intranet app's OpenAPI tools, a scripted two-round run whose second call takes an
+    argument from the first call's output, over both tool protocols."""
+    from bridge._serve import serve_in_thread
+    from bridge.loading import load_tools
+    from examples.intranet.app import create_app
+
+    key = "intranet-test-key-chat"
+    monkeypatch.setenv("INTRANET_KEY", key)
+    scenario = {
+        "rules": [
+            {
+                "match": r"ticket for (?P<name>\w+) about (?P<topic>.+)",
+                "steps": [
+                    {"tool": "search_employees", "arguments": {"q": "{name}"}},
+                    {
+                        "tool": "create_ticket",
+                        "arguments": {
+                            "title": "{topic}",
+                            "assignee_id": "{outputs.search_employees[0].id}",
+                        },
+                    },
+                ],
+                "answer": "Ticket {outputs.create_ticket.id} is assigned to "
+                "{outputs.search_employees[0].name}.",
+            }
+        ]
+    }
+    with (
+        serve_in_thread(create_app(api_key=key)) as intranet,
+        load_tools([f"openapi:{intranet.base_url}/openapi.json"]) as toolbox,
+        open_platform(
+            "openai", emulator=True, scenario=scenario, tool_protocol=tool_protocol
+        ) as platform,
+        Bridge(platform, toolbox) as bridge,
+    ):
+        result = bridge.ask("please open a ticket for Chloé about the printer jams")
+    assert [run.name for run in result.tool_runs] == ["search_employees", "create_ticket"]
+    ticket = json.loads(result.tool_runs[1].output)
+    assert ticket["assignee_id"] == 3 and ticket["title"] == "the printer jams"
+    assert result.answer == f"Ticket {ticket['id']} is assigned to Chloé Dubois."
