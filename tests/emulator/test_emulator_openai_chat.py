@@ -733,3 +733,21 @@ def test_the_intranet_example_chains_calls_on_it(
     ticket = json.loads(result.tool_runs[1].output)
     assert ticket["assignee_id"] == 3 and ticket["title"] == "the printer jams"
     assert result.answer == f"Ticket {ticket['id']} is assigned to Chloé Dubois."
+
+
+@pytest.mark.parametrize("tool_protocol", ["native", "text"])
+@pytest.mark.parametrize("choice", ["get_weather", "required"])
+def test_a_forced_tool_is_called_then_its_output_answers(
+    emu: Emulator, choice: str, tool_protocol: str
+) -> None:
+    """The client forces the tool in the first request only; the answer comes from its output."""
+    with create_platform("openai", **_options(emu), tool_protocol=tool_protocol) as platform:
+        conversation = platform.create_conversation()
+        events = list(
+            platform.start(conversation, "Tell me a joke", tools=[WEATHER], tool_choice=choice)
+        )
+        (paused,) = [e for e in events if isinstance(e, ToolCallsRequested)]
+        assert [c.name for c in paused.batch.calls] == ["get_weather"]
+        answers = [ToolResult(call_id=c.call_id, output="calm") for c in paused.batch.calls]
+        finished = list(platform.submit(conversation, paused.batch, answers))
+    assert [e.answer for e in finished if isinstance(e, RunFinished)] == ["calm"]

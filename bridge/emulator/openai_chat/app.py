@@ -41,6 +41,7 @@ from bridge.emulator.openai_chat.messages import (
     RunSoFar,
     check_messages,
     check_tools,
+    prompt_choice,
     prompt_tools,
     read_run,
     read_text_run,
@@ -185,16 +186,18 @@ class ChatApp:
     ) -> tuple[Rendered | None, FaultSpec | None]:
         """Plan and record one completion (caller holds the lock); None when a fault refuses."""
         as_text = False
-        if not tools and req.tool_choice in (None, "auto"):
+        choice = req.tool_choice
+        if not tools and choice in (None, "auto"):
             described = prompt_tools(req.messages)
             if described:
                 tools, as_text = described, True
+                choice = prompt_choice(req.messages)
         if as_text:
             run = read_text_run(req.messages, self._text_issued)
         else:
             run = read_run(req.messages, self._issued)
         infos = tuple(tool_info(name, description, params) for name, description, params in tools)
-        forced = _forced(req.tool_choice, infos)
+        forced = _forced(choice, infos)
         match = None if forced else self.planner.match(run.query, (t.name for t in infos))
         context = RunContext(
             query=run.query, tools=infos, forced=forced, match=match, rounds=run.rounds
@@ -205,17 +208,23 @@ class ChatApp:
         )
         if fault is not None and fault.rejects and fault.inband not in CUT_SHORT:
             return None, fault
-        step = self._step(req, context)
+        step = self._step(choice, context)
         prompt = " ".join(_message_text(message) for message in req.messages)
         rendered = render_completion(step, req, prompt_text=prompt, as_text=as_text)
         self._record(run, context, rendered)
         return rendered, fault
 
-    def _step(self, req: ChatRequest, context: RunContext) -> Step:
-        if req.tool_choice == "none":
+    def _step(self, choice: str | dict[str, Any] | None, context: RunContext) -> Step:
+        if choice == "none":
             return AnswerStep(_plain_answer(self.planner, context.query))
+        if context.rounds and context.forced is None and context.match is None:
+            # Clients send a forced choice with the first request only; the run's later
+            # requests continue with the tool it forced (the planner then answers from it).
+            first = context.rounds[0][0].name
+            if choose_tool(context.query, context.tools) is None and context.tool(first):
+                context.forced = ForcedTool(name=first, input={})
         step = self.planner.next_step(context)
-        if req.tool_choice == "required" and not context.rounds and isinstance(step, AnswerStep):
+        if choice == "required" and not context.rounds and isinstance(step, AnswerStep):
             tool = choose_tool(context.query, context.tools, minimum=0.0) or (
                 context.tools[0] if context.tools else None
             )

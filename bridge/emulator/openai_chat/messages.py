@@ -38,6 +38,7 @@ __all__ = [
     "RunSoFar",
     "check_messages",
     "check_tools",
+    "prompt_choice",
     "prompt_tools",
     "read_run",
     "read_text_run",
@@ -398,6 +399,25 @@ def prompt_tools(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, 
         lines = body[: schema_line.start()] if schema_line else body
         found.append((section["name"], lines.strip(), parameters))
     return found
+
+
+_FORCE = re.compile(
+    r"In your next reply, call (?:the tool (?P<name>[A-Za-z0-9_-]+)|at least one tool)\."
+)
+
+
+def prompt_choice(messages: Sequence[Mapping[str, Any]]) -> str | dict[str, Any] | None:
+    """The ``tool_choice`` a text tool prompt asks for: ``required``, a forced function, or
+    None (the model decides)."""
+    prompt = "\n\n".join(
+        text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")
+    )
+    found = _FORCE.search(prompt[prompt.find(TOOLS_HEADER) :])
+    if found is None:
+        return None
+    if found["name"] is None:
+        return "required"
+    return {"type": "function", "function": {"name": found["name"]}}
 
 
 def _is_results(message: Mapping[str, Any]) -> bool:
