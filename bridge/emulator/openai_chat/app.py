@@ -21,7 +21,6 @@ meaning here and is ignored.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -32,12 +31,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.faults import FaultSpec
 from bridge.emulator.matching import choose_tool, tool_info
 from bridge.emulator.openai_chat.messages import (
     ChatRequest,
     IssuedCall,
-    RequestError,
     RunSoFar,
     check_messages,
     check_tools,
@@ -45,22 +43,27 @@ from bridge.emulator.openai_chat.messages import (
     prompt_tools,
     read_run,
     read_text_run,
-    text_of,
 )
 from bridge.emulator.openai_chat.model import ModelConfig
 from bridge.emulator.openai_chat.render import Rendered, render_completion
 from bridge.emulator.openai_chat.replies import (
     CUT_SHORT,
     body_response,
-    error_response,
-    json_response,
     rejection,
     stream_response,
+)
+from bridge.emulator.openai_wire import (
+    RequestError,
+    begin,
+    error_response,
+    json_object,
+    json_response,
+    text_of,
 )
 from bridge.emulator.planner import AnswerStep, ForcedTool, PlannedCall, Planner, RunContext, Step
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
-from bridge.emulator.transport import DroppedConnectionError, bearer_problem, protocol_app
+from bridge.emulator.transport import DroppedConnectionError, protocol_app
 
 __all__ = ["ChatApp"]
 
@@ -130,7 +133,7 @@ class ChatApp:
         rid = request.state.request_id
         try:
             header_fault = await self._begin(request)
-            req = ChatRequest.parse(await _json_object(request))
+            req = ChatRequest.parse(await json_object(request))
             if req.model != self.model:
                 raise RequestError(
                     404,
@@ -274,26 +277,7 @@ class ChatApp:
     # --- shared checks ----------------------------------------------------------------------
 
     async def _begin(self, request: Request) -> FaultSpec | None:
-        await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem == "missing":
-            raise RequestError(
-                401,
-                "You didn't provide an API key. You need to provide your API key in an "
-                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                kind="invalid_request_error",
-            )
-        if problem is not None:
-            raise RequestError(
-                401,
-                "Incorrect API key provided; this emulator expects its own token as "
-                "'Authorization: Bearer <token>'.",
-                code="invalid_api_key",
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
+        return await begin(request, self.token)
 
     # --- error pages ----------------------------------------------------------------------
 
@@ -360,19 +344,3 @@ def _message_text(message: Mapping[str, Any]) -> str:
         f"{call['function']['name']} {call['function']['arguments']}" for call in calls
     )
     return f"{text_of(message.get('content'))} {called}".strip()
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise RequestError(
-            400,
-            f"We could not parse the JSON body of your request ({exc}); expected a JSON object.",
-        ) from None
-    if not isinstance(data, dict):
-        raise RequestError(
-            400, f"The request body must be a JSON object, not {type(data).__name__}."
-        )
-    return data

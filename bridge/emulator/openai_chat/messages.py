@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bridge.emulator.openai_wire import RequestError, strict_problem, text_of
 from bridge.emulator.planner import CompletedCall, PlannedCall
-from bridge.emulator.responses.items import RequestError, strict_problem, text_of
 
 __all__ = [
     "ROLES",

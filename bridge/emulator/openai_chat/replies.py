@@ -1,13 +1,13 @@
 """The Chat Completions emulator's answers: JSON bodies, SSE streams, error bodies, faults.
 
 Every answer carries ``x-request-id``; errors use OpenAI's body
-``{"error": {"message", "type", "param", "code"}}`` (`bridge.emulator.responses.replies`, the
-same envelope). A stream is ``data: {chunk}`` messages ending with ``data: [DONE]``, as OpenAI
-frames it (no ``event:`` lines). A fault that refuses a request answers with its status (and
-``Retry-After``) or, for ``inband``, a stream whose one message is ``data: {"error": ...}``
-(non-stream: a 500); a fault on an accepted request delays, cuts, garbles or ends the answer
-with an error message, or, for ``inband=length`` or ``inband=content_filter``, cuts it short
-with that ``finish_reason``.
+``{"error": {"message", "type", "param", "code"}}`` (`bridge.emulator.openai_wire`, the same
+envelope as the Responses emulator's). A stream is ``data: {chunk}`` messages ending with
+``data: [DONE]``, as OpenAI frames it (no ``event:`` lines). A fault that refuses a request
+answers with its status (and ``Retry-After``) or, for ``inband``, a stream whose one message is
+``data: {"error": ...}`` (non-stream: a 500); a fault on an accepted request delays, cuts,
+garbles or ends the answer with an error message, or, for ``inband=length`` or
+``inband=content_filter``, cuts it short with that ``finish_reason``.
 """
 
 from __future__ import annotations
@@ -19,28 +19,26 @@ from starlette.responses import Response
 
 from bridge.emulator.faults import FaultSpec
 from bridge.emulator.openai_chat.render import Rendered, stream_chunks
-from bridge.emulator.responses.items import RequestError
-from bridge.emulator.responses.replies import (
+from bridge.emulator.openai_wire import (
+    JSON,
     REQUEST_ID,
+    RequestError,
     encode,
     error_body,
     error_response,
     json_response,
+    status_rejection,
 )
-from bridge.emulator.responses.replies import rejection as _rejection
 from bridge.emulator.transport import BlockResponse, sse_block
 
 __all__ = [
     "CUT_SHORT",
     "body_response",
-    "error_response",
-    "json_response",
     "rejection",
     "stream_response",
 ]
 
 SSE = "text/event-stream; charset=utf-8"
-JSON = "application/json"
 DONE = b"data: [DONE]\n\n"
 CUT_SHORT = {"length": "length", "max_output_tokens": "length", "content_filter": "content_filter"}
 """``inband`` codes that end the completion with a ``finish_reason`` instead of an error."""
@@ -58,8 +56,12 @@ def _inband(fault: FaultSpec) -> dict[str, Any]:
 
 def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
     """A fault that refuses the request before anything happens."""
-    if fault.status is not None or not stream:
-        return _rejection(rid, fault, stream=False)
+    if fault.status is not None:
+        return status_rejection(rid, fault)
+    if not stream:
+        return BlockResponse(
+            [encode(_inband(fault))], status_code=500, media_type=JSON, headers={REQUEST_ID: rid}
+        )
     return BlockResponse(
         [frame(_inband(fault))], media_type=SSE, headers={REQUEST_ID: rid}, length=False
     )
