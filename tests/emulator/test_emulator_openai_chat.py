@@ -287,6 +287,11 @@ def test_every_call_must_be_answered_and_every_result_must_answer_a_call(client:
         ),
         ({"messages": [QUESTION], "tool_choice": "always"}, "tool_choice", "'tool_choice'"),
         (
+            {"messages": [QUESTION], "tool_choice": "required"},
+            "tool_choice",
+            "only allowed when 'tools' are specified",
+        ),
+        (
             {"messages": [QUESTION], "stream_options": {"include_usage": True}},
             "stream_options",
             "only allowed when 'stream' is enabled",

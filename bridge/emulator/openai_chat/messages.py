@@ -114,6 +114,13 @@ class ChatRequest(BaseModel):
                 "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                 param="stream_options",
             )
+        if request.tool_choice is not None and not request.tools:
+            raise RequestError(
+                400,
+                "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' "
+                "are specified.",
+                param="tool_choice",
+            )
         if request.n not in (None, 1):
             raise RequestError(
                 400,
