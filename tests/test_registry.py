@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bridge.errors import ConfigurationError, UsageError
@@ -74,7 +76,8 @@ def test_missing_required_settings_name_flag_and_variable() -> None:
     with pytest.raises(ConfigurationError) as info:
         get_entry("openai").require({}, env={"OPENAI_MODEL": "m"})
     assert "missing the base url (--base-url or OPENAI_BASE_URL" in str(info.value)
-    assert "--model" not in str(info.value) and "--emulator" not in str(info.value)
+    assert "--model or OPENAI_MODEL" not in str(info.value)
+    assert "pass --emulator for the embedded emulator" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +109,11 @@ def test_open_platform_keeps_todays_calls_and_takes_a_name() -> None:
         assert platform.create_conversation()
 
 
-def test_open_platform_refuses_an_emulator_the_platform_has_not() -> None:
+def test_open_platform_refuses_an_emulator_the_platform_has_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every shipped platform has one: take the openai platform's away.
+    monkeypatch.setitem(PLATFORMS, "openai", replace(PLATFORMS["openai"], emulator_protocol=None))
     with (
         pytest.raises(ConfigurationError, match="--platform openai has no embedded emulator"),
         open_platform("openai", emulator=True),

@@ -71,6 +71,9 @@ PROTOCOLS: dict[str, EmulatorProtocol] = {
     "responses": EmulatorProtocol(
         "responses", "OpenAI Responses-compatible", "bridge.emulator.responses"
     ),
+    "openai": EmulatorProtocol(
+        "openai", "OpenAI Chat Completions-compatible", "bridge.emulator.openai_chat"
+    ),
 }
 
 

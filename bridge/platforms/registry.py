@@ -477,6 +477,7 @@ PLATFORMS: dict[str, PlatformEntry] = {
             ),
             *LIMIT_SETTINGS,
         ),
+        emulator_protocol="openai",
         hints={
             "auth": "the API key was refused: check OPENAI_API_KEY/--api-key",
             "not_found": (

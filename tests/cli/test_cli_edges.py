@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 
 from bridge.cli import app
 from bridge.emulator import Emulator
+from bridge.platforms.registry import PLATFORMS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,12 +206,14 @@ def test_missing_settings_are_all_named_in_cli_words(tools_file: str) -> None:
     assert "--model or OPENAI_MODEL" in openai.stderr
 
 
-def test_the_emulator_switch_runs_offline(tools_file: str) -> None:
+def test_the_emulator_switch_runs_offline(tools_file: str, monkeypatch: pytest.MonkeyPatch) -> None:
     result = invoke(["run", "weather in Paris", "-t", tools_file, "--emulator", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["tool_runs"][0]["name"] == "get_weather"
     mixed = invoke(["run", "hi", "-t", tools_file, "--emulator", "--token", "x"])
     assert mixed.exit_code == 2 and "--token cannot be used with it" in mixed.stderr
+    # Every shipped platform has an emulator: take the openai platform's away.
+    monkeypatch.setitem(PLATFORMS, "openai", replace(PLATFORMS["openai"], emulator_protocol=None))
     other = invoke(["run", "hi", "-t", tools_file, "--emulator", "--platform", "openai"])
     assert other.exit_code == 2 and "--platform appbuilder" in other.stderr
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from typer.testing import CliRunner
 
 from bridge.cli import app
 from bridge.demo import demo_platforms
+from bridge.platforms.registry import PLATFORMS
 
 runner = CliRunner()
 
@@ -35,7 +38,11 @@ def test_the_demo_runs_on_each_emulated_platform(platform: str) -> None:
     assert f"--platform {platform}`" not in result.stdout, "it does not advertise itself"
 
 
-def test_platforms_without_an_emulator_or_unknown_are_usage_errors() -> None:
+def test_platforms_without_an_emulator_or_unknown_are_usage_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every shipped platform has one: take the openai platform's away.
+    monkeypatch.setitem(PLATFORMS, "openai", replace(PLATFORMS["openai"], emulator_protocol=None))
     result = runner.invoke(app, ["demo", "--platform", "openai"])
     assert result.exit_code == 2
     assert "--platform openai has no embedded emulator" in result.stderr

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -95,10 +96,14 @@ def test_the_emulator_gives_each_platform_its_settings(platform: str) -> None:
         server.stop()
 
 
-def test_the_emulator_refuses_settings_it_gives_and_platforms_without_one() -> None:
+def test_the_emulator_refuses_settings_it_gives_and_platforms_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     given = load_settings({"app_id": "mine"}, env={})
     with pytest.raises(ConfigurationError, match="so --app-id cannot be used with it"):
         _start_emulator(given)
+    # Every shipped platform has one: take the openai platform's away.
+    monkeypatch.setitem(PLATFORMS, "openai", replace(PLATFORMS["openai"], emulator_protocol=None))
     none = load_settings({"platform": "openai"}, env={})
     with pytest.raises(ConfigurationError, match="--platform openai has no embedded emulator"):
         _start_emulator(none)

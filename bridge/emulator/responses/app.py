@@ -18,7 +18,6 @@ the number of tool rounds the transcript already holds; ``inband`` becomes an ``
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,36 +29,36 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.faults import FaultSpec
 from bridge.emulator.matching import choose_tool, tool_info
+from bridge.emulator.openai_wire import (
+    RequestError,
+    begin,
+    error_response,
+    json_object,
+    json_response,
+    text_of,
+)
 from bridge.emulator.planner import AnswerStep, ForcedTool, Planner, RunContext, Step
 from bridge.emulator.responses.items import (
     IssuedCall,
-    RequestError,
     ResponsesRequest,
     check_chained_outputs,
     check_reasoning,
     check_tools,
     normalise_input,
     read_run,
-    text_of,
 )
 from bridge.emulator.responses.render import Rendered, render_response
 from bridge.emulator.responses.replies import (
     INCOMPLETE,
     body_response,
-    error_response,
-    json_response,
     rejection,
     stream_response,
 )
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
-from bridge.emulator.transport import (
-    DroppedConnectionError,
-    bearer_problem,
-    protocol_app,
-)
+from bridge.emulator.transport import DroppedConnectionError, protocol_app
 
 __all__ = ["ResponsesApp"]
 
@@ -127,7 +126,7 @@ class ResponsesApp:
         rid = request.state.request_id
         try:
             header_fault = await self._begin(request)
-            req = ResponsesRequest.parse(await _json_object(request))
+            req = ResponsesRequest.parse(await json_object(request))
             if req.model != self.model:
                 raise RequestError(
                     404,
@@ -296,26 +295,7 @@ class ResponsesApp:
     # --- shared checks ----------------------------------------------------------------------
 
     async def _begin(self, request: Request) -> FaultSpec | None:
-        await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem == "missing":
-            raise RequestError(
-                401,
-                "You didn't provide an API key. You need to provide your API key in an "
-                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                kind="invalid_request_error",
-            )
-        if problem is not None:
-            raise RequestError(
-                401,
-                "Incorrect API key provided; this emulator expects its own token as "
-                "'Authorization: Bearer <token>'.",
-                code="invalid_api_key",
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
+        return await begin(request, self.token)
 
     def _fault(
         self, header: FaultSpec | None, rule: FaultSpec | None, round_index: int
@@ -389,19 +369,3 @@ def _item_text(item: Mapping[str, Any]) -> str:
         output = item.get("output")
         return output if isinstance(output, str) else text_of(output)
     return ""
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise RequestError(
-            400,
-            f"We could not parse the JSON body of your request ({exc}); expected a JSON object.",
-        ) from None
-    if not isinstance(data, dict):
-        raise RequestError(
-            400, f"The request body must be a JSON object, not {type(data).__name__}."
-        )
-    return data

@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bridge.emulator.openai_wire import RequestError, strict_problem, text_of
 from bridge.emulator.planner import CompletedCall
 
 __all__ = [
     "IssuedCall",
-    "RequestError",
     "ResponsesRequest",
     "RunSoFar",
     "check_chained_outputs",
@@ -37,30 +37,9 @@ __all__ = [
     "encrypt_reasoning",
     "normalise_input",
     "read_run",
-    "text_of",
 ]
 
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
-
-
-class RequestError(Exception):
-    """A request the real API refuses: HTTP status, message, and the OpenAI error fields."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        kind: str = "invalid_request_error",
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.kind = kind
 
 
 class ResponsesRequest(BaseModel):
@@ -147,19 +126,6 @@ class RunSoFar:
     rounds: list[list[CompletedCall]] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     """Every call id answered in this request's transcript (for the accepted-outputs count)."""
-
-
-def text_of(content: Any) -> str:
-    """The text of a message's or an output's content: a string or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 def normalise_input(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -390,37 +356,3 @@ def check_tools(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, dict
                 )
         found.append((name, str(tool.get("description") or ""), parameters))
     return found
-
-
-def strict_problem(schema: Any, context: str) -> str | None:
-    """The first place where `schema` breaks the strict-mode rules, or None."""
-    if not isinstance(schema, dict):
-        return None
-    where = f"context=({context})"
-    if schema.get("type") == "object" or "properties" in schema:
-        if schema.get("additionalProperties") is not False:
-            return f"In {where}, 'additionalProperties' is required to be supplied and to be false."
-        props = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
-        missing = [name for name in props if name not in required]
-        if missing:
-            return (
-                f"In {where}, 'required' is required to be supplied and to be an array "
-                f"including every key in properties. Missing '{missing[0]}'."
-            )
-        for name, sub in props.items():
-            problem = strict_problem(sub, f"{context}, 'properties', '{name}'".lstrip(", "))
-            if problem is not None:
-                return problem
-    parts: list[tuple[str, Any]] = []
-    if isinstance(schema.get("items"), dict):
-        parts.append(("items", schema["items"]))
-    for key in ("anyOf", "$defs", "definitions"):
-        sub = schema.get(key)
-        values = sub.values() if isinstance(sub, dict) else sub if isinstance(sub, list) else ()
-        parts.extend((key, part) for part in values)
-    for key, part in parts:
-        problem = strict_problem(part, f"{context}, '{key}'".lstrip(", "))
-        if problem is not None:
-            return problem
-    return None

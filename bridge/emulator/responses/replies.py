@@ -7,82 +7,40 @@ accepted request delays, cuts, garbles or ends the answer with an ``error`` even
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import Response
 
 from bridge.emulator.faults import FaultSpec
-from bridge.emulator.responses.items import RequestError
+from bridge.emulator.openai_wire import (
+    JSON,
+    REQUEST_ID,
+    RequestError,
+    encode,
+    error_body,
+    json_response,
+    status_rejection,
+)
 from bridge.emulator.responses.render import Rendered, frame, stream_events
 from bridge.emulator.transport import BlockResponse
 
 __all__ = [
     "INCOMPLETE",
-    "REQUEST_ID",
     "body_response",
-    "encode",
-    "error_body",
-    "error_response",
     "inband_event",
-    "json_response",
     "rejection",
     "stream_response",
 ]
 
-JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
-REQUEST_ID = "x-request-id"
 INCOMPLETE = frozenset({"max_output_tokens", "content_filter"})
 """``inband`` codes that end the response ``incomplete`` with that reason instead of failing."""
 
 
-def encode(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode("utf-8")
-
-
-def error_body(exc: RequestError) -> dict[str, Any]:
-    return {
-        "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": exc.code}
-    }
-
-
-def error_response(rid: str, exc: RequestError) -> Response:
-    return Response(
-        encode(error_body(exc)),
-        status_code=exc.status,
-        media_type=JSON,
-        headers={REQUEST_ID: rid},
-    )
-
-
-def json_response(rid: str, body: Mapping[str, Any]) -> Response:
-    return Response(encode(body), media_type=JSON, headers={REQUEST_ID: rid})
-
-
 def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
-    headers = {REQUEST_ID: rid}
     if fault.status is not None:
-        retry_after = fault.retry_after
-        if retry_after is None and fault.status == 429:
-            retry_after = 1
-        if retry_after is not None:
-            seconds = float(retry_after)
-            headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
-        kind = "server_error" if fault.status >= 500 else "invalid_request_error"
-        if fault.status == 429:
-            kind = "rate_limit_exceeded"
-        message = fault.message or f"emulated fault: HTTP {fault.status}"
-        body = encode(error_body(RequestError(fault.status, message, kind=kind)))
-        return BlockResponse(
-            [body],
-            status_code=fault.status,
-            media_type=JSON,
-            headers=headers,
-            delay=fault.delay,
-            drop_after=fault.drop_after,
-        )
+        return status_rejection(rid, fault)
+    headers = {REQUEST_ID: rid}
     event = inband_event(fault, 0)
     if stream:
         return BlockResponse([frame(event)], media_type=SSE, headers=headers, length=False)

@@ -1,0 +1,195 @@
+"""What OpenAI's two emulated APIs (Responses, Chat Completions) share on the wire.
+
+The error body ``{"error": {"message", "type", "param", "code"}}`` with its HTTP status
+(`RequestError`, `error_response`), ``x-request-id`` on every answer, the bearer key check,
+request bodies read as JSON objects, content given as a string or a list of text parts, the
+strict-mode rules for function schemas, and the answer to a fault that refuses a request with
+an HTTP status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.transport import BlockResponse, bearer_problem
+
+__all__ = [
+    "JSON",
+    "REQUEST_ID",
+    "RequestError",
+    "begin",
+    "encode",
+    "error_body",
+    "error_response",
+    "json_object",
+    "json_response",
+    "status_rejection",
+    "strict_problem",
+    "text_of",
+]
+
+JSON = "application/json"
+REQUEST_ID = "x-request-id"
+
+
+class RequestError(Exception):
+    """A request the real API refuses: HTTP status, message, and the OpenAI error fields."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.kind = kind
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's or an output's content: a string or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def strict_problem(schema: Any, context: str) -> str | None:
+    """The first place where `schema` breaks the strict-mode rules, or None."""
+    if not isinstance(schema, dict):
+        return None
+    where = f"context=({context})"
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"In {where}, 'additionalProperties' is required to be supplied and to be false."
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        missing = [name for name in props if name not in required]
+        if missing:
+            return (
+                f"In {where}, 'required' is required to be supplied and to be an array "
+                f"including every key in properties. Missing '{missing[0]}'."
+            )
+        for name, sub in props.items():
+            problem = strict_problem(sub, f"{context}, 'properties', '{name}'".lstrip(", "))
+            if problem is not None:
+                return problem
+    parts: list[tuple[str, Any]] = []
+    if isinstance(schema.get("items"), dict):
+        parts.append(("items", schema["items"]))
+    for key in ("anyOf", "$defs", "definitions"):
+        sub = schema.get(key)
+        values = sub.values() if isinstance(sub, dict) else sub if isinstance(sub, list) else ()
+        parts.extend((key, part) for part in values)
+    for key, part in parts:
+        problem = strict_problem(part, f"{context}, '{key}'".lstrip(", "))
+        if problem is not None:
+            return problem
+    return None
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def error_body(exc: RequestError) -> dict[str, Any]:
+    return {
+        "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": exc.code}
+    }
+
+
+def error_response(rid: str, exc: RequestError) -> Response:
+    return Response(
+        encode(error_body(exc)),
+        status_code=exc.status,
+        media_type=JSON,
+        headers={REQUEST_ID: rid},
+    )
+
+
+def json_response(rid: str, body: Mapping[str, Any]) -> Response:
+    return Response(encode(body), media_type=JSON, headers={REQUEST_ID: rid})
+
+
+def status_rejection(rid: str, fault: FaultSpec) -> Response:
+    """A fault's HTTP status with OpenAI's error body (and ``Retry-After``, 1 s for a 429)."""
+    assert fault.status is not None
+    headers = {REQUEST_ID: rid}
+    retry_after = fault.retry_after
+    if retry_after is None and fault.status == 429:
+        retry_after = 1
+    if retry_after is not None:
+        seconds = float(retry_after)
+        headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
+    kind = "server_error" if fault.status >= 500 else "invalid_request_error"
+    if fault.status == 429:
+        kind = "rate_limit_exceeded"
+    message = fault.message or f"emulated fault: HTTP {fault.status}"
+    body = encode(error_body(RequestError(fault.status, message, kind=kind)))
+    return BlockResponse(
+        [body],
+        status_code=fault.status,
+        media_type=JSON,
+        headers=headers,
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )
+
+
+async def begin(request: Request, token: str) -> FaultSpec | None:
+    """Read the body, check the bearer key (401 as OpenAI words it) and return the request's
+    ``X-Emulator-Fault`` (400 when it cannot be parsed)."""
+    await request.body()
+    problem = bearer_problem(request.headers, token)
+    if problem == "missing":
+        raise RequestError(
+            401,
+            "You didn't provide an API key. You need to provide your API key in an "
+            "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+            kind="invalid_request_error",
+        )
+    if problem is not None:
+        raise RequestError(
+            401,
+            "Incorrect API key provided; this emulator expects its own token as "
+            "'Authorization: Bearer <token>'.",
+            code="invalid_api_key",
+        )
+    try:
+        return header_faults(request.headers)
+    except FaultSpecError as exc:
+        raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 saying what it is instead."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise RequestError(
+            400,
+            f"We could not parse the JSON body of your request ({exc}); expected a JSON object.",
+        ) from None
+    if not isinstance(data, dict):
+        raise RequestError(
+            400, f"The request body must be a JSON object, not {type(data).__name__}."
+        )
+    return data
