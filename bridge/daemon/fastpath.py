@@ -4,7 +4,7 @@
 are what a client of the daemon sends for each conversation. Through FastAPI each one passes
 its exception and exit-stack middleware, the router's match over every route, the solving of
 five dependencies and the endpoint wrappers: a profile of the daemon under load
-(docs/benchmarks.md, issue 14) put that at about a quarter of the daemon's CPU. This layer,
+(docs/benchmarks.md) put that at about a quarter of the daemon's CPU. This layer,
 inside `RequestContextMiddleware` (so the request id, the Host/Origin gate, the body limit,
 the access log and the metrics are the same), answers them by calling the very functions the
 routes call (`open_conversation`, `answer_message`).
