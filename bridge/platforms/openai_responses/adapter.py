@@ -17,8 +17,8 @@ How a round continues the conversation depends on ``store``:
 
 Either way the conversation's state only moves when a response completes, so a failed
 `start` or `submit` can simply be called again; `export_state`/`import_state` carry it across
-a restart. Wire shapes live in `_responses_wire`; the request and the reading of its answer in
-`_responses_http` (on the shared HTTP kernel, `_transport`).
+a restart. Wire shapes live in `models` and `stream`; the request and the reading of its answer in
+`client` (on the shared OpenAI pieces, `bridge.platforms._openai`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from bridge.errors import (
     UsageError,
 )
 from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._openai_wire import add_usage, model_verdict
-from bridge.platforms._responses_http import ResponsesClient
-from bridge.platforms._responses_wire import (
-    ResponseTurn,
+from bridge.platforms._openai import (
+    add_usage,
     choice_name,
-    function_calls,
-    tool_fields,
+    function_tool_name,
+    model_verdict,
+    pending_batch,
+    renamed_calls,
 )
 from bridge.platforms._settings import (
     check_base_url,
@@ -59,6 +59,8 @@ from bridge.platforms._settings import (
     retry_policy_for,
 )
 from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
+from bridge.platforms.openai_responses.client import ResponsesClient
+from bridge.platforms.openai_responses.models import ResponseTurn, function_calls
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -243,7 +245,7 @@ class OpenAIResponsesPlatform:
             PlatformError: The server refused the request, e.g. `BadRequestError` while calls
                 of the last round are unanswered.
         """
-        choice = choice_name(tool_choice)
+        choice = choice_name(tool_choice, api="the Responses API")
         state = self._state(conversation_id)
         if not isinstance(query, str) or not query.strip():
             raise UsageError(f"query must be a non-empty string, got {query!r}")
@@ -255,7 +257,7 @@ class OpenAIResponsesPlatform:
         # Calls left unanswered (an interrupted round) are not checked here: the server refuses
         # the request ("No tool output found for function call ..."), a refusal the loop
         # answers by continuing in a new platform conversation.
-        fields = tool_fields(tools, choice)
+        fields = _tool_fields(tools, choice)
         state.turn_tools, state.turn_usage = fields, None
         given = [{"type": "message", "role": "user", "content": query}]
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
@@ -280,17 +282,7 @@ class OpenAIResponsesPlatform:
                 that do not answer each call of the batch exactly once.
         """
         state = self._state(conversation_id)
-        pending = state.pending
-        if pending is None:
-            raise UsageError(
-                f"conversation {conversation_id} has no tool calls waiting for results; "
-                "submit() answers the batch of a ToolCallsRequested event"
-            )
-        if batch.batch_id != pending.batch_id:
-            raise UsageError(
-                f"batch {batch.batch_id} is not the one waiting in conversation "
-                f"{conversation_id} (expected batch {pending.batch_id})"
-            )
+        pending = pending_batch(conversation_id, state.pending, batch)
         by_id = results_by_call(pending, results)
         given = [
             {
@@ -545,14 +537,56 @@ def _distinct_ids(
     most once per conversation, so a reused id would get the old output instead of a new run.
     The server never sees the difference: the output goes back under its own id.
     """
-    seen = set(state.call_ids)
-    distinct, renamed = [], {}
-    for call in calls:
-        if call.call_id in seen:
-            fresh = f"call_{uuid.uuid4().hex[:24]}"
-            logger.debug("call id %s is already used; renamed %s", call.call_id, fresh)
-            renamed[fresh] = call.call_id
-            call = call.model_copy(update={"call_id": fresh})
-        seen.add(call.call_id)
-        distinct.append(call)
-    return tuple(distinct), renamed
+    return renamed_calls(calls, set(state.call_ids))
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def _tool_fields(tools: Sequence[dict[str, Any]], choice: str | None) -> dict[str, Any]:
+    """``tools`` as Responses function tools (strict when every one fits) and ``tool_choice``."""
+    # Imported here: the tools layer (and its dispatcher) loads only once tools are sent.
+    from bridge.tools.schema import to_dialect
+
+    plain = [_flat(position, tool) for position, tool in enumerate(tools)]
+    strict: list[dict[str, Any]] = []
+    for tool in plain:
+        try:
+            shaped = to_dialect(tool, "openai-strict")["function"]
+        except UsageError as exc:
+            logger.debug("tools sent without strict mode: %s", exc)
+            strict = []
+            break
+        strict.append({"type": "function", **shaped})
+    fields: dict[str, Any] = {}
+    if plain:
+        fields["tools"] = strict or [{"type": "function", **t, "strict": False} for t in plain]
+    if choice is None:
+        return fields
+    names = [t["name"] for t in plain]
+    if not names:
+        raise UsageError(f"tool_choice {choice!r} was given but no tools were sent")
+    if choice in ("auto", "none", "required"):
+        fields["tool_choice"] = choice
+    elif choice in names:
+        fields["tool_choice"] = {"type": "function", "name": choice}
+    else:
+        raise UsageError(
+            f"tool_choice {choice!r} names no tool of this request; expected one of "
+            f"{', '.join(sorted(names))} (or auto, none, required)"
+        )
+    return fields
+
+
+def _flat(position: int, tool: Mapping[str, Any]) -> dict[str, Any]:
+    """name, description and parameters of a Chat Completions function tool (or of one that
+    is already in the Responses shape)."""
+    name = function_tool_name(position, tool, flat=True)
+    function = tool.get("function")
+    source = function if isinstance(function, Mapping) else tool
+    parameters = source.get("parameters")
+    return {
+        "name": name,
+        "description": str(source.get("description") or ""),
+        "parameters": dict(parameters) if isinstance(parameters, Mapping) else {"type": "object"},
+    }
