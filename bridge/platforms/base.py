@@ -1,27 +1,34 @@
 """The seam between the loop and a platform adapter.
 
 A platform turns one of its conversations into a sequence of neutral events (`bridge.types`).
-Adding a platform means adding one module under `bridge/platforms/` that satisfies `Platform`.
+Adding a platform means adding one package under `bridge/platforms/` whose adapter satisfies
+`Platform`, usually by subclassing `PlatformBase` (or `InMemoryPlatform` when it keeps its
+conversations in this process).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast, get_args, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, get_args, runtime_checkable
 
 from pydantic import BaseModel
+from typing_extensions import Self
 
-from bridge.errors import UsageError
+from bridge.errors import ConversationLostError, UsageError
 from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResult
 
 __all__ = [
     "NO_LIMITS",
     "TOOL_CHOICE_MODES",
+    "ConversationStore",
+    "InMemoryPlatform",
     "LimitViolation",
     "Platform",
+    "PlatformBase",
     "PlatformLimits",
     "PlatformState",
     "ToolChoiceLike",
@@ -471,3 +478,136 @@ class Platform(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+# --- what adapters share ----------------------------------------------------------------------
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+class PlatformBase:
+    """What every adapter repeats: a context manager that closes its `client`, the refusals
+    worded from its `name`, and the check of a query.
+
+    A subclass sets `name`, `dialect` (and `limits` if it has any), assigns `client` (the HTTP
+    client that `close` closes) and implements the `Platform` methods it supports; `resume`
+    and `upload_file` are refused here for platforms that have no such thing.
+    """
+
+    name: str
+    dialect: str = "openai"
+    limits: PlatformLimits = NO_LIMITS
+    never_pauses: ClassVar[str] = "it never pauses for human input"
+    """Why `resume` is refused, after "resume is not supported on the NAME platform: "."""
+    client: _Closes
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP session if this platform created it."""
+        self.client.close()
+
+    def upload_file(self, conversation_id: str, path: str | Path) -> str:
+        """Not supported unless the adapter overrides it: the platform keeps no files."""
+        raise UsageError(
+            f"cannot attach {str(path)!r}: the {self.name} platform does not upload files; "
+            "put the text in the query or give the agent a tool that reads the file"
+        )
+
+    def resume(
+        self,
+        conversation_id: str,
+        interrupt_id: str,
+        answer: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Not supported unless the adapter overrides it: human-input interrupts are an
+        AppBuilder chatflow and Coze feature."""
+        raise UsageError(
+            f"resume is not supported on the {self.name} platform: {self.never_pauses}; "
+            "send the answer as a new query with start() instead"
+        )
+
+    def check_query(self, query: object, file_ids: Sequence[str] | None = None) -> None:
+        """Refuse an empty query, and file ids on a platform that takes none (`file_ids` is
+        given only by such platforms).
+
+        Raises:
+            UsageError: `query` is not a non-empty string, or `file_ids` are given.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        if file_ids:
+            raise UsageError(
+                f"file_ids are not supported on the {self.name} platform; put the text in the "
+                "query instead"
+            )
+
+
+S = TypeVar("S")
+
+
+class ConversationStore(Generic[S]):
+    """Conversations' state held in this process, guarded by one lock (`lock`, which the
+    adapter also takes to change a conversation's state in place)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._states: dict[str, S] = {}
+
+    def put(self, conversation_id: str, state: S) -> None:
+        """Hold `state` for the conversation (replacing what was held)."""
+        with self.lock:
+            self._states[conversation_id] = state
+
+    def get(self, conversation_id: str) -> S | None:
+        """The conversation's state, or None."""
+        with self.lock:
+            return self._states.get(conversation_id)
+
+    def __contains__(self, conversation_id: object) -> bool:
+        with self.lock:
+            return conversation_id in self._states
+
+    def pop(self, conversation_id: str) -> None:
+        """Drop the conversation's state, if held."""
+        with self.lock:
+            self._states.pop(conversation_id, None)
+
+
+class InMemoryPlatform(PlatformBase, Generic[S]):
+    """A `PlatformBase` that keeps its conversations' state in this process (a
+    `ConversationStore`), so it knows which ones it can continue (`KnowsConversations`)."""
+
+    lost_hint: ClassVar[str] = "call create_conversation() first"
+    """What to do about an unknown conversation id, in its error."""
+
+    def __init__(self) -> None:
+        self._conversations: ConversationStore[S] = ConversationStore()
+        self._lock = self._conversations.lock
+
+    def knows(self, conversation_id: str) -> bool:
+        """Whether this process holds the conversation's state (not after a restart, until
+        its exported state is imported)."""
+        return conversation_id in self._conversations
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's state (held in memory until forgotten)."""
+        self._conversations.pop(conversation_id)
+
+    def _state(self, conversation_id: str) -> S:
+        state = self._conversations.get(conversation_id)
+        if state is None:
+            raise ConversationLostError(
+                f"unknown conversation id {conversation_id!r}: {self.lost_hint}"
+            )
+        return state

@@ -40,7 +40,7 @@ from bridge.platforms.appbuilder.models import (
     ToolOutput,
     Usage,
 )
-from bridge.platforms.base import PlatformLimits, parse_tool_choice
+from bridge.platforms.base import PlatformBase, PlatformLimits, parse_tool_choice
 from bridge.types import (
     Event,
     HumanInputRequested,
@@ -60,7 +60,7 @@ __all__ = ["AppBuilderPlatform", "tool_choice_for"]
 log = logging.getLogger(__name__)
 
 
-class AppBuilderPlatform:
+class AppBuilderPlatform(PlatformBase):
     """The AppBuilder conversation API behind the neutral `Platform` protocol.
 
     Args:
@@ -77,6 +77,7 @@ class AppBuilderPlatform:
     dialect = "appbuilder"
     limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
     """AppBuilder's documented limits (appbuilder-wire.md: query, end_user_id)."""
+    client: AppBuilderClient
     platform_tool_types = frozenset({"code_interpreter", "file_retrieval"})
     """The tool types besides `function` that the run API documents (its `tools[].type` enum):
     sent as `{"type": ...}` next to the local tools, run by AppBuilder itself."""
@@ -210,10 +211,6 @@ class AppBuilderPlatform:
             f"AppBuilder at {self.client.base_url} accepted the token and opened conversation "
             f"{conversation_id} for app {self.client.app_id}"
         )
-
-    def close(self) -> None:
-        """Release the client's connections."""
-        self.client.close()
 
     # --- mapping ----------------------------------------------------------------------------------
 

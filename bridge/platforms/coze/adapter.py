@@ -44,6 +44,7 @@ from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms.base import (
+    PlatformBase,
     PlatformLimits,
     parse_tool_choice,
     results_by_call,
@@ -68,7 +69,7 @@ _MESSAGES = TypeAdapter(list[ChatMessage])
 _IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
 
 
-class CozePlatform:
+class CozePlatform(PlatformBase):
     """A `Platform` speaking Coze's chat API v3 to one published bot.
 
     Args:
@@ -100,6 +101,7 @@ class CozePlatform:
     dialect = "openai"
     """Manifests are only read for their names (Coze takes none per request)."""
     limits = PlatformLimits()
+    client: CozeClient
 
     def __init__(
         self,
@@ -154,7 +156,7 @@ class CozePlatform:
         bearer = token.strip()
         if not bearer.lower().startswith("bearer "):
             bearer = f"Bearer {bearer}"
-        self._client = CozeClient(
+        self.client = CozeClient(
             self.base_url,
             bearer,
             connect_timeout=connect_timeout,
@@ -164,7 +166,7 @@ class CozePlatform:
             sleep=sleep,
             limits=self.stream_limits,
         )
-        self._http = self._client.http
+        self._http = self.client.http
         self._local: dict[str, frozenset[str]] = {}
         """The local tool names of each conversation's last question."""
         self._chats: dict[str, str] = {}
@@ -177,17 +179,11 @@ class CozePlatform:
     def __repr__(self) -> str:
         return f"CozePlatform(base_url={self.base_url!r}, bot_id={self.bot_id!r}, token='[secure]')"
 
-    def __enter__(self) -> CozePlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- the Platform protocol ---------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Open a conversation of the bot and return its id."""
-        body = self._client.json(
+        body = self.client.json(
             "POST", "/v1/conversation/create", "conversation", json={"bot_id": self.bot_id}
         )
         conversation_id = body.get("id") if isinstance(body, dict) else None
@@ -214,7 +210,7 @@ class CozePlatform:
         def parts() -> dict[str, tuple[str | None, Any]]:
             return {"file": (file.name, file.open("rb"))}
 
-        data = self._client.json("POST", "/v1/files/upload", "upload", files=parts)
+        data = self.client.json("POST", "/v1/files/upload", "upload", files=parts)
         file_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(file_id, str) or not file_id:
             raise PlatformError(
@@ -254,8 +250,7 @@ class CozePlatform:
                 f"tool_choice {shown!r} cannot be sent: Coze chats take no tool choice (the "
                 "bot's configuration decides when to call its plugins); leave tool_choice unset"
             )
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        self.check_query(query)
         self._local[conversation_id] = _names(tools)
         return self._chat(
             conversation_id, query, end_user_id=end_user_id, stream=stream, file_ids=file_ids
@@ -345,10 +340,6 @@ class CozePlatform:
                 )
             self._local[conversation_id] = frozenset(local)
 
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._http.close()
-
     # --- chats -------------------------------------------------------------------------------
 
     def _chat(
@@ -408,10 +399,10 @@ class CozePlatform:
         if not stream or "event-stream" not in response.headers.get("content-type", ""):
             # Also where a refused stream request lands: Coze answers it with a JSON error.
             try:
-                data = self._client.envelope(response, url, operation, logid, budget)
+                data = self.client.envelope(response, url, operation, logid, budget)
             finally:
                 budget.close()
-            chat = self._client.shaped(Chat.model_validate, data, path, operation, logid)
+            chat = self.client.shaped(Chat.model_validate, data, path, operation, logid)
             self._chats[conversation_id] = chat.id
             return self._polled(chat, logid)
         return self._read(response, url, operation, conversation_id, chat_id, logid, budget)
@@ -486,8 +477,8 @@ class CozePlatform:
                     )
                 if chat.status:
                     self._sleep(self.poll_interval)
-                data = self._client.json("POST", "/v3/chat/retrieve", "retrieve", params=params)
-                chat = self._client.shaped(
+                data = self.client.json("POST", "/v3/chat/retrieve", "retrieve", params=params)
+                chat = self.client.shaped(
                     Chat.model_validate, data, "/v3/chat/retrieve", "retrieve", logid
                 )
         except KeyboardInterrupt:
@@ -497,8 +488,8 @@ class CozePlatform:
             self._said.pop(chat.id, None)
             yield failed(chat, logid)
             return
-        listed = self._client.json("GET", "/v3/chat/message/list", "message list", params=params)
-        messages = self._client.shaped(
+        listed = self.client.json("GET", "/v3/chat/message/list", "message list", params=params)
+        messages = self.client.shaped(
             _MESSAGES.validate_python, listed or [], "/v3/chat/message/list", "message list", logid
         )
         # The list holds the whole chat: text already given (streamed, or polled before a
@@ -527,7 +518,7 @@ class CozePlatform:
         if chat_id is None:
             return
         try:
-            self._client.json(
+            self.client.json(
                 "POST",
                 "/v3/chat/cancel",
                 "cancel",
@@ -553,7 +544,7 @@ class CozePlatform:
                 )
 
     def _bot(self) -> dict[str, Any]:
-        bot = self._client.json(
+        bot = self.client.json(
             "GET", "/v1/bot/get_online_info", "bot info", params={"bot_id": self.bot_id}
         )
         if not isinstance(bot, dict):

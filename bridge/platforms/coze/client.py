@@ -60,6 +60,10 @@ class CozeClient:
             base_url=base_url,
         )
 
+    def close(self) -> None:
+        """Close the HTTP session if this client created it."""
+        self.http.close()
+
     def json(
         self,
         method: str,

@@ -22,16 +22,14 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bridge.errors import ConversationLostError, ProtocolError, UsageError
+from bridge.errors import ProtocolError, UsageError
 from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai import (
     add_usage,
@@ -47,7 +45,7 @@ from bridge.platforms._settings import (
     check_seconds,
     retry_policy_for,
 )
-from bridge.platforms.base import PlatformLimits, results_by_call
+from bridge.platforms.base import InMemoryPlatform, PlatformLimits, results_by_call
 from bridge.platforms.openai_chat import models
 from bridge.platforms.openai_chat.client import ChatClient, ChatTransport
 from bridge.platforms.openai_chat.models import ChatConversation, Completion
@@ -72,7 +70,7 @@ _ENDPOINT = "/chat/completions"
 _MANAGED_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream"})
 
 
-class OpenAIChatPlatform:
+class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
     """A `Platform` speaking OpenAI-compatible Chat Completions, history kept client-side.
 
     Args:
@@ -107,6 +105,12 @@ class OpenAIChatPlatform:
     dialect = "openai"
     limits = PlatformLimits()
     """None known: servers differ (context length is the model's, not a fixed query size)."""
+    never_pauses = "Chat Completions never pauses for human input"
+    client: ChatClient
+    lost_hint = (
+        "the openai platform keeps histories in memory, so call create_conversation() first "
+        "(histories do not survive a restart)"
+    )
 
     def __init__(
         self,
@@ -128,6 +132,7 @@ class OpenAIChatPlatform:
         max_arguments_chars: int | None = None,
         max_tool_calls: int | None = None,
     ) -> None:
+        super().__init__()
         if tool_protocol not in ("native", "text"):
             raise UsageError(
                 f"tool_protocol must be 'native' (the server's tool calls) or 'text' (tools "
@@ -156,7 +161,7 @@ class OpenAIChatPlatform:
             retry_policy=retry_policy,
             session=session,
         )
-        self._client = ChatClient(
+        self.client = ChatClient(
             self.base_url,
             self._url,
             self.model,
@@ -165,9 +170,7 @@ class OpenAIChatPlatform:
             stream_usage=stream_usage,
             stream_limits=self.stream_limits,
         )
-        self._lock = threading.Lock()
-        self._conversations: dict[str, ChatConversation] = {}
-        self._text = TextToolProtocol(self._client, self._lock) if tool_protocol == "text" else None
+        self._text = TextToolProtocol(self.client, self._lock) if tool_protocol == "text" else None
 
     def __repr__(self) -> str:
         key = "'[secure]'" if self._api_key else "None"
@@ -175,35 +178,18 @@ class OpenAIChatPlatform:
             f"OpenAIChatPlatform(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
         )
 
-    def __enter__(self) -> OpenAIChatPlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- conversations --------------------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Start an empty history (opened by the system prompt, if any) and return its id."""
         conversation_id = uuid.uuid4().hex
         messages = [{"role": "system", "content": self.system}] if self.system else []
-        with self._lock:
-            self._conversations[conversation_id] = ChatConversation(messages=messages)
+        self._conversations.put(conversation_id, ChatConversation(messages=messages))
         return conversation_id
-
-    def knows(self, conversation_id: str) -> bool:
-        """Whether this process holds the conversation's history (not after a restart)."""
-        with self._lock:
-            return conversation_id in self._conversations
 
     def history(self, conversation_id: str) -> list[dict[str, Any]]:
         """A copy of the messages sent so far in a conversation (for transcripts and tests)."""
         return copy.deepcopy(self._state(conversation_id).messages)
-
-    def forget(self, conversation_id: str) -> None:
-        """Drop a conversation's history (histories live in memory until forgotten)."""
-        with self._lock:
-            self._conversations.pop(conversation_id, None)
 
     def export_state(self, conversation_id: str) -> dict[str, Any] | None:
         """The history and pending tool calls, as JSON, to continue in another process.
@@ -212,10 +198,10 @@ class OpenAIChatPlatform:
         all), plus, while tool calls wait for results, the batch and the turn's tool fields.
         None for a conversation this process does not hold.
         """
+        state = self._conversations.get(conversation_id)
+        if state is None:
+            return None
         with self._lock:
-            state = self._conversations.get(conversation_id)
-            if state is None:
-                return None
             if state.pending is None:
                 saved = _SavedConversation(messages=state.messages)
             else:
@@ -255,31 +241,7 @@ class OpenAIChatPlatform:
             turn_usage=copy.deepcopy(saved.turn_usage),
             text_turn=saved.text_turn.turn() if saved.text_turn is not None else None,
         )
-        with self._lock:
-            self._conversations[conversation_id] = conversation
-
-    def upload_file(self, conversation_id: str, path: str | Path) -> str:
-        """Not supported: Chat Completions has no file store."""
-        raise UsageError(
-            f"cannot attach {str(path)!r}: the openai platform does not support file uploads; "
-            "put the text in the query or give the agent a tool that reads the file"
-        )
-
-    def resume(
-        self,
-        conversation_id: str,
-        interrupt_id: str,
-        answer: str,
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        end_user_id: str | None = None,
-        stream: bool = True,
-    ) -> Iterator[Event]:
-        """Not supported: human-input interrupts are an AppBuilder chatflow feature."""
-        raise UsageError(
-            "resume is not supported on the openai platform: Chat Completions never pauses for "
-            "human input; send the answer as a new query with start() instead"
-        )
+        self._conversations.put(conversation_id, conversation)
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -307,13 +269,7 @@ class OpenAIChatPlatform:
         """
         tool_choice = choice_name(tool_choice, api="OpenAI-compatible Chat Completions")
         state = self._state(conversation_id)
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
-        if file_ids:
-            raise UsageError(
-                "file_ids are not supported on the openai platform: Chat Completions has no "
-                "file store; put the text in the query instead"
-            )
+        self.check_query(query, file_ids)
         if state.pending is not None:
             pending = ", ".join(c.call_id for c in state.pending.calls)
             raise UsageError(
@@ -365,10 +321,6 @@ class OpenAIChatPlatform:
             del tool_fields["tool_choice"]
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
 
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._client.close()
-
     def check(self) -> str:
         """Prove the server answers and serves the model, with one `GET /models`.
 
@@ -379,9 +331,9 @@ class OpenAIChatPlatform:
             PlatformError: the server is unreachable or refused the key.
             ConfigurationError: the server lists its models and the configured one is absent.
         """
-        response = self._client.http.get(self.base_url + "/models")
+        response = self.client.http.get(self.base_url + "/models")
         try:
-            with self._client.http.errors():
+            with self.client.http.errors():
                 body = response.json()
         except ProtocolError:
             return f"{self.base_url} answered (its /models reply is not JSON)"
@@ -406,7 +358,7 @@ class OpenAIChatPlatform:
             "max_tokens": 1,
             "stream": False,
         }
-        self._client.http.post(body, stream=False).close()
+        self.client.http.post(body, stream=False).close()
         return f"{self.base_url}/chat/completions answered for model {self.model!r}"
 
     # --- one completion ------------------------------------------------------------------------
@@ -420,7 +372,7 @@ class OpenAIChatPlatform:
         end_user_id: str | None,
         stream: bool,
     ) -> Iterator[Event]:
-        body = self._client.body(messages, tool_fields, end_user_id=end_user_id, stream=stream)
+        body = self.client.body(messages, tool_fields, end_user_id=end_user_id, stream=stream)
         # A generator from here on: nothing is sent until the caller starts iterating.
         return self._run(state, messages, body, stream=stream)
 
@@ -432,7 +384,7 @@ class OpenAIChatPlatform:
         *,
         stream: bool,
     ) -> Iterator[Event]:
-        turn, request_id = yield from self._client.exchange(body, stream=stream)
+        turn, request_id = yield from self.client.exchange(body, stream=stream)
         yield from self._finish(state, messages, turn, request_id)
 
     def _finish(
@@ -490,17 +442,6 @@ class OpenAIChatPlatform:
         )
 
     # --- helpers -------------------------------------------------------------------------------
-
-    def _state(self, conversation_id: str) -> ChatConversation:
-        with self._lock:
-            state = self._conversations.get(conversation_id)
-        if state is None:
-            raise ConversationLostError(
-                f"unknown conversation id {conversation_id!r}: the openai platform keeps "
-                "histories in memory, so call create_conversation() first (histories do not "
-                "survive a restart)"
-            )
-        return state
 
 
 # --- saved state ------------------------------------------------

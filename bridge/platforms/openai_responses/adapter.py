@@ -26,18 +26,14 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import requests
 
 from bridge.errors import (
     ConfigurationError,
-    ConversationLostError,
     NotFoundError,
     ProtocolError,
     UsageError,
@@ -58,9 +54,19 @@ from bridge.platforms._settings import (
     check_seconds,
     retry_policy_for,
 )
-from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
+from bridge.platforms.base import (
+    InMemoryPlatform,
+    PlatformLimits,
+    PlatformState,
+    results_by_call,
+    state_field,
+)
 from bridge.platforms.openai_responses.client import ResponsesClient
-from bridge.platforms.openai_responses.models import ResponseTurn, function_calls
+from bridge.platforms.openai_responses.models import (
+    ResponsesConversation,
+    ResponseTurn,
+    function_calls,
+)
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -86,7 +92,7 @@ STATE_VERSION = 1
 """The `export_state` format; `import_state` refuses others."""
 
 
-class OpenAIResponsesPlatform:
+class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
     """A `Platform` speaking the Responses API.
 
     Args:
@@ -114,6 +120,11 @@ class OpenAIResponsesPlatform:
     name = "responses"
     dialect = "openai"
     limits = PlatformLimits()
+    never_pauses = "a response never pauses for human input"
+    client: ResponsesClient
+    lost_hint = (
+        "call create_conversation() first, or import_state() the state exported before a restart"
+    )
 
     def __init__(
         self,
@@ -134,6 +145,7 @@ class OpenAIResponsesPlatform:
         max_arguments_chars: int | None = None,
         max_tool_calls: int | None = None,
     ) -> None:
+        super().__init__()
         self.base_url = check_base_url(
             base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
         )
@@ -147,7 +159,7 @@ class OpenAIResponsesPlatform:
         self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self._url = self.base_url + _ENDPOINT
-        self._client = ResponsesClient(
+        self.client = ResponsesClient(
             self.base_url,
             api_key=self._api_key,
             connect_timeout=float(connect_timeout),
@@ -158,8 +170,6 @@ class OpenAIResponsesPlatform:
                 run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
             ),
         )
-        self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
 
     def __repr__(self) -> str:
         key = "'[secure]'" if self._api_key else "None"
@@ -168,30 +178,13 @@ class OpenAIResponsesPlatform:
             f"store={self.store}, api_key={key})"
         )
 
-    def __enter__(self) -> OpenAIResponsesPlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- conversations --------------------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Start a conversation (nothing is sent: the first response opens the chain)."""
         conversation_id = uuid.uuid4().hex
-        with self._lock:
-            self._conversations[conversation_id] = _Conversation()
+        self._conversations.put(conversation_id, ResponsesConversation())
         return conversation_id
-
-    def knows(self, conversation_id: str) -> bool:
-        """Whether this process holds the conversation's state (see `import_state`)."""
-        with self._lock:
-            return conversation_id in self._conversations
-
-    def forget(self, conversation_id: str) -> None:
-        """Drop a conversation's state."""
-        with self._lock:
-            self._conversations.pop(conversation_id, None)
 
     def previous_response_id(self, conversation_id: str) -> str | None:
         """The id of the conversation's last completed response (None before the first)."""
@@ -200,29 +193,6 @@ class OpenAIResponsesPlatform:
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         """A copy of the items a ``store=False`` conversation resends (empty with store)."""
         return copy.deepcopy(self._state(conversation_id).items)
-
-    def upload_file(self, conversation_id: str, path: str | Path) -> str:
-        """Not supported: files would go through the Files API, which this adapter leaves out."""
-        raise UsageError(
-            f"cannot attach {str(path)!r}: the responses platform does not upload files; put "
-            "the text in the query or give the agent a tool that reads the file"
-        )
-
-    def resume(
-        self,
-        conversation_id: str,
-        interrupt_id: str,
-        answer: str,
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        end_user_id: str | None = None,
-        stream: bool = True,
-    ) -> Iterator[Event]:
-        """Not supported: a response never pauses for human input."""
-        raise UsageError(
-            "resume is not supported on the responses platform: a response never pauses for "
-            "human input; send the answer as a new query with start() instead"
-        )
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -247,13 +217,7 @@ class OpenAIResponsesPlatform:
         """
         choice = choice_name(tool_choice, api="the Responses API")
         state = self._state(conversation_id)
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
-        if file_ids:
-            raise UsageError(
-                "file_ids are not supported on the responses platform; put the text in the "
-                "query instead"
-            )
+        self.check_query(query, file_ids)
         # Calls left unanswered (an interrupted round) are not checked here: the server refuses
         # the request ("No tool output found for function call ..."), a refusal the loop
         # answers by continuing in a new platform conversation.
@@ -297,10 +261,6 @@ class OpenAIResponsesPlatform:
             del fields["tool_choice"]  # forced again, it would force a call every round
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
 
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._client.close()
-
     def check(self) -> str:
         """Prove the server answers and serves the model, with one ``GET /models``; for a
         server without that endpoint (404), with one tiny response instead.
@@ -310,7 +270,7 @@ class OpenAIResponsesPlatform:
             ConfigurationError: the server lists its models and the configured one is absent.
         """
         try:
-            served = self._client.models()
+            served = self.client.models()
         except NotFoundError:
             return self._check_response()
         if served is None:
@@ -326,8 +286,8 @@ class OpenAIResponsesPlatform:
             "store": False,
             "stream": False,
         }
-        response, request_id = self._client.send(body, stream=False)
-        for _ in self._client.read(response, request_id, stream=False):
+        response, request_id = self.client.send(body, stream=False)
+        for _ in self.client.read(response, request_id, stream=False):
             pass  # a body: nothing is yielded
         return (
             f"{self._url} answered a tiny response for model {self.model!r} (the server has "
@@ -382,7 +342,7 @@ class OpenAIResponsesPlatform:
         call_ids = state_field(state, "call_ids", list, platform=self.name, default=[])
         wire_ids = state_field(state, "wire_ids", dict, platform=self.name, default={})
         try:
-            restored = _Conversation(
+            restored = ResponsesConversation(
                 previous_response_id=previous,
                 items=[dict(item) for item in items],
                 pending=ToolBatch.model_validate(pending) if pending else None,
@@ -394,14 +354,13 @@ class OpenAIResponsesPlatform:
             raise UsageError(
                 f"cannot import the state of conversation {conversation_id}: {exc}"
             ) from None
-        with self._lock:
-            self._conversations[conversation_id] = restored
+        self._conversations.put(conversation_id, restored)
 
     # --- one response ------------------------------------------------------------------------
 
     def _respond(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         given: list[dict[str, Any]],
         fields: dict[str, Any],
         *,
@@ -426,13 +385,13 @@ class OpenAIResponsesPlatform:
             body.setdefault("user", end_user_id)
         # Sent now, read as iterated: a refusal (e.g. a new input while calls of the chain are
         # unanswered) reaches the caller before it records anything as sent.
-        budget = self._client.budget()  # the run's total time counts from the request
-        response, request_id = self._client.send(body, stream=stream, budget=budget)
+        budget = self.client.budget()  # the run's total time counts from the request
+        response, request_id = self.client.send(body, stream=stream, budget=budget)
         return self._run(state, body, response, request_id, budget, stream=stream)
 
     def _run(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         body: dict[str, Any],
         response: requests.Response,
         request_id: str | None,
@@ -440,12 +399,12 @@ class OpenAIResponsesPlatform:
         *,
         stream: bool,
     ) -> Iterator[Event]:
-        turn = yield from self._client.read(response, request_id, stream=stream, budget=budget)
+        turn = yield from self.client.read(response, request_id, stream=stream, budget=budget)
         yield from self._finish(state, body, turn, request_id)
 
     def _finish(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         body: dict[str, Any],
         turn: ResponseTurn,
         request_id: str | None,
@@ -501,34 +460,9 @@ class OpenAIResponsesPlatform:
             raw=turn.raw,
         )
 
-    def _state(self, conversation_id: str) -> _Conversation:
-        with self._lock:
-            state = self._conversations.get(conversation_id)
-        if state is None:
-            raise ConversationLostError(
-                f"unknown conversation id {conversation_id!r}: call create_conversation() "
-                "first, or import_state() the state exported before a restart"
-            )
-        return state
-
-
-@dataclass
-class _Conversation:
-    previous_response_id: str | None = None
-    items: list[dict[str, Any]] = field(default_factory=list)
-    """store=False: every item sent and received so far, resent with each request."""
-    pending: ToolBatch | None = None
-    turn_tools: dict[str, Any] = field(default_factory=dict)
-    """The `tools`/`tool_choice` fields of the current turn, sent again with its outputs."""
-    turn_usage: dict[str, Any] | None = None
-    call_ids: list[str] = field(default_factory=list)
-    """Every call id the loop was given in this conversation (it runs an id at most once)."""
-    wire_ids: dict[str, str] = field(default_factory=dict)
-    """Call ids given in place of one the server had already used: given -> the server's."""
-
 
 def _distinct_ids(
-    calls: tuple[ToolCall, ...], state: _Conversation
+    calls: tuple[ToolCall, ...], state: ResponsesConversation
 ) -> tuple[tuple[ToolCall, ...], dict[str, str]]:
     """The calls with a fresh id for any whose ``call_id`` the conversation already used, and
     the renames (fresh -> the server's).

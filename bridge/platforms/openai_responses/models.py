@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ProtocolError
-from bridge.types import ToolCall
+from bridge.types import ToolBatch, ToolCall
 
 __all__ = [
     "ResponseTurn",
+    "ResponsesConversation",
     "function_calls",
     "output_text",
     "turn_from_body",
@@ -104,3 +105,20 @@ def function_calls(output: Sequence[Mapping[str, Any]], where: str) -> tuple[Too
         text = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
         calls.append(ToolCall(call_id=call_id, name=name, arguments=text, raw_arguments=text))
     return tuple(calls)
+
+
+@dataclass
+class ResponsesConversation:
+    """What the adapter holds of one conversation: its chain, or its items, and the turn."""
+
+    previous_response_id: str | None = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+    """store=False: every item sent and received so far, resent with each request."""
+    pending: ToolBatch | None = None
+    turn_tools: dict[str, Any] = field(default_factory=dict)
+    """The `tools`/`tool_choice` fields of the current turn, sent again with its outputs."""
+    turn_usage: dict[str, Any] | None = None
+    call_ids: list[str] = field(default_factory=list)
+    """Every call id the loop was given in this conversation (it runs an id at most once)."""
+    wire_ids: dict[str, str] = field(default_factory=dict)
+    """Call ids given in place of one the server had already used: given -> the server's."""
