@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bridge import open_platform
 from bridge.errors import ConfigurationError, UsageError
-from bridge.platforms import create_platform, open_platform
+from bridge.platforms import create_platform
 from bridge.platforms.registry import (
     COMMON_OPTIONS,
     PLATFORMS,

@@ -40,7 +40,12 @@ from bridge.platforms.appbuilder.models import (
     ToolOutput,
     Usage,
 )
-from bridge.platforms.base import PlatformBase, PlatformLimits, parse_tool_choice
+from bridge.platforms.base import (
+    PlatformBase,
+    PlatformDescription,
+    PlatformLimits,
+    parse_tool_choice,
+)
 from bridge.types import (
     Event,
     HumanInputRequested,
@@ -211,6 +216,10 @@ class AppBuilderPlatform(PlatformBase):
             f"AppBuilder at {self.client.base_url} accepted the token and opened conversation "
             f"{conversation_id} for app {self.client.app_id}"
         )
+
+    def describe(self) -> PlatformDescription:
+        """The server and app this adapter talks to."""
+        return PlatformDescription(base_url=self.client.base_url, app_id=self.client.app_id)
 
     # --- mapping ----------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
 from bridge.platforms.base import (
     PlatformBase,
+    PlatformDescription,
     PlatformLimits,
     parse_tool_choice,
     results_by_call,
@@ -311,6 +312,10 @@ class CozePlatform(PlatformBase):
             f"Coze at {self.base_url} accepted the token and serves bot {self.bot_id} "
             f"({bot.get('name') or 'unnamed'}, {len(apis)} plugin API(s))"
         )
+
+    def describe(self) -> PlatformDescription:
+        """The server and bot this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, app_id=self.bot_id)
 
     def remote_tool_names(self) -> list[str] | None:
         """The plugin APIs the bot has configured (cloud plugins' ones included: the API does

@@ -45,7 +45,12 @@ from bridge.platforms._settings import (
     check_seconds,
     retry_policy_for,
 )
-from bridge.platforms.base import InMemoryPlatform, PlatformLimits, results_by_call
+from bridge.platforms.base import (
+    InMemoryPlatform,
+    PlatformDescription,
+    PlatformLimits,
+    results_by_call,
+)
 from bridge.platforms.openai_chat import models
 from bridge.platforms.openai_chat.client import ChatClient, ChatTransport
 from bridge.platforms.openai_chat.models import ChatConversation, Completion
@@ -320,6 +325,10 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
             # only max_rounds would stop; the follow-up lets the model answer.
             del tool_fields["tool_choice"]
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
+
+    def describe(self) -> PlatformDescription:
+        """The server and model this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one `GET /models`.

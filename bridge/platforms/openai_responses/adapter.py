@@ -56,6 +56,7 @@ from bridge.platforms._settings import (
 )
 from bridge.platforms.base import (
     InMemoryPlatform,
+    PlatformDescription,
     PlatformLimits,
     PlatformState,
     results_by_call,
@@ -260,6 +261,10 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
         if fields.get("tool_choice") not in (None, "auto", "none"):
             del fields["tool_choice"]  # forced again, it would force a call every round
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
+
+    def describe(self) -> PlatformDescription:
+        """The server and model this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one ``GET /models``; for a
