@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 
@@ -31,6 +32,13 @@ from bridge.errors import (
     register_secret,
     status_error_class,
 )
+from bridge.platforms._settings import (
+    check_base_url,
+    check_extra_body,
+    check_model,
+    check_seconds,
+    retry_policy_for,
+)
 from bridge.platforms._transport import ErrorAnswer, Transport, trim
 from bridge.platforms.base import parse_tool_choice
 from bridge.platforms.retry import RetryPolicy
@@ -40,10 +48,12 @@ __all__ = [
     "CONFIG_HINT",
     "LABEL",
     "REQUEST_ID_HEADER",
+    "OpenAISettings",
     "add_usage",
     "choice_name",
     "decode_object",
     "error_details",
+    "follow_up_fields",
     "function_tool_name",
     "model_verdict",
     "openai_transport",
@@ -274,3 +284,50 @@ def renamed_calls(
         seen.add(call.call_id)
         distinct.append(call)
     return tuple(distinct), renamed
+
+
+class OpenAISettings(NamedTuple):
+    """The settings both OpenAI adapters read the same way, checked."""
+
+    base_url: str
+    model: str
+    api_key: str | None
+    retry_policy: RetryPolicy
+    extra_body: dict[str, Any]
+
+    @classmethod
+    def read(
+        cls,
+        base_url: str | None,
+        model: str | None,
+        api_key: str | None,
+        *,
+        endpoint: str,
+        connect_timeout: float,
+        idle_timeout: float,
+        max_retries: int,
+        retry_policy: RetryPolicy | None,
+        extra_body: Mapping[str, Any] | None,
+        managed_keys: frozenset[str],
+    ) -> OpenAISettings:
+        """The options given, else ``OPENAI_BASE_URL``, ``OPENAI_MODEL``, ``OPENAI_API_KEY``.
+
+        Raises:
+            ConfigurationError: A required setting is missing or malformed.
+        """
+        url = check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or None, endpoint)
+        name = check_model(model or os.environ.get("OPENAI_MODEL") or None)
+        key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
+        policy = retry_policy_for(max_retries, retry_policy)
+        return cls(url, name, key, policy, check_extra_body(extra_body, managed_keys))
+
+
+def follow_up_fields(turn_tools: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn's tool fields to send with its tool results: a forced ``tool_choice`` (a tool
+    name or ``required``) is left out, since sent again it would force another call after every
+    result, a loop only max_rounds would stop; the follow-up lets the model answer."""
+    fields = dict(turn_tools)
+    if fields.get("tool_choice") not in (None, "auto", "none"):
+        del fields["tool_choice"]
+    return fields

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -32,18 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bridge.errors import ProtocolError, UsageError
 from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai import (
+    OpenAISettings,
     add_usage,
     choice_name,
+    follow_up_fields,
     model_verdict,
     pending_batch,
     renamed_calls,
-)
-from bridge.platforms._settings import (
-    check_base_url,
-    check_extra_body,
-    check_model,
-    check_seconds,
-    retry_policy_for,
 )
 from bridge.platforms.base import (
     InMemoryPlatform,
@@ -144,14 +138,24 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
                 f"described in the prompt, calls read from the reply), got {tool_protocol!r}"
             )
         self.tool_protocol = tool_protocol
-        self.base_url = check_base_url(
-            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        settings = OpenAISettings.read(
+            base_url,
+            model,
+            api_key,
+            endpoint=_ENDPOINT,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            extra_body=extra_body,
+            managed_keys=_MANAGED_KEYS,
         )
-        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
-        retry_policy = retry_policy_for(max_retries, retry_policy)
-        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
+        self.base_url, self.model, self._api_key = (
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+        )
+        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         self.stream_limits = StreamLimits.from_options(
             run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
         )
@@ -319,11 +323,7 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
             for call in pending.calls
         ]
         messages = [*state.messages, *tool_messages]
-        tool_fields = dict(state.turn_tools)
-        if tool_fields.get("tool_choice") not in (None, "auto", "none"):
-            # A forced choice sent again would force another call after every result, a loop
-            # only max_rounds would stop; the follow-up lets the model answer.
-            del tool_fields["tool_choice"]
+        tool_fields = follow_up_fields(state.turn_tools)
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
 
     def describe(self) -> PlatformDescription:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -40,19 +39,14 @@ from bridge.errors import (
 )
 from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai import (
+    OpenAISettings,
     add_usage,
     choice_name,
+    follow_up_fields,
     function_tool_name,
     model_verdict,
     pending_batch,
     renamed_calls,
-)
-from bridge.platforms._settings import (
-    check_base_url,
-    check_extra_body,
-    check_model,
-    check_seconds,
-    retry_policy_for,
 )
 from bridge.platforms.base import (
     InMemoryPlatform,
@@ -147,17 +141,27 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
         max_tool_calls: int | None = None,
     ) -> None:
         super().__init__()
-        self.base_url = check_base_url(
-            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        settings = OpenAISettings.read(
+            base_url,
+            model,
+            api_key,
+            endpoint=_ENDPOINT,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            extra_body=extra_body,
+            managed_keys=_MANAGED_KEYS,
         )
-        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.base_url, self.model, self._api_key = (
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+        )
+        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         if not isinstance(store, bool):
             raise ConfigurationError(f"store must be True or False, got {store!r}")
         self.store = store
-        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
-        retry_policy = retry_policy_for(max_retries, retry_policy)
-        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self._url = self.base_url + _ENDPOINT
         self.client = ResponsesClient(
@@ -257,9 +261,7 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
             }
             for call in pending.calls
         ]
-        fields = dict(state.turn_tools)
-        if fields.get("tool_choice") not in (None, "auto", "none"):
-            del fields["tool_choice"]  # forced again, it would force a call every round
+        fields = follow_up_fields(state.turn_tools)
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
 
     def describe(self) -> PlatformDescription:
