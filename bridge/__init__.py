@@ -80,12 +80,13 @@ _EXPORTS: dict[str, str] = {
     "manifest": "bridge.tools.manifest",
     "manifest_parameter": "bridge.tools.manifest",
     "manifest_return": "bridge.tools.manifest",
-    "open_platform": "bridge.platforms",
+    "open_platform": "bridge._open",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from bridge._open import open_platform
     from bridge.conversation import Bridge, BridgeOptions, Conversation, Result
     from bridge.emulator import Emulator
     from bridge.errors import (
@@ -115,7 +116,7 @@ if TYPE_CHECKING:
     )
     from bridge.journal import Journal, MemoryJournal, SQLiteJournal
     from bridge.loading import load_tools
-    from bridge.platforms import create_platform, open_platform
+    from bridge.platforms import create_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform
     from bridge.platforms.coze import CozePlatform

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from bridge import open_platform
 from bridge.errors import ConfigurationError, UsageError
-from bridge.platforms import create_platform, open_platform
+from bridge.platforms import create_platform
 from bridge.platforms.registry import (
     COMMON_OPTIONS,
     PLATFORMS,

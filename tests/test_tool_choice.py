@@ -29,6 +29,7 @@ from bridge.cli import app
 from bridge.emulator import Emulator
 from bridge.platforms.appbuilder import tool_choice_for
 from bridge.platforms.base import parse_tool_choice, platform_tools_for
+from bridge.platforms.openai_chat.models import tool_fields
 from tests.daemon.conftest import DaemonProcess
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
@@ -343,7 +344,7 @@ def test_openai_refuses_a_forced_input_at_ask_and_accepts_a_name() -> None:
         conversation = bridge.conversation()
         with pytest.raises(UsageError, match="can force a tool but not its arguments"):
             conversation.ask("hi", tool_choice={"name": "get_weather", "input": {"city": "Rome"}})
-    assert platform._tool_fields([], None) == {}
+    assert tool_fields([], None) == {}
 
 
 # --- the daemon ----------------------------------------------------------------------------------

@@ -176,7 +176,9 @@ class Connection:
         if not self.emulator:
             entry.require(options)
             return entry.create(**options)
-        server = entry.start_emulator(scenario=self.scenario, tools=tools)
+        from bridge._open import start_emulator
+
+        server = start_emulator(entry, scenario=self.scenario, tools=tools)
         try:
             client_env = server.env()
             given = [

@@ -184,6 +184,7 @@ def _reachable(
     """The adapter's `check()`, then the tools its agent has configured (None: it cannot say);
     `manifests` are the loaded tools, declared to an emulated agent that needs them."""
     from bridge.errors import NotFoundError
+    from bridge.platforms.base import ListsRemoteTools
 
     adapter = None
     try:
@@ -204,11 +205,10 @@ def _reachable(
             reached = Check(
                 "reachable", "warn", f"{where}/models is not served (404), but {answered}"
             )
-        lister = getattr(adapter, "remote_tool_names", None)
-        if lister is None:
+        if not isinstance(adapter, ListsRemoteTools):
             return [reached], None
         try:
-            remote = lister()
+            remote = adapter.remote_tool_names()
         except BridgeError as exc:
             failed = Check("remote tools", "fail", _fix_hint(exc, entry), exit_code_for(exc))
             return [reached, failed], None

@@ -257,10 +257,12 @@ def _start_emulator(
     """--emulator: the platform's embedded emulator, serving for as long as the daemon does,
     scripted by --scenario, with its state kept beside a file journal (so a restart, even a
     kill -9, finds the conversations the journal continues)."""
+    from bridge._open import start_emulator
     from bridge.platforms.registry import get_entry
 
     entry = get_entry(settings.platform)
-    server = entry.start_emulator(
+    server = start_emulator(
+        entry,
         scenario=scenario,
         tools=_declared_tools(entry, settings),
         state_file=_emulator_state_file(settings.db),

@@ -1,6 +1,8 @@
-"""A local AppBuilder-compatible server: develop offline, test against real HTTP.
+"""Local servers speaking each platform's wire protocol: develop offline, test against real HTTP.
 
-`Emulator` runs it in-process on loopback; `create_app` returns the ASGI app;
+One package per protocol (`appbuilder/`, `coze/`, `responses/`, listed in `protocols`), on the
+shared scenario, planner, matching, state and faults here. `Emulator` runs one in-process on
+loopback; `create_app` returns the AppBuilder-compatible ASGI app;
 ``toolbridge emulator`` runs it in the foreground. The agent it emulates is scripted by a
 scenario file (`load_scenario`) or, without one, plans from the manifests it is sent. Faults
 (`parse_faults`) make it misbehave on purpose.
@@ -8,7 +10,7 @@ scenario file (`load_scenario`) or, without one, plans from the manifests it is 
 
 from __future__ import annotations
 
-from bridge.emulator.app import EmulatorApp, create_app
+from bridge.emulator.appbuilder import EmulatorApp, create_app
 from bridge.emulator.faults import ENV_VAR, HEADER, FaultSpec, FaultSpecError, parse_faults
 from bridge.emulator.scenario import Scenario, ScenarioError, load_scenario
 from bridge.emulator.server import Emulator

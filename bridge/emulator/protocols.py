@@ -66,7 +66,9 @@ class EmulatorProtocol:
 
 
 PROTOCOLS: dict[str, EmulatorProtocol] = {
-    "appbuilder": EmulatorProtocol("appbuilder", "AppBuilder-compatible", "bridge.emulator.app"),
+    "appbuilder": EmulatorProtocol(
+        "appbuilder", "AppBuilder-compatible", "bridge.emulator.appbuilder"
+    ),
     "coze": EmulatorProtocol("coze", "Coze-compatible (v3 chat)", "bridge.emulator.coze"),
     "responses": EmulatorProtocol(
         "responses", "OpenAI Responses-compatible", "bridge.emulator.responses"

@@ -71,8 +71,8 @@ workflow's information-collection node (信息收集节点) does::
 
 Reaching an ``ask`` step ends the response with the question (a ``publish_message`` event) and
 a ``chatflow_interrupt`` event carrying a fresh ``interrupt_event_id`` (the wire shape is in
-`bridge.emulator.render`). The next request of the conversation must resume it: its ``query``
-is the person's reply and its ``action`` is ``{"action_type": "resume", "parameters":
+`bridge.emulator.appbuilder.render`). The next request of the conversation must resume it: its
+``query`` is the person's reply and its ``action`` is ``{"action_type": "resume", "parameters":
 {"interrupt_event": {"id": <interrupt_event_id>, "type": "chat"}}}``; the rule then goes on with
 its next step. Like pending tool calls, a pending question must be answered first: tool
 outputs or a resume with another id get HTTP 400 naming the expected id. A query without

@@ -10,7 +10,7 @@ fragments. Every adapter reads its streams through a `RunBudget`:
   and sends it inside `RunBudget.sending` (`Transport.request(budget=...)`): the connection's
   socket is then watched by `_watchdog`, which shuts it down once the time is up, whatever
   the server trickles (headers or body a byte at a time). `RunBudget.chunks` reads the
-  stream's bytes as they arrive (`_transport.stream_chunks`: bounded pieces, never a whole
+  stream's bytes as they arrive (`_body.stream_chunks`: bounded pieces, never a whole
   body first) and checks the total time at every chunk (keep-alives included); `RunBudget.body`
   reads a whole answer. Past the limit, or once the watchdog cut the connection, they raise
   `StreamTimeoutError` (the connection is closed with the response, never reused).
@@ -280,7 +280,7 @@ class RunBudget:
         Raises:
             StreamTimeoutError: the stream has lasted longer than `run_timeout`.
         """
-        from bridge.platforms._transport import stream_chunks
+        from bridge.platforms._body import stream_chunks
 
         return self.timed(stream_chunks(response))
 
@@ -290,7 +290,7 @@ class RunBudget:
         Raises:
             StreamTimeoutError: the request has lasted longer than `run_timeout`.
         """
-        from bridge.platforms._transport import read_body
+        from bridge.platforms._body import read_body
 
         try:
             content = read_body(response)

@@ -1,27 +1,42 @@
 """The seam between the loop and a platform adapter.
 
 A platform turns one of its conversations into a sequence of neutral events (`bridge.types`).
-Adding a platform means adding one module under `bridge/platforms/` that satisfies `Platform`.
+Adding a platform means adding one package under `bridge/platforms/` whose adapter satisfies
+`Platform`, usually by subclassing `PlatformBase` (or `InMemoryPlatform` when it keeps its
+conversations in this process).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast, get_args, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, get_args, runtime_checkable
 
 from pydantic import BaseModel
+from typing_extensions import Self
 
-from bridge.errors import UsageError
+from bridge.errors import ConversationLostError, UsageError
 from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResult
 
 __all__ = [
     "NO_LIMITS",
     "TOOL_CHOICE_MODES",
+    "ConversationStore",
+    "DeclaresLimits",
+    "DeclaresTools",
+    "DescribesItself",
+    "HasPlatformTools",
+    "InMemoryPlatform",
+    "KeepsState",
+    "KnowsConversations",
     "LimitViolation",
+    "ListsRemoteTools",
     "Platform",
+    "PlatformBase",
+    "PlatformDescription",
     "PlatformLimits",
     "PlatformState",
     "ToolChoiceLike",
@@ -102,8 +117,9 @@ NO_LIMITS = PlatformLimits()
 
 def limits_of(platform: object) -> PlatformLimits:
     """The platform's `limits` attribute, or `NO_LIMITS` for an adapter that declares none."""
-    limits = getattr(platform, "limits", None)
-    return limits if isinstance(limits, PlatformLimits) else NO_LIMITS
+    if isinstance(platform, DeclaresLimits) and isinstance(platform.limits, PlatformLimits):
+        return platform.limits
+    return NO_LIMITS
 
 
 def knows_conversation(platform: object, conversation_id: str) -> bool:
@@ -116,8 +132,9 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
     A platform without the method keeps its state server-side: True. (Not part of the
     `Platform` protocol, which is runtime-checkable: adapters without it stay platforms.)
     """
-    knows = getattr(platform, "knows", None)
-    return True if knows is None else bool(knows(conversation_id))
+    if isinstance(platform, KnowsConversations):
+        return bool(platform.knows(conversation_id))
+    return True
 
 
 def declare_tools_to(platform: object, tools: Sequence[Mapping[str, Any]]) -> None:
@@ -127,9 +144,8 @@ def declare_tools_to(platform: object, tools: Sequence[Mapping[str, Any]]) -> No
     bot's plugins. A real platform has no such method: its agent is configured on the platform.
     (Not part of the `Platform` protocol, as `knows_conversation`.)
     """
-    declare = getattr(platform, "declare_tools", None)
-    if callable(declare):
-        declare(list(tools))
+    if isinstance(platform, DeclaresTools) and callable(platform.declare_tools):
+        platform.declare_tools(list(tools))
 
 
 PlatformState = dict[str, Any]
@@ -153,9 +169,7 @@ def exports_state(platform: object) -> bool:
       answers True. Called before the conversation is used in a process that does not know it.
       A state it cannot use is refused with `UsageError` (see `state_field`).
     """
-    return callable(getattr(platform, "export_state", None)) and callable(
-        getattr(platform, "import_state", None)
-    )
+    return isinstance(platform, KeepsState)
 
 
 def export_state_of(platform: object, conversation_id: str) -> PlatformState | None:
@@ -166,12 +180,12 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     Raises:
         UsageError: the adapter returned something other than a dict of JSON values or None.
     """
-    if not exports_state(platform):
+    if not isinstance(platform, KeepsState):
         return None
-    state = platform.export_state(conversation_id)  # type: ignore[attr-defined]
+    state = platform.export_state(conversation_id)
     if state is None:
         return None
-    name = getattr(platform, "name", type(platform).__name__)
+    name = _name_of(platform)
     if not isinstance(state, Mapping):
         raise UsageError(
             f"the {name} platform's export_state({conversation_id!r}) returned "
@@ -194,14 +208,14 @@ def import_state_into(platform: object, conversation_id: str, state: Mapping[str
     Raises:
         UsageError: the state is not a dict, or the adapter refused it.
     """
-    if not exports_state(platform):
+    if not isinstance(platform, KeepsState):
         return False
     if not isinstance(state, Mapping):
         raise UsageError(
             f"the state to import for conversation {conversation_id!r} is "
             f"{type(state).__name__}; expected the dict export_state returned"
         )
-    platform.import_state(conversation_id, state)  # type: ignore[attr-defined]
+    platform.import_state(conversation_id, state)
     return True
 
 
@@ -319,8 +333,11 @@ def _appbuilder_choice(value: Mapping[Any, Any], what: str) -> ToolChoice | Tool
 def platform_tool_types_of(platform: object) -> frozenset[str]:
     """The platform's own tool types it can run for the agent (`platform_tool_types`), e.g.
     AppBuilder's `code_interpreter`; empty for an adapter that declares none."""
-    types = getattr(platform, "platform_tool_types", None)
-    return types if isinstance(types, frozenset) else frozenset()
+    if isinstance(platform, HasPlatformTools) and isinstance(
+        platform.platform_tool_types, frozenset
+    ):
+        return platform.platform_tool_types
+    return frozenset()
 
 
 def platform_tools_for(
@@ -334,7 +351,7 @@ def platform_tools_for(
     if isinstance(tools, str | Mapping):
         tools = [tools]  # one tool given bare: not a list of its characters or keys
     known = platform_tool_types_of(platform)
-    name = getattr(platform, "name", type(platform).__name__)
+    name = _name_of(platform)
     result: list[dict[str, Any]] = []
     for position, tool in enumerate(tools):
         spec = {"type": tool} if isinstance(tool, str) else tool
@@ -387,6 +404,101 @@ def results_by_call(batch: ToolBatch, results: Sequence[ToolResult]) -> dict[str
     return by_id
 
 
+def _name_of(platform: object) -> str:
+    """The platform's `name`, or its class name for an object that is no `Platform`."""
+    name = platform.name if isinstance(platform, _Named) else None
+    return name if isinstance(name, str) else type(platform).__name__
+
+
+# --- optional features, each a small protocol ------------------------------------------------
+#
+# Not members of `Platform` (which is runtime-checkable), so adapters written before them
+# stay platforms; the loop, recovery and the daemon test for them with isinstance.
+
+
+@runtime_checkable
+class _Named(Protocol):
+    name: str
+
+
+@runtime_checkable
+class DeclaresLimits(Protocol):
+    """An adapter that declares the inputs its platform refuses (read with `limits_of`)."""
+
+    limits: PlatformLimits
+
+
+@runtime_checkable
+class KnowsConversations(Protocol):
+    """An adapter that keeps its conversations' state in this process and can say which ones
+    it can continue (see `knows_conversation`)."""
+
+    def knows(self, conversation_id: str) -> bool:
+        """Whether this process can continue the conversation."""
+        ...
+
+
+@runtime_checkable
+class KeepsState(Protocol):
+    """An adapter whose conversations continue across restarts through exported state (see
+    `exports_state`)."""
+
+    def export_state(self, conversation_id: str) -> PlatformState | None:
+        """JSON state needed to continue the conversation elsewhere, or None."""
+        ...
+
+    def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
+        """Take over a conversation's exported state."""
+        ...
+
+
+@runtime_checkable
+class DeclaresTools(Protocol):
+    """An adapter whose agent's tools are configured server-side and can be told the bridge's
+    tools (an emulated Coze bot, see `declare_tools_to`)."""
+
+    declare_tools: Any
+    """A callable taking a list of Chat Completions function tools."""
+
+
+@runtime_checkable
+class HasPlatformTools(Protocol):
+    """An adapter whose platform runs tools of its own for the agent (see
+    `platform_tools_for`)."""
+
+    platform_tool_types: frozenset[str]
+
+
+@runtime_checkable
+class ListsRemoteTools(Protocol):
+    """An adapter whose agent's tools are configured on the platform and can be listed, for
+    comparison with the local tools (`toolbridge doctor`)."""
+
+    def remote_tool_names(self) -> list[str] | None:
+        """The tool names the agent has configured; None when the platform cannot tell."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlatformDescription:
+    """Who an adapter talks to, for status pages: never a credential."""
+
+    base_url: str | None = None
+    app_id: str | None = None
+    """The agent's id: AppBuilder's app, Coze's bot."""
+    model: str | None = None
+    """The model, for platforms that name one instead of an agent."""
+
+
+@runtime_checkable
+class DescribesItself(Protocol):
+    """An adapter that says where it points (`/v1/info`)."""
+
+    def describe(self) -> PlatformDescription:
+        """The server, agent and model this adapter talks to."""
+        ...
+
+
 @runtime_checkable
 class Platform(Protocol):
     """What the conversation loop needs from an agent platform.
@@ -404,9 +516,9 @@ class Platform(Protocol):
     dialect: str
     """The manifest dialect this platform expects (see `bridge.tools.schema`)."""
 
-    # An adapter may also declare `limits: PlatformLimits` (read with `limits_of`), and
-    # `export_state`/`import_state` (see `exports_state`); they are not protocol members so
-    # that adapters written before them still satisfy `Platform`.
+    # Optional features are protocols of their own (`DeclaresLimits`, `KnowsConversations`,
+    # `KeepsState`, `DeclaresTools`, `HasPlatformTools`, `DescribesItself`), not members of
+    # this one, so that adapters written before them still satisfy `Platform`.
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Open a new conversation and return its id."""
@@ -471,3 +583,136 @@ class Platform(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+# --- what adapters share ----------------------------------------------------------------------
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+class PlatformBase:
+    """What every adapter repeats: a context manager that closes its `client`, the refusals
+    worded from its `name`, and the check of a query.
+
+    A subclass sets `name`, `dialect` (and `limits` if it has any), assigns `client` (the HTTP
+    client that `close` closes) and implements the `Platform` methods it supports; `resume`
+    and `upload_file` are refused here for platforms that have no such thing.
+    """
+
+    name: str
+    dialect: str = "openai"
+    limits: PlatformLimits = NO_LIMITS
+    never_pauses: ClassVar[str] = "it never pauses for human input"
+    """Why `resume` is refused, after "resume is not supported on the NAME platform: "."""
+    client: _Closes
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP session if this platform created it."""
+        self.client.close()
+
+    def upload_file(self, conversation_id: str, path: str | Path) -> str:
+        """Not supported unless the adapter overrides it: the platform keeps no files."""
+        raise UsageError(
+            f"cannot attach {str(path)!r}: the {self.name} platform does not upload files; "
+            "put the text in the query or give the agent a tool that reads the file"
+        )
+
+    def resume(
+        self,
+        conversation_id: str,
+        interrupt_id: str,
+        answer: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        end_user_id: str | None = None,
+        stream: bool = True,
+    ) -> Iterator[Event]:
+        """Not supported unless the adapter overrides it: human-input interrupts are an
+        AppBuilder chatflow and Coze feature."""
+        raise UsageError(
+            f"resume is not supported on the {self.name} platform: {self.never_pauses}; "
+            "send the answer as a new query with start() instead"
+        )
+
+    def check_query(self, query: object, file_ids: Sequence[str] | None = None) -> None:
+        """Refuse an empty query, and file ids on a platform that takes none (`file_ids` is
+        given only by such platforms).
+
+        Raises:
+            UsageError: `query` is not a non-empty string, or `file_ids` are given.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        if file_ids:
+            raise UsageError(
+                f"file_ids are not supported on the {self.name} platform; put the text in the "
+                "query instead"
+            )
+
+
+S = TypeVar("S")
+
+
+class ConversationStore(Generic[S]):
+    """Conversations' state held in this process, guarded by one lock (`lock`, which the
+    adapter also takes to change a conversation's state in place)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._states: dict[str, S] = {}
+
+    def put(self, conversation_id: str, state: S) -> None:
+        """Hold `state` for the conversation (replacing what was held)."""
+        with self.lock:
+            self._states[conversation_id] = state
+
+    def get(self, conversation_id: str) -> S | None:
+        """The conversation's state, or None."""
+        with self.lock:
+            return self._states.get(conversation_id)
+
+    def __contains__(self, conversation_id: object) -> bool:
+        with self.lock:
+            return conversation_id in self._states
+
+    def pop(self, conversation_id: str) -> None:
+        """Drop the conversation's state, if held."""
+        with self.lock:
+            self._states.pop(conversation_id, None)
+
+
+class InMemoryPlatform(PlatformBase, Generic[S]):
+    """A `PlatformBase` that keeps its conversations' state in this process (a
+    `ConversationStore`), so it knows which ones it can continue (`KnowsConversations`)."""
+
+    lost_hint: ClassVar[str] = "call create_conversation() first"
+    """What to do about an unknown conversation id, in its error."""
+
+    def __init__(self) -> None:
+        self._conversations: ConversationStore[S] = ConversationStore()
+        self._lock = self._conversations.lock
+
+    def knows(self, conversation_id: str) -> bool:
+        """Whether this process holds the conversation's state (not after a restart, until
+        its exported state is imported)."""
+        return conversation_id in self._conversations
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's state (held in memory until forgotten)."""
+        self._conversations.pop(conversation_id)
+
+    def _state(self, conversation_id: str) -> S:
+        state = self._conversations.get(conversation_id)
+        if state is None:
+            raise ConversationLostError(
+                f"unknown conversation id {conversation_id!r}: {self.lost_hint}"
+            )
+        return state

@@ -17,16 +17,14 @@ import importlib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from bridge.errors import ConfigurationError, UsageError
 from bridge.platforms._limits import LIMITS, Limit
 
 if TYPE_CHECKING:
-    from bridge.emulator import Emulator
     from bridge.platforms.base import Platform
 
 __all__ = [
@@ -281,35 +279,6 @@ class PlatformEntry:
     def emulated_options(self, client_env: Mapping[str, str]) -> tuple[str, ...]:
         """The options an emulator gives (so a caller must not give them too)."""
         return tuple(s.option for s in self.settings if s.env is not None and s.env in client_env)
-
-    def start_emulator(
-        self,
-        *,
-        scenario: str | Path | Mapping[str, Any] | None = None,
-        tools: Sequence[Mapping[str, Any]] = (),
-        state_file: str | Path | None = None,
-    ) -> Emulator:
-        """Start this platform's embedded emulator (the one way every entry point does).
-
-        `scenario` scripts its agent (a file or mapping, see `bridge.emulator.scenario`);
-        `tools` (Chat Completions function tools) are declared to an agent whose tools are
-        configured server-side (`emulator_tools`: a Coze bot's plugins) unless the scenario
-        declares its own; `state_file` keeps its conversations across restarts
-        (`bridge.emulator.saving`).
-
-        Raises:
-            ConfigurationError: This platform has no emulator.
-            ScenarioError: The scenario cannot be loaded (a `UsageError`, naming the file).
-        """
-        protocol = self.require_emulator()
-        from bridge.emulator import Emulator
-        from bridge.emulator.scenario import with_sections
-
-        declared = self.emulator_tools([dict(t) for t in tools]) if self.emulator_tools else {}
-        source = with_sections(scenario, declared if tools else {})
-        server = Emulator(protocol=protocol, scenario=source, state_file=state_file).start()
-        logger.info("using the embedded %s emulator at %s", self.short_title, server.base_url)
-        return server
 
     def require_emulator(self) -> str:
         """The emulator protocol, or a `ConfigurationError` naming the platforms that have one."""

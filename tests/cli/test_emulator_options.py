@@ -10,11 +10,10 @@ from typing import Any
 import requests
 from typer.testing import CliRunner
 
-from bridge import Bridge, manifest
+from bridge import Bridge, manifest, open_platform
 from bridge.cli import app
 from bridge.emulator import Emulator
 from bridge.errors import redact, register_secret
-from bridge.platforms import open_platform
 from tests.cli.test_serve_cmd import Serve, clean_env
 
 runner = CliRunner()

@@ -585,7 +585,7 @@ def test_file_ids_upload_and_resume_are_not_supported(
     conv = platform.create_conversation()
     with pytest.raises(UsageError, match="file_ids are not supported on the openai platform"):
         platform.start(conv, "hi", tools=[], file_ids=["f1"])
-    with pytest.raises(UsageError, match="does not support file uploads"):
+    with pytest.raises(UsageError, match="does not upload files"):
         platform.upload_file(conv, tmp_path / "a.txt")
     with pytest.raises(UsageError, match="resume is not supported on the openai platform"):
         platform.resume(conv, "interrupt-1", "yes")

@@ -22,8 +22,9 @@ from bridge.errors import (
     ProtocolError,
     StreamInterruptedError,
 )
-from bridge.platforms._openai_http import ChatTransport, read_openai_status_error
+from bridge.platforms._openai import read_openai_status_error
 from bridge.platforms._transport import ErrorAnswer
+from bridge.platforms.openai_chat.client import ChatTransport
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event, TextDelta
 

@@ -82,7 +82,7 @@ def test_a_restart_continues_from_the_exported_state(emu: Emulator) -> None:
 
 @pytest.mark.parametrize("store", [True, False])
 def test_the_registry_builds_it_on_its_emulator(store: bool) -> None:
-    from bridge.platforms import open_platform
+    from bridge import open_platform
 
     with open_platform("responses", emulator=True, store=store) as platform:
         assert isinstance(platform, OpenAIResponsesPlatform) and platform.store is store

@@ -19,7 +19,7 @@ from openai_fakes import FAST_RETRIES
 from responses_fakes import Reply, ResponsesServer, call_item, events, response, stream_reply
 
 from bridge.errors import AuthenticationError, PlatformError, ProtocolError, StreamLimitError
-from bridge.platforms import _sse, _transport
+from bridge.platforms import _body, _sse
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from bridge.types import ToolCallsRequested
 
@@ -31,7 +31,7 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
 @pytest.fixture(autouse=True)
 def _small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_sse, "MAX_EVENT_BYTES", LIMIT)
-    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", LIMIT)
+    monkeypatch.setattr(_body, "MAX_BODY_BYTES", LIMIT)
 
 
 @pytest.fixture(scope="module")

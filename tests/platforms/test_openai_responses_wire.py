@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.errors import ProtocolError
-from bridge.platforms._responses_wire import StreamAssembler, function_calls
+from bridge.platforms.openai_responses.models import function_calls
+from bridge.platforms.openai_responses.stream import StreamAssembler
 
 ARGUMENTS = st.dictionaries(
     st.text(min_size=1, max_size=8),

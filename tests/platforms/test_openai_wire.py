@@ -7,13 +7,8 @@ from typing import Any
 import pytest
 
 from bridge.errors import ProtocolError
-from bridge.platforms._openai_wire import (
-    Completion,
-    ToolCallAssembler,
-    add_usage,
-    decode_object,
-    error_details,
-)
+from bridge.platforms._openai import add_usage, decode_object, error_details
+from bridge.platforms.openai_chat.models import Completion, ToolCallAssembler
 from bridge.types import Other, TextDelta
 
 

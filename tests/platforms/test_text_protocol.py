@@ -19,7 +19,7 @@ from bridge import Bridge
 from bridge.errors import RunFailedError, UsageError
 from bridge.platforms import create_platform
 from bridge.platforms.openai_chat import OpenAIChatPlatform
-from bridge.platforms.text_tools import RESULTS_HEADER, tools_prompt
+from bridge.platforms.openai_chat.text_tools import RESULTS_HEADER, tools_prompt
 from bridge.types import (
     Event,
     RunFailed,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.platforms._text_parse import (
+from bridge.platforms.openai_chat.text_parse import (
     MAX_CALLS,
     MAX_REPAIR_CHARS,
     MAX_REPLY_CHARS,

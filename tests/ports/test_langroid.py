@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import Bridge, load_tools, open_platform
 from bridge.errors import UsageError
-from bridge.platforms.text_tools import tools_prompt
+from bridge.platforms.openai_chat.text_tools import tools_prompt
 from bridge.tools import ConversationScope, Dispatcher, Toolbox, ToolContext
 from bridge.types import ToolCall, ToolRun
 

@@ -14,6 +14,7 @@ from bridge.daemon.dependencies import ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError
 from bridge.daemon.models import DaemonInfo
 from bridge.daemon.service import Service
+from bridge.platforms.base import DescribesItself, PlatformDescription
 from bridge.platforms.registry import PLATFORMS
 
 __all__ = ["EMULATOR_APP_ID", "KEEPALIVE_SECONDS", "platform_info", "router"]
@@ -111,12 +112,14 @@ def info(request: Request, service: ServiceDep) -> DaemonInfo:
 def platform_info(service: Service) -> dict[str, Any]:
     """Name, URL, app id or model of the platform, and whether it is the emulator."""
     platform = service.platform
-    client = getattr(platform, "client", None)
-    base_url = _text(getattr(client, "base_url", None) or getattr(platform, "base_url", None))
+    described = (
+        platform.describe() if isinstance(platform, DescribesItself) else PlatformDescription()
+    )
+    base_url = _text(described.base_url)
     # The agent's id: AppBuilder's app, Coze's bot; Responses and Chat Completions name a model.
-    app_id = _text(getattr(client, "app_id", None) or getattr(platform, "bot_id", None))
-    model = _text(getattr(platform, "model", None))
-    name = str(getattr(platform, "name", type(platform).__name__))
+    app_id = _text(described.app_id)
+    model = _text(described.model)
+    name = str(platform.name)
     # Every emulator protocol serves the agent id `EMULATOR_APP_ID` unless told otherwise
     # (Responses as its one model), so the id tells an emulated platform from a real one.
     return {

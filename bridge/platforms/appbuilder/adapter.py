@@ -40,7 +40,12 @@ from bridge.platforms.appbuilder.models import (
     Usage,
     WireToolChoice,
 )
-from bridge.platforms.base import PlatformLimits, parse_tool_choice
+from bridge.platforms.base import (
+    PlatformBase,
+    PlatformDescription,
+    PlatformLimits,
+    parse_tool_choice,
+)
 from bridge.types import (
     Event,
     HumanInputRequested,
@@ -60,7 +65,7 @@ __all__ = ["AppBuilderPlatform", "tool_choice_for"]
 log = logging.getLogger(__name__)
 
 
-class AppBuilderPlatform:
+class AppBuilderPlatform(PlatformBase):
     """The AppBuilder conversation API behind the neutral `Platform` protocol.
 
     Args:
@@ -77,6 +82,7 @@ class AppBuilderPlatform:
     dialect = "appbuilder"
     limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
     """AppBuilder's documented limits (docs/wire/appbuilder.md: query, end_user_id)."""
+    client: AppBuilderClient
     platform_tool_types = frozenset({"code_interpreter", "file_retrieval"})
     """The tool types besides `function` that the run API documents (its `tools[].type` enum):
     sent as `{"type": ...}` next to the local tools, run by AppBuilder itself."""
@@ -211,9 +217,9 @@ class AppBuilderPlatform:
             f"{conversation_id} for app {self.client.app_id}"
         )
 
-    def close(self) -> None:
-        """Release the client's connections."""
-        self.client.close()
+    def describe(self) -> PlatformDescription:
+        """The server and app this adapter talks to."""
+        return PlatformDescription(base_url=self.client.base_url, app_id=self.client.app_id)
 
     # --- mapping ----------------------------------------------------------------------------------
 

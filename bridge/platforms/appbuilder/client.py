@@ -39,7 +39,6 @@ from bridge.platforms.appbuilder._errors import (
     in_band_error,
     read_status_error,
 )
-from bridge.platforms.appbuilder._stream import RunStream
 from bridge.platforms.appbuilder.models import (
     Action,
     ConversationResponse,
@@ -51,6 +50,7 @@ from bridge.platforms.appbuilder.models import (
     ToolOutput,
     WireToolChoice,
 )
+from bridge.platforms.appbuilder.stream import RunStream
 from bridge.platforms.retry import RetryPolicy
 
 __all__ = [

@@ -6,5 +6,6 @@ See `bridge.platforms.coze.adapter` for the mapping of the chat API v3 to neutra
 from __future__ import annotations
 
 from bridge.platforms.coze.adapter import CN_BASE_URL, COM_BASE_URL, CozePlatform
+from bridge.platforms.coze.client import CozeClient
 
-__all__ = ["CN_BASE_URL", "COM_BASE_URL", "CozePlatform"]
+__all__ = ["CN_BASE_URL", "COM_BASE_URL", "CozeClient", "CozePlatform"]

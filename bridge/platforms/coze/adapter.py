@@ -14,7 +14,7 @@ one that says the bot's plugin has a tool this side does not (see `remote_tool_n
 compare both lists beforehand, as ``toolbridge doctor`` does).
 
 Errors: HTTP statuses and the platform's ``{code, msg}`` answers (mostly HTTP 200) become the
-`bridge.errors` tree (`bridge.platforms.coze._wire.error_for_code`), with ``x-tt-logid`` as
+`bridge.errors` tree (`bridge.platforms.coze.models.error_for_code`), with ``x-tt-logid`` as
 the request id. An interrupted stream (Ctrl-C, or a consumer that stops reading) cancels the
 chat, best effort.
 """
@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
 from pydantic import TypeAdapter
@@ -35,9 +35,7 @@ from pydantic import TypeAdapter
 from bridge.errors import (
     ConfigurationError,
     PlatformError,
-    PlatformStatusError,
     PlatformTimeoutError,
-    ProtocolError,
     StreamLimitError,
     StreamTimeoutError,
     UsageError,
@@ -45,15 +43,17 @@ from bridge.errors import (
 from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._settings import check_seconds, retry_policy_for
 from bridge.platforms._sse import iter_sse_events
-from bridge.platforms._transport import ErrorAnswer, Files, Transport, read_body, trim
 from bridge.platforms.base import (
+    PlatformBase,
+    PlatformDescription,
     PlatformLimits,
     parse_tool_choice,
     results_by_call,
     state_field,
 )
-from bridge.platforms.coze._stream import ChatReader, failed, finished, pause_of
-from bridge.platforms.coze._wire import Chat, ChatMessage, classify, error_for_code
+from bridge.platforms.coze.client import CozeClient
+from bridge.platforms.coze.models import Chat, ChatMessage
+from bridge.platforms.coze.stream import ChatReader, failed, finished, pause_of
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event, TextDelta, ToolBatch, ToolChoice, ToolResult
 
@@ -64,15 +64,13 @@ logger = logging.getLogger(__name__)
 CN_BASE_URL = "https://api.coze.cn"
 COM_BASE_URL = "https://api.coze.com"
 _REGIONS = {"cn": CN_BASE_URL, "com": COM_BASE_URL}
-LOGID = "x-tt-logid"
 _WAITING = frozenset({"created", "in_progress"})
 _MESSAGES = TypeAdapter(list[ChatMessage])
 """The ``data`` of ``/v3/chat/message/list``."""
-_T = TypeVar("_T")
 _IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
 
 
-class CozePlatform:
+class CozePlatform(PlatformBase):
     """A `Platform` speaking Coze's chat API v3 to one published bot.
 
     Args:
@@ -104,6 +102,7 @@ class CozePlatform:
     dialect = "openai"
     """Manifests are only read for their names (Coze takes none per request)."""
     limits = PlatformLimits()
+    client: CozeClient
 
     def __init__(
         self,
@@ -158,19 +157,17 @@ class CozePlatform:
         bearer = token.strip()
         if not bearer.lower().startswith("bearer "):
             bearer = f"Bearer {bearer}"
-        self._http = Transport(
-            label="Coze",
-            headers={"Authorization": bearer},
+        self.client = CozeClient(
+            self.base_url,
+            bearer,
             connect_timeout=connect_timeout,
             idle_timeout=idle_timeout,
             retry_policy=retry_policy,
-            read_status_error=_status_error,
-            request_id_header=LOGID,
-            config_hint="check the base URL (--base-url or COZE_API_BASE) and the token",
             session=session,
             sleep=sleep,
-            base_url=self.base_url,
+            limits=self.stream_limits,
         )
+        self._http = self.client.http
         self._local: dict[str, frozenset[str]] = {}
         """The local tool names of each conversation's last question."""
         self._chats: dict[str, str] = {}
@@ -183,17 +180,11 @@ class CozePlatform:
     def __repr__(self) -> str:
         return f"CozePlatform(base_url={self.base_url!r}, bot_id={self.bot_id!r}, token='[secure]')"
 
-    def __enter__(self) -> CozePlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- the Platform protocol ---------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Open a conversation of the bot and return its id."""
-        body = self._json(
+        body = self.client.json(
             "POST", "/v1/conversation/create", "conversation", json={"bot_id": self.bot_id}
         )
         conversation_id = body.get("id") if isinstance(body, dict) else None
@@ -220,7 +211,7 @@ class CozePlatform:
         def parts() -> dict[str, tuple[str | None, Any]]:
             return {"file": (file.name, file.open("rb"))}
 
-        data = self._json("POST", "/v1/files/upload", "upload", files=parts)
+        data = self.client.json("POST", "/v1/files/upload", "upload", files=parts)
         file_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(file_id, str) or not file_id:
             raise PlatformError(
@@ -260,8 +251,7 @@ class CozePlatform:
                 f"tool_choice {shown!r} cannot be sent: Coze chats take no tool choice (the "
                 "bot's configuration decides when to call its plugins); leave tool_choice unset"
             )
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
+        self.check_query(query)
         self._local[conversation_id] = _names(tools)
         return self._chat(
             conversation_id, query, end_user_id=end_user_id, stream=stream, file_ids=file_ids
@@ -323,6 +313,10 @@ class CozePlatform:
             f"({bot.get('name') or 'unnamed'}, {len(apis)} plugin API(s))"
         )
 
+    def describe(self) -> PlatformDescription:
+        """The server and bot this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, app_id=self.bot_id)
+
     def remote_tool_names(self) -> list[str] | None:
         """The plugin APIs the bot has configured (cloud plugins' ones included: the API does
         not say which are local), for comparison with the local tools."""
@@ -350,10 +344,6 @@ class CozePlatform:
                     "item; expected a list of tool names"
                 )
             self._local[conversation_id] = frozenset(local)
-
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._http.close()
 
     # --- chats -------------------------------------------------------------------------------
 
@@ -414,10 +404,10 @@ class CozePlatform:
         if not stream or "event-stream" not in response.headers.get("content-type", ""):
             # Also where a refused stream request lands: Coze answers it with a JSON error.
             try:
-                data = self._envelope(response, url, operation, logid, budget)
+                data = self.client.envelope(response, url, operation, logid, budget)
             finally:
                 budget.close()
-            chat = self._shaped(Chat.model_validate, data, path, operation, logid)
+            chat = self.client.shaped(Chat.model_validate, data, path, operation, logid)
             self._chats[conversation_id] = chat.id
             return self._polled(chat, logid)
         return self._read(response, url, operation, conversation_id, chat_id, logid, budget)
@@ -492,8 +482,8 @@ class CozePlatform:
                     )
                 if chat.status:
                     self._sleep(self.poll_interval)
-                data = self._json("POST", "/v3/chat/retrieve", "retrieve", params=params)
-                chat = self._shaped(
+                data = self.client.json("POST", "/v3/chat/retrieve", "retrieve", params=params)
+                chat = self.client.shaped(
                     Chat.model_validate, data, "/v3/chat/retrieve", "retrieve", logid
                 )
         except KeyboardInterrupt:
@@ -503,8 +493,8 @@ class CozePlatform:
             self._said.pop(chat.id, None)
             yield failed(chat, logid)
             return
-        listed = self._json("GET", "/v3/chat/message/list", "message list", params=params)
-        messages = self._shaped(
+        listed = self.client.json("GET", "/v3/chat/message/list", "message list", params=params)
+        messages = self.client.shaped(
             _MESSAGES.validate_python, listed or [], "/v3/chat/message/list", "message list", logid
         )
         # The list holds the whole chat: text already given (streamed, or polled before a
@@ -533,7 +523,7 @@ class CozePlatform:
         if chat_id is None:
             return
         try:
-            self._json(
+            self.client.json(
                 "POST",
                 "/v3/chat/cancel",
                 "cancel",
@@ -558,10 +548,8 @@ class CozePlatform:
                     ", ".join(sorted(local)) or "none",
                 )
 
-    # --- JSON requests -----------------------------------------------------------------------
-
     def _bot(self) -> dict[str, Any]:
-        bot = self._json(
+        bot = self.client.json(
             "GET", "/v1/bot/get_online_info", "bot info", params={"bot_id": self.bot_id}
         )
         if not isinstance(bot, dict):
@@ -570,76 +558,6 @@ class CozePlatform:
                 "object (expected data with plugin_info_list)"
             )
         return bot
-
-    def _json(
-        self,
-        method: str,
-        path: str,
-        operation: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, str] | None = None,
-        files: Callable[[], Files] | None = None,
-    ) -> Any:
-        url = self.base_url + path
-        # Bounded as an answer is (run_timeout), so a server trickling it cannot hang a run.
-        budget = self.stream_limits.budget(f"Coze {operation}: the answer of {url}")
-        try:
-            response = self._http.request(
-                method,
-                url,
-                json=json,
-                params=params,
-                files=files,
-                stream=False,
-                operation=operation,
-                budget=budget,
-            )
-        finally:
-            budget.close()
-        return self._envelope(response, url, operation, self._http.request_id(response))
-
-    def _shaped(
-        self, validate: Callable[[Any], _T], data: Any, path: str, operation: str, logid: str | None
-    ) -> _T:
-        """`data` read as the model `validate` builds; a `ProtocolError` naming what was
-        called and which fields are wrong when it is not of that shape."""
-        with self._http.errors(self.base_url + path, operation=operation, request_id=logid):
-            return validate(data)
-
-    def _envelope(
-        self,
-        response: requests.Response,
-        url: str,
-        operation: str,
-        logid: str | None,
-        budget: RunBudget | None = None,
-    ) -> Any:
-        """The ``data`` of a ``{code, msg, data}`` answer; an error for a non-zero code."""
-        with self._http.errors(url, operation=operation, request_id=logid):
-            content = read_body(response) if budget is None else budget.body(response)
-            text = content.decode("utf-8")
-            body = jsonlib.loads(text)
-        if not isinstance(body, dict):
-            # Valid JSON but no envelope (a string, a list, null): a proxy or a wrong base URL.
-            raise ProtocolError(
-                f"Coze {operation}: {url} answered {type(body).__name__} JSON "
-                f"{trim(text, 100)!r}; expected an object with code, msg and data: check the "
-                "base URL (--base-url or COZE_API_BASE)",
-                request_id=logid,
-                body=trim(text),
-            )
-        code = body.get("code", 0)
-        if isinstance(code, int) and code != 0:
-            raise error_for_code(
-                code,
-                str(body.get("msg", "")),
-                where=f"Coze {operation}: {url}",
-                request_id=logid,
-                status=response.status_code,
-                body=trim(text),
-            )
-        return body.get("data")
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -667,15 +585,6 @@ def _base_url(base_url: str | None, region: str | None) -> str:
                 f"base URL {url!r} should stop before {suffix}; expected e.g. {url[: -len(suffix)]}"
             )
     return url
-
-
-def _status_error(answer: ErrorAnswer) -> PlatformStatusError:
-    """An HTTP error status: its class from the status, the words from Coze's body."""
-    body = answer.json()
-    code, msg = body.get("code"), body.get("msg")
-    if isinstance(code, int) and code:
-        return answer.error(str(msg or ""), code=str(code), hint=classify(code)[1])
-    return answer.error(None, hint="check the base URL (--base-url or COZE_API_BASE)")
 
 
 def _names(tools: Sequence[Any]) -> frozenset[str]:

@@ -452,15 +452,15 @@ def test_default_policy_is_used_when_none_given(fake_url: str) -> None:
 def test_a_body_over_the_bound_is_refused_not_read(
     client: AppBuilderClient, fake: FakeAppBuilder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bridge.platforms import _transport
+    from bridge.platforms import _body
 
-    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", 1024)
+    monkeypatch.setattr(_body, "MAX_BODY_BYTES", 1024)
     padding = "x" * 4096
     fake.push(Reply(body=b'{"conversation_id": "c-1", "pad": "' + padding.encode() + b'"}'))
     with pytest.raises(PlatformError, match="larger than 1024 bytes"):
         client.create_conversation()
     # Within the bound, the same body is read whole, in one read.
-    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", 8192)
+    monkeypatch.setattr(_body, "MAX_BODY_BYTES", 8192)
     fake.push(Reply(body=b'{"conversation_id": "c-1", "pad": "' + padding.encode() + b'"}'))
     assert client.create_conversation() == "c-1"
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from bridge.errors import ProtocolError
 from bridge.platforms._transport import Transport
 from bridge.platforms.appbuilder._errors import CallContext
-from bridge.platforms.appbuilder._stream import parse_chunk
 from bridge.platforms.appbuilder.models import RunResponse
+from bridge.platforms.appbuilder.stream import parse_chunk
 
 URL = "http://127.0.0.1:9/v2/app/conversation/runs"
 

@@ -18,7 +18,7 @@ import pytest
 from coze_fakes import TOKEN, CozeServer, Reply, chat, frame, ok, tool_chat
 
 from bridge.errors import AuthenticationError, ProtocolError
-from bridge.platforms import _sse, _transport
+from bridge.platforms import _body, _sse
 from bridge.platforms.coze import CozePlatform
 from bridge.types import Event, ToolCallsRequested, ToolResult
 
@@ -29,7 +29,7 @@ LIMIT = 64 * 1024
 @pytest.fixture(autouse=True)
 def _small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_sse, "MAX_EVENT_BYTES", LIMIT)
-    monkeypatch.setattr(_transport, "MAX_BODY_BYTES", LIMIT)
+    monkeypatch.setattr(_body, "MAX_BODY_BYTES", LIMIT)
 
 
 def start(platform: CozePlatform, conversation: str = "c1", **kw: Any) -> list[Event]:

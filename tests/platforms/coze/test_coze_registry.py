@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bridge import Bridge, Toolbox
+from bridge import Bridge, Toolbox, open_platform
 from bridge.errors import ConfigurationError, UsageError
-from bridge.platforms import create_platform, open_platform
+from bridge.platforms import create_platform
 from bridge.platforms.coze import CozePlatform
 from bridge.platforms.registry import get_entry
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.platforms._sse import iter_sse_events
-from bridge.platforms.coze._stream import ChatReader
+from bridge.platforms.coze.stream import ChatReader
 from bridge.types import Other, RunFinished, TextDelta, ToolCallsRequested
 
 CHAT = {"id": "k1", "conversation_id": "c1", "status": "completed"}

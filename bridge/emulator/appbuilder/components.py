@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.emulator import wire
+from bridge.emulator.appbuilder import wire
 from bridge.emulator.scenario import Component
 from bridge.emulator.templates import TemplateError, render
 from bridge.emulator.toolinfo import coerce, tool_info

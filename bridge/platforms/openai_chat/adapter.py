@@ -12,53 +12,44 @@ A history survives a restart through the journal (contract b in `bridge.platform
 `export_state` gives the messages (and, while tool calls wait for results, the pending batch
 with the turn's tool fields), `import_state` takes them back in another process.
 
-Wire shapes (fragment assembly, error payloads) live in `_openai_wire`, HTTP with retries and
-error translation in `_openai_http`; this module owns histories and events.
+Wire shapes (fragment assembly, tool fields) live in `models`, reading an answer in `stream`,
+building and sending requests in `client` (on the shared `bridge.platforms._openai`); this
+module owns histories and events.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import os
-import threading
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bridge.errors import (
-    ConversationLostError,
-    InBandError,
-    ProtocolError,
-    StreamInterruptedError,
-    UsageError,
-)
-from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._openai_http import ChatTransport
-from bridge.platforms._openai_wire import (
-    Completion,
+from bridge.errors import ProtocolError, UsageError
+from bridge.platforms._limits import StreamLimits
+from bridge.platforms._openai import (
+    OpenAISettings,
     add_usage,
-    decode_object,
-    error_details,
+    choice_name,
+    follow_up_fields,
     model_verdict,
-    trim,
+    pending_batch,
+    renamed_calls,
 )
-from bridge.platforms._settings import (
-    check_base_url,
-    check_extra_body,
-    check_model,
-    check_seconds,
-    retry_policy_for,
+from bridge.platforms.base import (
+    InMemoryPlatform,
+    PlatformDescription,
+    PlatformLimits,
+    results_by_call,
 )
-from bridge.platforms._sse import iter_sse_data
-from bridge.platforms.base import PlatformLimits, parse_tool_choice, results_by_call
+from bridge.platforms.openai_chat import models
+from bridge.platforms.openai_chat.client import ChatClient, ChatTransport
+from bridge.platforms.openai_chat.models import ChatConversation, Completion
+from bridge.platforms.openai_chat.text_tools import TextToolProtocol, _TextTurn
 from bridge.platforms.retry import RetryPolicy
-from bridge.platforms.text_tools import TextToolProtocol, _TextTurn
 from bridge.types import (
     Event,
     RunFailed,
@@ -75,11 +66,10 @@ __all__ = ["OpenAIChatPlatform"]
 logger = logging.getLogger(__name__)
 
 _ENDPOINT = "/chat/completions"
-_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 _MANAGED_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream"})
 
 
-class OpenAIChatPlatform:
+class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
     """A `Platform` speaking OpenAI-compatible Chat Completions, history kept client-side.
 
     Args:
@@ -101,7 +91,7 @@ class OpenAIChatPlatform:
         tool_protocol: ``native`` sends the tools as Chat Completions' `tools` field;
             ``text`` describes them in the system prompt and reads the calls the model writes
             in its reply, for models and servers without native tool calls (see
-            `bridge.platforms.text_tools`).
+            `bridge.platforms.openai_chat.text_tools`).
         run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
             every answer stream (`StreamLimits.from_options`).
 
@@ -114,6 +104,12 @@ class OpenAIChatPlatform:
     dialect = "openai"
     limits = PlatformLimits()
     """None known: servers differ (context length is the model's, not a fixed query size)."""
+    never_pauses = "Chat Completions never pauses for human input"
+    client: ChatClient
+    lost_hint = (
+        "the openai platform keeps histories in memory, so call create_conversation() first "
+        "(histories do not survive a restart)"
+    )
 
     def __init__(
         self,
@@ -135,27 +131,38 @@ class OpenAIChatPlatform:
         max_arguments_chars: int | None = None,
         max_tool_calls: int | None = None,
     ) -> None:
+        super().__init__()
         if tool_protocol not in ("native", "text"):
             raise UsageError(
                 f"tool_protocol must be 'native' (the server's tool calls) or 'text' (tools "
                 f"described in the prompt, calls read from the reply), got {tool_protocol!r}"
             )
         self.tool_protocol = tool_protocol
-        self.base_url = check_base_url(
-            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        settings = OpenAISettings.read(
+            base_url,
+            model,
+            api_key,
+            endpoint=_ENDPOINT,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            extra_body=extra_body,
+            managed_keys=_MANAGED_KEYS,
         )
-        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
-        retry_policy = retry_policy_for(max_retries, retry_policy)
-        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
+        self.base_url, self.model, self._api_key = (
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+        )
+        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         self.stream_limits = StreamLimits.from_options(
             run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
         )
         self.system = system
         self.stream_usage = stream_usage
         self._url = self.base_url + _ENDPOINT
-        self._http = ChatTransport(
+        http = ChatTransport(
             self._url,
             api_key=self._api_key,
             connect_timeout=float(connect_timeout),
@@ -163,9 +170,16 @@ class OpenAIChatPlatform:
             retry_policy=retry_policy,
             session=session,
         )
-        self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
-        self._text = TextToolProtocol(self) if tool_protocol == "text" else None
+        self.client = ChatClient(
+            self.base_url,
+            self._url,
+            self.model,
+            http,
+            extra_body=self.extra_body,
+            stream_usage=stream_usage,
+            stream_limits=self.stream_limits,
+        )
+        self._text = TextToolProtocol(self.client, self._lock) if tool_protocol == "text" else None
 
     def __repr__(self) -> str:
         key = "'[secure]'" if self._api_key else "None"
@@ -173,35 +187,18 @@ class OpenAIChatPlatform:
             f"OpenAIChatPlatform(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
         )
 
-    def __enter__(self) -> OpenAIChatPlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- conversations --------------------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Start an empty history (opened by the system prompt, if any) and return its id."""
         conversation_id = uuid.uuid4().hex
         messages = [{"role": "system", "content": self.system}] if self.system else []
-        with self._lock:
-            self._conversations[conversation_id] = _Conversation(messages=messages)
+        self._conversations.put(conversation_id, ChatConversation(messages=messages))
         return conversation_id
-
-    def knows(self, conversation_id: str) -> bool:
-        """Whether this process holds the conversation's history (not after a restart)."""
-        with self._lock:
-            return conversation_id in self._conversations
 
     def history(self, conversation_id: str) -> list[dict[str, Any]]:
         """A copy of the messages sent so far in a conversation (for transcripts and tests)."""
         return copy.deepcopy(self._state(conversation_id).messages)
-
-    def forget(self, conversation_id: str) -> None:
-        """Drop a conversation's history (histories live in memory until forgotten)."""
-        with self._lock:
-            self._conversations.pop(conversation_id, None)
 
     def export_state(self, conversation_id: str) -> dict[str, Any] | None:
         """The history and pending tool calls, as JSON, to continue in another process.
@@ -210,10 +207,10 @@ class OpenAIChatPlatform:
         all), plus, while tool calls wait for results, the batch and the turn's tool fields.
         None for a conversation this process does not hold.
         """
+        state = self._conversations.get(conversation_id)
+        if state is None:
+            return None
         with self._lock:
-            state = self._conversations.get(conversation_id)
-            if state is None:
-                return None
             if state.pending is None:
                 saved = _SavedConversation(messages=state.messages)
             else:
@@ -246,38 +243,14 @@ class OpenAIChatPlatform:
                 f"saved state is not what export_state writes ({problems}); expected "
                 "{'version': 1, 'messages': [...], 'pending': ...}"
             ) from None
-        conversation = _Conversation(
+        conversation = ChatConversation(
             messages=copy.deepcopy(saved.messages),
             pending=saved.pending,
             turn_tools=copy.deepcopy(saved.turn_tools),
             turn_usage=copy.deepcopy(saved.turn_usage),
             text_turn=saved.text_turn.turn() if saved.text_turn is not None else None,
         )
-        with self._lock:
-            self._conversations[conversation_id] = conversation
-
-    def upload_file(self, conversation_id: str, path: str | Path) -> str:
-        """Not supported: Chat Completions has no file store."""
-        raise UsageError(
-            f"cannot attach {str(path)!r}: the openai platform does not support file uploads; "
-            "put the text in the query or give the agent a tool that reads the file"
-        )
-
-    def resume(
-        self,
-        conversation_id: str,
-        interrupt_id: str,
-        answer: str,
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        end_user_id: str | None = None,
-        stream: bool = True,
-    ) -> Iterator[Event]:
-        """Not supported: human-input interrupts are an AppBuilder chatflow feature."""
-        raise UsageError(
-            "resume is not supported on the openai platform: Chat Completions never pauses for "
-            "human input; send the answer as a new query with start() instead"
-        )
+        self._conversations.put(conversation_id, conversation)
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -303,15 +276,9 @@ class OpenAIChatPlatform:
                 (a `ToolChoice` with an `input`: Chat Completions cannot fix a call's
                 arguments), or tool calls of the previous round still unanswered.
         """
-        tool_choice = _choice_name(tool_choice)
+        tool_choice = choice_name(tool_choice, api="OpenAI-compatible Chat Completions")
         state = self._state(conversation_id)
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
-        if file_ids:
-            raise UsageError(
-                "file_ids are not supported on the openai platform: Chat Completions has no "
-                "file store; put the text in the query instead"
-            )
+        self.check_query(query, file_ids)
         if state.pending is not None:
             pending = ", ".join(c.call_id for c in state.pending.calls)
             raise UsageError(
@@ -322,7 +289,7 @@ class OpenAIChatPlatform:
             return self._text.start(
                 state, query, tools, tool_choice, end_user_id=end_user_id, stream=stream
             )
-        tool_fields = self._tool_fields(tools, tool_choice)
+        tool_fields = models.tool_fields(tools, tool_choice)
         state.turn_tools, state.turn_usage = tool_fields, None
         messages = [*state.messages, {"role": "user", "content": query}]
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
@@ -347,17 +314,7 @@ class OpenAIChatPlatform:
                 that do not answer each call of the batch exactly once.
         """
         state = self._state(conversation_id)
-        pending = state.pending
-        if pending is None:
-            raise UsageError(
-                f"conversation {conversation_id} has no tool calls waiting for results; "
-                "submit() answers the batch of a ToolCallsRequested event"
-            )
-        if batch.batch_id != pending.batch_id:
-            raise UsageError(
-                f"batch {batch.batch_id} is not the one waiting in conversation "
-                f"{conversation_id} (expected batch {pending.batch_id})"
-            )
+        pending = pending_batch(conversation_id, state.pending, batch)
         by_id = results_by_call(pending, results)
         if self._text is not None:
             return self._text.submit(state, pending, by_id, end_user_id=end_user_id, stream=stream)
@@ -366,16 +323,12 @@ class OpenAIChatPlatform:
             for call in pending.calls
         ]
         messages = [*state.messages, *tool_messages]
-        tool_fields = dict(state.turn_tools)
-        if tool_fields.get("tool_choice") not in (None, "auto", "none"):
-            # A forced choice sent again would force another call after every result, a loop
-            # only max_rounds would stop; the follow-up lets the model answer.
-            del tool_fields["tool_choice"]
+        tool_fields = follow_up_fields(state.turn_tools)
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
 
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._http.close()
+    def describe(self) -> PlatformDescription:
+        """The server and model this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one `GET /models`.
@@ -387,9 +340,9 @@ class OpenAIChatPlatform:
             PlatformError: the server is unreachable or refused the key.
             ConfigurationError: the server lists its models and the configured one is absent.
         """
-        response = self._http.get(self.base_url + "/models")
+        response = self.client.http.get(self.base_url + "/models")
         try:
-            with self._http.errors():
+            with self.client.http.errors():
                 body = response.json()
         except ProtocolError:
             return f"{self.base_url} answered (its /models reply is not JSON)"
@@ -414,89 +367,38 @@ class OpenAIChatPlatform:
             "max_tokens": 1,
             "stream": False,
         }
-        self._http.post(body, stream=False).close()
+        self.client.http.post(body, stream=False).close()
         return f"{self.base_url}/chat/completions answered for model {self.model!r}"
 
     # --- one completion ------------------------------------------------------------------------
 
     def _complete(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         messages: list[dict[str, Any]],
         tool_fields: dict[str, Any],
         *,
         end_user_id: str | None,
         stream: bool,
     ) -> Iterator[Event]:
-        body = self._body(messages, tool_fields, end_user_id=end_user_id, stream=stream)
+        body = self.client.body(messages, tool_fields, end_user_id=end_user_id, stream=stream)
         # A generator from here on: nothing is sent until the caller starts iterating.
         return self._run(state, messages, body, stream=stream)
 
-    def _body(
-        self,
-        messages: list[dict[str, Any]],
-        tool_fields: dict[str, Any],
-        *,
-        end_user_id: str | None,
-        stream: bool,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {**self.extra_body, "model": self.model, "messages": messages}
-        body.update(tool_fields)
-        body["stream"] = stream
-        if not stream:
-            body.pop("stream_options", None)  # servers reject it on non-streamed requests
-        elif self.stream_usage:
-            body.setdefault("stream_options", {"include_usage": True})
-        if end_user_id:
-            body.setdefault("user", end_user_id)
-        return body
-
     def _run(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         messages: list[dict[str, Any]],
         body: dict[str, Any],
         *,
         stream: bool,
     ) -> Iterator[Event]:
-        turn, request_id = yield from self._exchange(body, stream=stream)
+        turn, request_id = yield from self.client.exchange(body, stream=stream)
         yield from self._finish(state, messages, turn, request_id)
-
-    def _exchange(
-        self, body: dict[str, Any], *, stream: bool
-    ) -> Generator[Event, None, tuple[Completion, str | None]]:
-        """POST one completion request; yield its events as they arrive, return what it said."""
-        messages = body["messages"]
-        logger.debug(
-            "POST %s (model=%s, stream=%s, %d messages, %d tools)",
-            self._url,
-            self.model,
-            stream,
-            len(messages),
-            len(body.get("tools", ())),
-        )
-        # The run's total time counts from the request.
-        budget = self.stream_limits.budget(f"the stream from {self._url}", received=[])
-        response = self._http.post(body, stream=stream, budget=budget)
-        request_id = response.headers.get("x-request-id")
-        budget.request_id = request_id
-        logger.debug("HTTP %d from %s (request id %s)", response.status_code, self._url, request_id)
-        try:
-            content_type = response.headers.get("content-type", "")
-            if stream and "json" not in content_type:
-                turn = yield from self._read_stream(response, request_id, budget)
-            else:
-                # Also taken when a server ignores `stream` and answers with plain JSON.
-                turn, events = self._read_body(response, request_id, budget)
-                yield from events
-        finally:
-            response.close()
-            budget.close()
-        return turn, request_id
 
     def _finish(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         messages: list[dict[str, Any]],
         turn: Completion,
         request_id: str | None,
@@ -548,115 +450,10 @@ class OpenAIChatPlatform:
             raw=turn.raw,
         )
 
-    def _read_stream(
-        self, response: requests.Response, request_id: str | None, budget: RunBudget
-    ) -> Generator[Event, None, Completion]:
-        received: list[Event] = budget.received
-        turn = Completion(budget=budget)
-        with self._http.errors(streaming=True, received=received, request_id=request_id):
-            for data in iter_sse_data(budget.chunks(response)):
-                payload = decode_object(data, request_id, what="a stream chunk")
-                turn.error = error_details(payload)
-                if turn.error is not None:
-                    turn.raw = payload
-                    return turn
-                for event in turn.absorb(payload, key="delta"):
-                    received.append(event)
-                    yield event
-        if turn.finish_reason is None:
-            raise StreamInterruptedError(
-                f"the stream from {self._url} ended before the completion finished "
-                "(no finish_reason arrived)",
-                received=received,
-                request_id=request_id,
-            )
-        return turn
-
-    def _read_body(
-        self, response: requests.Response, request_id: str | None, budget: RunBudget
-    ) -> tuple[Completion, list[Event]]:
-        with self._http.errors(request_id=request_id):
-            content = budget.body(response)
-        payload = decode_object(content, request_id, what="the response body")
-        error = error_details(payload)
-        if error is not None:
-            code, message = error
-            raise InBandError(
-                f"{self._url} answered HTTP 200 with an error: {message}",
-                request_id=request_id,
-                status_code=response.status_code,
-                code=code,
-                body=trim(content.decode("utf-8", "replace")),
-            )
-        turn = Completion(budget=self.stream_limits.budget(f"the answer of {self._url}"))
-        with self._http.errors(request_id=request_id):
-            events = turn.absorb(payload, key="message")
-        if turn.finish_reason is None and not turn.text and not turn.calls:
-            raise ProtocolError(
-                f"{self._url} answered without a choice: expected a chat.completion object "
-                "with choices[0].message",
-                request_id=request_id,
-                body=trim(content.decode("utf-8", "replace")),
-            )
-        return turn, events
-
     # --- helpers -------------------------------------------------------------------------------
 
-    def _state(self, conversation_id: str) -> _Conversation:
-        with self._lock:
-            state = self._conversations.get(conversation_id)
-        if state is None:
-            raise ConversationLostError(
-                f"unknown conversation id {conversation_id!r}: the openai platform keeps "
-                "histories in memory, so call create_conversation() first (histories do not "
-                "survive a restart)"
-            )
-        return state
 
-    def _tool_fields(
-        self, tools: Sequence[dict[str, Any]], tool_choice: str | None
-    ) -> dict[str, Any]:
-        names = []
-        for position, tool in enumerate(tools):
-            function = tool.get("function") if isinstance(tool, Mapping) else None
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if not isinstance(tool, Mapping) or tool.get("type") != "function" or not name:
-                raise UsageError(
-                    f"tools[{position}] is not an OpenAI function tool: expected "
-                    '{"type": "function", "function": {"name": ..., "parameters": ...}} '
-                    '(build manifests with dialect="openai")'
-                )
-            names.append(str(name))
-        fields: dict[str, Any] = {"tools": list(tools)} if tools else {}
-        if tool_choice is None:
-            return fields
-        if not names:
-            raise UsageError(f"tool_choice {tool_choice!r} was given but no tools were sent")
-        if tool_choice in _TOOL_CHOICE_MODES:
-            fields["tool_choice"] = tool_choice
-        elif tool_choice in names:
-            fields["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
-        else:
-            raise UsageError(
-                f"tool_choice {tool_choice!r} names no tool of this request; expected one of "
-                f"{', '.join(sorted(names))} (or auto, none, required)"
-            )
-        return fields
-
-
-# --- per-conversation and per-completion state ------------------------------------------------
-
-
-@dataclass
-class _Conversation:
-    messages: list[dict[str, Any]]
-    pending: ToolBatch | None = None
-    turn_tools: dict[str, Any] = field(default_factory=dict)
-    """The `tools`/`tool_choice` fields of the current turn, sent again with its tool results."""
-    turn_usage: dict[str, Any] | None = None
-    """Token usage summed over every completion of the current turn."""
-    text_turn: Any = None
-    """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
+# --- saved state ------------------------------------------------
 
 
 class _SavedTextTurn(BaseModel):
@@ -700,21 +497,6 @@ class _SavedConversation(BaseModel):
 # --- pure helpers ------------------------------------------------------------------------------
 
 
-def _choice_name(choice: ToolChoice | str | None) -> str | None:
-    """The tool name or mode to send; a forced input is refused rather than dropped, since the
-    model would then call the tool with arguments of its own choosing."""
-    parsed = parse_tool_choice(choice)
-    if not isinstance(parsed, ToolChoice):
-        return parsed
-    if parsed.input:
-        raise UsageError(
-            f"tool_choice input {parsed.input!r} for {parsed.name!r} cannot be sent: "
-            "OpenAI-compatible Chat Completions can force a tool but not its arguments; "
-            "pass the tool name only (tool_choice=" + repr(parsed.name) + ")"
-        )
-    return parsed.name
-
-
 def _unique_ids(calls: tuple[ToolCall, ...], history: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
     """Give a fresh id to a call whose id is already used in the conversation.
 
@@ -728,12 +510,4 @@ def _unique_ids(calls: tuple[ToolCall, ...], history: list[dict[str, Any]]) -> t
         for tool_call in message.get("tool_calls") or ()
         if isinstance(tool_call, dict)
     }
-    unique = []
-    for call in calls:
-        if call.call_id in seen:
-            fresh = f"call_{uuid.uuid4().hex[:24]}"
-            logger.debug("call id %s is already used; renamed %s", call.call_id, fresh)
-            call = call.model_copy(update={"call_id": fresh})
-        seen.add(call.call_id)
-        unique.append(call)
-    return tuple(unique)
+    return renamed_calls(calls, seen)[0]

@@ -24,7 +24,7 @@ from typing import Any
 
 from bridge.errors import ProtocolError
 from bridge.platforms._limits import RunBudget
-from bridge.platforms.coze._wire import Chat, ChatMessage, usage_dict
+from bridge.platforms.coze.models import Chat, ChatMessage, usage_dict
 from bridge.types import (
     Event,
     HumanInputRequested,

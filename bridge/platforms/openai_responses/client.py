@@ -1,7 +1,7 @@
 """HTTP for the Responses adapter: one ``POST /responses`` read into a `ResponseTurn`.
 
 `ResponsesClient.send` posts a request through the shared kernel (`_transport`, with the
-OpenAI error reader of `_openai_http`) at once, so a refusal is raised to the caller before
+OpenAI error reader of `_openai`) at once, so a refusal is raised to the caller before
 anything is read; `ResponsesClient.read` then reads the answer: a stream event by event through
 `StreamAssembler` (yielding text deltas as they arrive), or a single body (also when a server
 ignores ``stream``), and returns the turn; the adapter decides what the turn means for the
@@ -18,10 +18,10 @@ import requests
 
 from bridge.errors import InBandError, ProtocolError, StreamInterruptedError
 from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._openai_http import openai_transport
-from bridge.platforms._openai_wire import decode_object, error_details, trim
-from bridge.platforms._responses_wire import ResponseTurn, StreamAssembler, turn_from_body
+from bridge.platforms._openai import decode_object, error_details, openai_transport, trim
 from bridge.platforms._sse import iter_sse_data
+from bridge.platforms.openai_responses.models import ResponseTurn, turn_from_body
+from bridge.platforms.openai_responses.stream import StreamAssembler
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import Event
 

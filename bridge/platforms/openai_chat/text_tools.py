@@ -6,10 +6,10 @@ gateways) cannot take Chat Completions' `tools` field. With
 
 - no `tools` field is sent; the tools (name, description, parameters as JSON Schema, examples)
   and the exact call format are described in the system prompt of every request;
-- the reply is read for calls (`bridge.platforms._text_parse`: fenced or bare JSON, Langroid's
-  ``request`` form, ``<tool_call>`` tags, ReAct, ``name(arguments)``). Calls of offered tools
-  become one `ToolCallsRequested` batch with fresh call ids, the text around them a
-  `TextDelta`; a reply without calls is the answer;
+- the reply is read for calls (`bridge.platforms.openai_chat.text_parse`: fenced or bare JSON,
+  Langroid's ``request`` form, ``<tool_call>`` tags, ReAct, ``name(arguments)``). Calls of
+  offered tools become one `ToolCallsRequested` batch with fresh call ids, the text around
+  them a `TextDelta`; a reply without calls is the answer;
 - a reply that tried to call but could not be used (unknown tool, JSON beyond repair) gets a
   corrective user message and the model answers again, at most `max_corrections` times in a
   row (2 by default) before the run ends with `RunFailed(code="unreadable_tool_call")`; the
@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from bridge.platforms._openai_wire import add_usage
-from bridge.platforms._text_parse import ParsedReply, parse_reply
+from bridge.platforms._openai import add_usage
+from bridge.platforms.openai_chat.client import ChatClient
+from bridge.platforms.openai_chat.models import ChatConversation, tool_fields
+from bridge.platforms.openai_chat.text_parse import ParsedReply, parse_reply
 from bridge.types import (
     Event,
     RunFailed,
@@ -43,9 +46,6 @@ from bridge.types import (
     ToolCallsRequested,
     ToolResult,
 )
-
-if TYPE_CHECKING:
-    from bridge.platforms.openai_chat import OpenAIChatPlatform, _Conversation
 
 __all__ = [
     "MAX_CORRECTIONS",
@@ -98,18 +98,25 @@ class TextToolProtocol:
     """Runs the turns of an `OpenAIChatPlatform` created with ``tool_protocol="text"``.
 
     The platform checks conversations, pending batches and results; this class builds the
-    requests, reads the replies and keeps the history, through the platform's HTTP.
+    requests, reads the replies and keeps the history, through the platform's `client`;
+    `lock` is the one that guards the platform's conversations (a history is committed
+    under it).
     """
 
     def __init__(
-        self, platform: OpenAIChatPlatform, *, max_corrections: int = MAX_CORRECTIONS
+        self,
+        client: ChatClient,
+        lock: threading.Lock,
+        *,
+        max_corrections: int = MAX_CORRECTIONS,
     ) -> None:
-        self._platform = platform
+        self._client = client
+        self._lock = lock
         self.max_corrections = max_corrections
 
     def start(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         query: str,
         tools: Sequence[dict[str, Any]],
         tool_choice: str | None,
@@ -118,7 +125,7 @@ class TextToolProtocol:
         stream: bool,
     ) -> Iterator[Event]:
         """Begin a turn: the user's query, with the tools described in the system prompt."""
-        fields = self._platform._tool_fields(tools, tool_choice)  # the same checks as native
+        fields = tool_fields(tools, tool_choice)  # the same checks as native
         choice = _choice_of(fields.get("tool_choice"))
         names = frozenset(_tool_name(tool) for tool in tools)
         described = bool(tools) and choice != "none"
@@ -133,7 +140,7 @@ class TextToolProtocol:
 
     def submit(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         batch: ToolBatch,
         results: Mapping[str, ToolResult],
         *,
@@ -154,21 +161,19 @@ class TextToolProtocol:
 
     def _converse(
         self,
-        state: _Conversation,
+        state: ChatConversation,
         turn: _TextTurn,
         messages: list[dict[str, Any]],
         *,
         end_user_id: str | None,
         stream: bool,
     ) -> Iterator[Event]:
-        platform = self._platform
+        client = self._client
         for attempt in range(self.max_corrections + 1):
-            body = platform._body(
+            body = client.body(
                 self._with_prompt(messages, turn), {}, end_user_id=end_user_id, stream=stream
             )
-            completion, request_id = yield from _without_text(
-                platform._exchange(body, stream=stream)
-            )
+            completion, request_id = yield from _without_text(client.exchange(body, stream=stream))
             if completion.error is not None:
                 code, message = completion.error
                 yield RunFailed(
@@ -208,7 +213,7 @@ class TextToolProtocol:
             if completion.finish_reason not in ("stop", "tool_calls"):
                 logger.warning(
                     "%s ended the answer with finish_reason=%s",
-                    platform.base_url,
+                    client.base_url,
                     completion.finish_reason,
                 )
             # The history is committed before the last event is yielded: a consumer that stops
@@ -219,7 +224,7 @@ class TextToolProtocol:
                     calls=calls,
                     resume={"request_id": request_id, "completion_id": completion_id},
                 )
-                with platform._lock:
+                with self._lock:
                     state.messages = [*messages, assistant]
                     state.pending = batch
                     state.text_turn = replace(turn, notes=reply.problems)
@@ -227,7 +232,7 @@ class TextToolProtocol:
                     yield TextDelta(text=reply.text)
                 yield ToolCallsRequested(batch=batch)
                 return
-            with platform._lock:
+            with self._lock:
                 state.messages = [*messages, assistant]
                 state.pending = None
                 state.text_turn = turn

@@ -17,48 +17,51 @@ How a round continues the conversation depends on ``store``:
 
 Either way the conversation's state only moves when a response completes, so a failed
 `start` or `submit` can simply be called again; `export_state`/`import_state` carry it across
-a restart. Wire shapes live in `_responses_wire`; the request and the reading of its answer in
-`_responses_http` (on the shared HTTP kernel, `_transport`).
+a restart. Wire shapes live in `models` and `stream`; the request and the reading of its answer in
+`client` (on the shared OpenAI pieces, `bridge.platforms._openai`).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import os
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import requests
 
 from bridge.errors import (
     ConfigurationError,
-    ConversationLostError,
     NotFoundError,
     ProtocolError,
     UsageError,
 )
 from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._openai_wire import add_usage, model_verdict
-from bridge.platforms._responses_http import ResponsesClient
-from bridge.platforms._responses_wire import (
-    ResponseTurn,
+from bridge.platforms._openai import (
+    OpenAISettings,
+    add_usage,
     choice_name,
+    follow_up_fields,
+    function_tool_name,
+    model_verdict,
+    pending_batch,
+    renamed_calls,
+)
+from bridge.platforms.base import (
+    InMemoryPlatform,
+    PlatformDescription,
+    PlatformLimits,
+    PlatformState,
+    results_by_call,
+    state_field,
+)
+from bridge.platforms.openai_responses.client import ResponsesClient
+from bridge.platforms.openai_responses.models import (
+    ResponsesConversation,
+    ResponseTurn,
     function_calls,
-    tool_fields,
 )
-from bridge.platforms._settings import (
-    check_base_url,
-    check_extra_body,
-    check_model,
-    check_seconds,
-    retry_policy_for,
-)
-from bridge.platforms.base import PlatformLimits, PlatformState, results_by_call, state_field
 from bridge.platforms.retry import RetryPolicy
 from bridge.types import (
     Event,
@@ -84,7 +87,7 @@ STATE_VERSION = 1
 """The `export_state` format; `import_state` refuses others."""
 
 
-class OpenAIResponsesPlatform:
+class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
     """A `Platform` speaking the Responses API.
 
     Args:
@@ -112,6 +115,11 @@ class OpenAIResponsesPlatform:
     name = "responses"
     dialect = "openai"
     limits = PlatformLimits()
+    never_pauses = "a response never pauses for human input"
+    client: ResponsesClient
+    lost_hint = (
+        "call create_conversation() first, or import_state() the state exported before a restart"
+    )
 
     def __init__(
         self,
@@ -132,20 +140,31 @@ class OpenAIResponsesPlatform:
         max_arguments_chars: int | None = None,
         max_tool_calls: int | None = None,
     ) -> None:
-        self.base_url = check_base_url(
-            base_url or os.environ.get("OPENAI_BASE_URL") or None, _ENDPOINT
+        super().__init__()
+        settings = OpenAISettings.read(
+            base_url,
+            model,
+            api_key,
+            endpoint=_ENDPOINT,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            extra_body=extra_body,
+            managed_keys=_MANAGED_KEYS,
         )
-        self.model = check_model(model or os.environ.get("OPENAI_MODEL") or None)
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.base_url, self.model, self._api_key = (
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+        )
+        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         if not isinstance(store, bool):
             raise ConfigurationError(f"store must be True or False, got {store!r}")
         self.store = store
-        check_seconds(connect_timeout=connect_timeout, idle_timeout=idle_timeout)
-        retry_policy = retry_policy_for(max_retries, retry_policy)
-        self.extra_body = check_extra_body(extra_body, _MANAGED_KEYS)
         self.system = system
         self._url = self.base_url + _ENDPOINT
-        self._client = ResponsesClient(
+        self.client = ResponsesClient(
             self.base_url,
             api_key=self._api_key,
             connect_timeout=float(connect_timeout),
@@ -156,8 +175,6 @@ class OpenAIResponsesPlatform:
                 run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
             ),
         )
-        self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
 
     def __repr__(self) -> str:
         key = "'[secure]'" if self._api_key else "None"
@@ -166,30 +183,13 @@ class OpenAIResponsesPlatform:
             f"store={self.store}, api_key={key})"
         )
 
-    def __enter__(self) -> OpenAIResponsesPlatform:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- conversations --------------------------------------------------------------------------
 
     def create_conversation(self, *, end_user_id: str | None = None) -> str:
         """Start a conversation (nothing is sent: the first response opens the chain)."""
         conversation_id = uuid.uuid4().hex
-        with self._lock:
-            self._conversations[conversation_id] = _Conversation()
+        self._conversations.put(conversation_id, ResponsesConversation())
         return conversation_id
-
-    def knows(self, conversation_id: str) -> bool:
-        """Whether this process holds the conversation's state (see `import_state`)."""
-        with self._lock:
-            return conversation_id in self._conversations
-
-    def forget(self, conversation_id: str) -> None:
-        """Drop a conversation's state."""
-        with self._lock:
-            self._conversations.pop(conversation_id, None)
 
     def previous_response_id(self, conversation_id: str) -> str | None:
         """The id of the conversation's last completed response (None before the first)."""
@@ -198,29 +198,6 @@ class OpenAIResponsesPlatform:
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         """A copy of the items a ``store=False`` conversation resends (empty with store)."""
         return copy.deepcopy(self._state(conversation_id).items)
-
-    def upload_file(self, conversation_id: str, path: str | Path) -> str:
-        """Not supported: files would go through the Files API, which this adapter leaves out."""
-        raise UsageError(
-            f"cannot attach {str(path)!r}: the responses platform does not upload files; put "
-            "the text in the query or give the agent a tool that reads the file"
-        )
-
-    def resume(
-        self,
-        conversation_id: str,
-        interrupt_id: str,
-        answer: str,
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        end_user_id: str | None = None,
-        stream: bool = True,
-    ) -> Iterator[Event]:
-        """Not supported: a response never pauses for human input."""
-        raise UsageError(
-            "resume is not supported on the responses platform: a response never pauses for "
-            "human input; send the answer as a new query with start() instead"
-        )
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -243,19 +220,13 @@ class OpenAIResponsesPlatform:
             PlatformError: The server refused the request, e.g. `BadRequestError` while calls
                 of the last round are unanswered.
         """
-        choice = choice_name(tool_choice)
+        choice = choice_name(tool_choice, api="the Responses API")
         state = self._state(conversation_id)
-        if not isinstance(query, str) or not query.strip():
-            raise UsageError(f"query must be a non-empty string, got {query!r}")
-        if file_ids:
-            raise UsageError(
-                "file_ids are not supported on the responses platform; put the text in the "
-                "query instead"
-            )
+        self.check_query(query, file_ids)
         # Calls left unanswered (an interrupted round) are not checked here: the server refuses
         # the request ("No tool output found for function call ..."), a refusal the loop
         # answers by continuing in a new platform conversation.
-        fields = tool_fields(tools, choice)
+        fields = _tool_fields(tools, choice)
         state.turn_tools, state.turn_usage = fields, None
         given = [{"type": "message", "role": "user", "content": query}]
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
@@ -280,17 +251,7 @@ class OpenAIResponsesPlatform:
                 that do not answer each call of the batch exactly once.
         """
         state = self._state(conversation_id)
-        pending = state.pending
-        if pending is None:
-            raise UsageError(
-                f"conversation {conversation_id} has no tool calls waiting for results; "
-                "submit() answers the batch of a ToolCallsRequested event"
-            )
-        if batch.batch_id != pending.batch_id:
-            raise UsageError(
-                f"batch {batch.batch_id} is not the one waiting in conversation "
-                f"{conversation_id} (expected batch {pending.batch_id})"
-            )
+        pending = pending_batch(conversation_id, state.pending, batch)
         by_id = results_by_call(pending, results)
         given = [
             {
@@ -300,14 +261,12 @@ class OpenAIResponsesPlatform:
             }
             for call in pending.calls
         ]
-        fields = dict(state.turn_tools)
-        if fields.get("tool_choice") not in (None, "auto", "none"):
-            del fields["tool_choice"]  # forced again, it would force a call every round
+        fields = follow_up_fields(state.turn_tools)
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
 
-    def close(self) -> None:
-        """Close the HTTP session if this platform created it."""
-        self._client.close()
+    def describe(self) -> PlatformDescription:
+        """The server and model this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one ``GET /models``; for a
@@ -318,7 +277,7 @@ class OpenAIResponsesPlatform:
             ConfigurationError: the server lists its models and the configured one is absent.
         """
         try:
-            served = self._client.models()
+            served = self.client.models()
         except NotFoundError:
             return self._check_response()
         if served is None:
@@ -334,8 +293,8 @@ class OpenAIResponsesPlatform:
             "store": False,
             "stream": False,
         }
-        response, request_id = self._client.send(body, stream=False)
-        for _ in self._client.read(response, request_id, stream=False):
+        response, request_id = self.client.send(body, stream=False)
+        for _ in self.client.read(response, request_id, stream=False):
             pass  # a body: nothing is yielded
         return (
             f"{self._url} answered a tiny response for model {self.model!r} (the server has "
@@ -390,7 +349,7 @@ class OpenAIResponsesPlatform:
         call_ids = state_field(state, "call_ids", list, platform=self.name, default=[])
         wire_ids = state_field(state, "wire_ids", dict, platform=self.name, default={})
         try:
-            restored = _Conversation(
+            restored = ResponsesConversation(
                 previous_response_id=previous,
                 items=[dict(item) for item in items],
                 pending=ToolBatch.model_validate(pending) if pending else None,
@@ -402,14 +361,13 @@ class OpenAIResponsesPlatform:
             raise UsageError(
                 f"cannot import the state of conversation {conversation_id}: {exc}"
             ) from None
-        with self._lock:
-            self._conversations[conversation_id] = restored
+        self._conversations.put(conversation_id, restored)
 
     # --- one response ------------------------------------------------------------------------
 
     def _respond(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         given: list[dict[str, Any]],
         fields: dict[str, Any],
         *,
@@ -434,13 +392,13 @@ class OpenAIResponsesPlatform:
             body.setdefault("user", end_user_id)
         # Sent now, read as iterated: a refusal (e.g. a new input while calls of the chain are
         # unanswered) reaches the caller before it records anything as sent.
-        budget = self._client.budget()  # the run's total time counts from the request
-        response, request_id = self._client.send(body, stream=stream, budget=budget)
+        budget = self.client.budget()  # the run's total time counts from the request
+        response, request_id = self.client.send(body, stream=stream, budget=budget)
         return self._run(state, body, response, request_id, budget, stream=stream)
 
     def _run(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         body: dict[str, Any],
         response: requests.Response,
         request_id: str | None,
@@ -448,12 +406,12 @@ class OpenAIResponsesPlatform:
         *,
         stream: bool,
     ) -> Iterator[Event]:
-        turn = yield from self._client.read(response, request_id, stream=stream, budget=budget)
+        turn = yield from self.client.read(response, request_id, stream=stream, budget=budget)
         yield from self._finish(state, body, turn, request_id)
 
     def _finish(
         self,
-        state: _Conversation,
+        state: ResponsesConversation,
         body: dict[str, Any],
         turn: ResponseTurn,
         request_id: str | None,
@@ -509,34 +467,9 @@ class OpenAIResponsesPlatform:
             raw=turn.raw,
         )
 
-    def _state(self, conversation_id: str) -> _Conversation:
-        with self._lock:
-            state = self._conversations.get(conversation_id)
-        if state is None:
-            raise ConversationLostError(
-                f"unknown conversation id {conversation_id!r}: call create_conversation() "
-                "first, or import_state() the state exported before a restart"
-            )
-        return state
-
-
-@dataclass
-class _Conversation:
-    previous_response_id: str | None = None
-    items: list[dict[str, Any]] = field(default_factory=list)
-    """store=False: every item sent and received so far, resent with each request."""
-    pending: ToolBatch | None = None
-    turn_tools: dict[str, Any] = field(default_factory=dict)
-    """The `tools`/`tool_choice` fields of the current turn, sent again with its outputs."""
-    turn_usage: dict[str, Any] | None = None
-    call_ids: list[str] = field(default_factory=list)
-    """Every call id the loop was given in this conversation (it runs an id at most once)."""
-    wire_ids: dict[str, str] = field(default_factory=dict)
-    """Call ids given in place of one the server had already used: given -> the server's."""
-
 
 def _distinct_ids(
-    calls: tuple[ToolCall, ...], state: _Conversation
+    calls: tuple[ToolCall, ...], state: ResponsesConversation
 ) -> tuple[tuple[ToolCall, ...], dict[str, str]]:
     """The calls with a fresh id for any whose ``call_id`` the conversation already used, and
     the renames (fresh -> the server's).
@@ -545,14 +478,56 @@ def _distinct_ids(
     most once per conversation, so a reused id would get the old output instead of a new run.
     The server never sees the difference: the output goes back under its own id.
     """
-    seen = set(state.call_ids)
-    distinct, renamed = [], {}
-    for call in calls:
-        if call.call_id in seen:
-            fresh = f"call_{uuid.uuid4().hex[:24]}"
-            logger.debug("call id %s is already used; renamed %s", call.call_id, fresh)
-            renamed[fresh] = call.call_id
-            call = call.model_copy(update={"call_id": fresh})
-        seen.add(call.call_id)
-        distinct.append(call)
-    return tuple(distinct), renamed
+    return renamed_calls(calls, set(state.call_ids))
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def _tool_fields(tools: Sequence[dict[str, Any]], choice: str | None) -> dict[str, Any]:
+    """``tools`` as Responses function tools (strict when every one fits) and ``tool_choice``."""
+    # Imported here: the tools layer (and its dispatcher) loads only once tools are sent.
+    from bridge.tools.schema import to_dialect
+
+    plain = [_flat(position, tool) for position, tool in enumerate(tools)]
+    strict: list[dict[str, Any]] = []
+    for tool in plain:
+        try:
+            shaped = to_dialect(tool, "openai-strict")["function"]
+        except UsageError as exc:
+            logger.debug("tools sent without strict mode: %s", exc)
+            strict = []
+            break
+        strict.append({"type": "function", **shaped})
+    fields: dict[str, Any] = {}
+    if plain:
+        fields["tools"] = strict or [{"type": "function", **t, "strict": False} for t in plain]
+    if choice is None:
+        return fields
+    names = [t["name"] for t in plain]
+    if not names:
+        raise UsageError(f"tool_choice {choice!r} was given but no tools were sent")
+    if choice in ("auto", "none", "required"):
+        fields["tool_choice"] = choice
+    elif choice in names:
+        fields["tool_choice"] = {"type": "function", "name": choice}
+    else:
+        raise UsageError(
+            f"tool_choice {choice!r} names no tool of this request; expected one of "
+            f"{', '.join(sorted(names))} (or auto, none, required)"
+        )
+    return fields
+
+
+def _flat(position: int, tool: Mapping[str, Any]) -> dict[str, Any]:
+    """name, description and parameters of a Chat Completions function tool (or of one that
+    is already in the Responses shape)."""
+    name = function_tool_name(position, tool, flat=True)
+    function = tool.get("function")
+    source = function if isinstance(function, Mapping) else tool
+    parameters = source.get("parameters")
+    return {
+        "name": name,
+        "description": str(source.get("description") or ""),
+        "parameters": dict(parameters) if isinstance(parameters, Mapping) else {"type": "object"},
+    }

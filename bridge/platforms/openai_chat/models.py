@@ -1,32 +1,33 @@
-"""Chat Completions wire shapes: whole calls from streamed fragments, errors, usage.
+"""Chat Completions wire shapes: whole calls from streamed fragments, tool fields, history.
 
-Pure functions and small state objects, no I/O: the adapter (`openai_chat.py`) feeds them the
-decoded chunks of a stream, or the single body of a non-streamed answer.
+Pure functions and small state objects, no I/O: `stream` feeds them the decoded chunks of a
+stream, or the single body of a non-streamed answer; the adapter keeps one `ChatConversation`
+per conversation.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.errors import ConfigurationError, ProtocolError
+from bridge.errors import ProtocolError, UsageError
 from bridge.platforms._limits import RunBudget
-from bridge.platforms._transport import trim
-from bridge.types import Event, Other, TextDelta, ToolCall
+from bridge.platforms._openai import function_tool_name
+from bridge.types import Event, Other, TextDelta, ToolBatch, ToolCall
 
 __all__ = [
+    "TOOL_CHOICE_MODES",
+    "ChatConversation",
     "Completion",
     "PartialCall",
     "ToolCallAssembler",
-    "add_usage",
-    "decode_object",
-    "error_details",
-    "model_verdict",
-    "trim",
+    "tool_fields",
 ]
+
+TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
 
 @dataclass
@@ -192,73 +193,39 @@ class Completion:
         return events
 
 
-def decode_object(data: str | bytes, request_id: str | None, *, what: str) -> dict[str, Any]:
-    """Parse `data` as a JSON object, or raise `ProtocolError` naming `what` it was."""
-    try:
-        payload = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        # RecursionError: JSON nested deeper than Python's parser can follow (a hostile server).
-        problem = (
-            "is JSON nested too deeply to be read (expected a shallow object)"
-            if isinstance(exc, RecursionError)
-            else f"is not valid JSON ({exc})"
-        )
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-        raise ProtocolError(
-            f"{what} {problem}: {text[:200]!r}",
-            request_id=request_id,
-            body=trim(text),
-        ) from exc
-    if not isinstance(payload, dict):
-        raise ProtocolError(
-            f"{what} is a JSON {type(payload).__name__}, expected an object",
-            request_id=request_id,
-        )
-    return payload
+@dataclass
+class ChatConversation:
+    """What the adapter holds of one conversation: its history and the current turn."""
+
+    messages: list[dict[str, Any]]
+    pending: ToolBatch | None = None
+    turn_tools: dict[str, Any] = field(default_factory=dict)
+    """The `tools`/`tool_choice` fields of the current turn, sent again with its tool results."""
+    turn_usage: dict[str, Any] | None = None
+    """Token usage summed over every completion of the current turn."""
+    text_turn: Any = None
+    """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
 
 
-def error_details(payload: object) -> tuple[str, str] | None:
-    """`(code, message)` when `payload` is an error object in any of the usual shapes."""
-    if not isinstance(payload, dict):
-        return None
-    error = payload.get("error")
-    if error is None and payload.get("object") == "error":
-        error = payload  # vLLM's older flat shape: {"object": "error", "message": ...}
-    if isinstance(error, str):
-        return "error", error
-    if not isinstance(error, dict):
-        return None
-    message = error.get("message") or json.dumps(error, ensure_ascii=False)[:300]
-    code = error.get("code") or error.get("type") or "error"
-    return str(code), str(message)
-
-
-def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Sum numeric usage fields over the completions of one turn."""
-    if usage is None:
-        return total
-    if total is None:
-        return dict(usage)
-    summed = dict(total)
-    for key, value in usage.items():
-        if isinstance(value, int) and isinstance(summed.get(key), int):
-            summed[key] += value
-        else:
-            summed[key] = value
-    return summed
-
-
-def model_verdict(base_url: str, model: str, served: list[str]) -> str:
-    """What a ``GET /models`` listing `served` proves about `model`, in one sentence.
+def tool_fields(tools: Sequence[dict[str, Any]], tool_choice: str | None) -> dict[str, Any]:
+    """The `tools` and `tool_choice` fields of a request, checked.
 
     Raises:
-        ConfigurationError: the server lists its models and `model` is not among them.
+        UsageError: a tool is not a function tool, or the choice names no tool sent.
     """
-    if served and model not in served:
-        raise ConfigurationError(
-            f"model {model!r} is not served by {base_url}; "
-            f"it serves: {', '.join(served)} (set --model or OPENAI_MODEL)"
+    names = [function_tool_name(position, tool) for position, tool in enumerate(tools)]
+    fields: dict[str, Any] = {"tools": list(tools)} if tools else {}
+    if tool_choice is None:
+        return fields
+    if not names:
+        raise UsageError(f"tool_choice {tool_choice!r} was given but no tools were sent")
+    if tool_choice in TOOL_CHOICE_MODES:
+        fields["tool_choice"] = tool_choice
+    elif tool_choice in names:
+        fields["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
+    else:
+        raise UsageError(
+            f"tool_choice {tool_choice!r} names no tool of this request; expected one of "
+            f"{', '.join(sorted(names))} (or auto, none, required)"
         )
-    if not served:
-        return f"{base_url} answered (it lists no models to confirm {model!r})"
-    return f"{base_url} answered and serves model {model!r}"
+    return fields
