@@ -21,7 +21,8 @@ cookbook reads workflow messages from this event), a ``chatflow_interrupt`` even
 outputs needed" (its default `interrupt()` then fails an assertion), and it only stops reading
 a stream at ``success``; the official chatflow samples (streaming) use that handler unchanged
 against the real service, which therefore does not send ``interrupt`` there
-(docs/wire/appbuilder.md, "What the official SDK does differently"; checked against the SDK in tests/emulator/test_emulator_chatflow.py).
+(docs/wire/appbuilder.md, "What the official SDK does differently"; checked against the SDK
+in tests/emulator/test_emulator_chatflow.py).
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ import pydantic
 import requests
 
 from bridge.errors import ConfigurationError, ProtocolError, UsageError, register_secret
+from bridge.platforms._body import read_body
 from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._transport import Files, Transport, read_body
+from bridge.platforms._transport import Files, Transport
 from bridge.platforms.appbuilder._arguments import (
     ToolLike,
     check_conversation_id,

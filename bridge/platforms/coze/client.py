@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 import requests
 
 from bridge.errors import PlatformStatusError, ProtocolError
+from bridge.platforms._body import read_body
 from bridge.platforms._limits import RunBudget, StreamLimits
-from bridge.platforms._transport import ErrorAnswer, Files, Transport, read_body, trim
+from bridge.platforms._transport import ErrorAnswer, Files, Transport, trim
 from bridge.platforms.coze.models import classify, error_for_code
 from bridge.platforms.retry import RetryPolicy
 
