@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from requests.structures import CaseInsensitiveDict
 
 from bridge.errors import BridgeError, PlatformConnectionError, PlatformStatusError
+from bridge.platforms._body import read_body
 from bridge.platforms._headers import has_header, header, merge_headers
 from bridge.platforms._http import PlatformSession, new_session
-from bridge.platforms._body import read_body
 from bridge.platforms._transport import ErrorAnswer, Transport
 from bridge.platforms.retry import RetryPolicy
 
