@@ -18,9 +18,9 @@ _EXPORTS: dict[str, str] = {
     "ArgumentError": "bridge.tools.spec",
     "AuthenticationError": "bridge.errors",
     "BadRequestError": "bridge.errors",
-    "Bridge": "bridge.conversation",
+    "Bridge": "bridge.bridge",
     "BridgeError": "bridge.errors",
-    "BridgeOptions": "bridge.conversation",
+    "BridgeOptions": "bridge.options",
     "ConfigurationError": "bridge.errors",
     "ConflictError": "bridge.errors",
     "Conversation": "bridge.conversation",
@@ -86,7 +86,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from bridge.conversation import Bridge, BridgeOptions, Conversation, Result
+    from bridge.bridge import Bridge
+    from bridge.conversation import Conversation, Result
     from bridge.emulator import Emulator
     from bridge.errors import (
         AuthenticationError,
@@ -115,6 +116,7 @@ if TYPE_CHECKING:
     )
     from bridge.journal import Journal, MemoryJournal, SQLiteJournal
     from bridge.loading import load_tools
+    from bridge.options import BridgeOptions
     from bridge.platforms import create_platform, open_platform
     from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
     from bridge.platforms.base import Platform

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bridge.conversation import Bridge, Conversation
+from bridge.bridge import Bridge
+from bridge.conversation import Conversation
 from bridge.daemon.approvals import ApprovalDesk
 from bridge.daemon.errors import ApiError
 from bridge.daemon.hub import EventHub
