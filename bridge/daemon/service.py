@@ -52,7 +52,7 @@ from bridge.daemon.runs import (
 )
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
-from bridge.journal.base import Journal
+from bridge.journal.leases import LeaseJournal
 from bridge.journal.records import (
     ConversationRecord,
     Lease,
@@ -139,7 +139,7 @@ class Service:
         UsageError: the tool specs cannot be loaded.
     """
 
-    def __init__(self, settings: DaemonSettings, platform: Platform, journal: Journal) -> None:
+    def __init__(self, settings: DaemonSettings, platform: Platform, journal: LeaseJournal) -> None:
         self.settings = settings
         self.platform = platform
         self.journal = journal
