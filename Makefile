@@ -1,4 +1,4 @@
-# The two commands of the Quick start: `make demo` and `make test`.
+# The two commands of the Quick start: `make demo` and `make test`; `make docs` builds the site.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 CORE := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test lint bench clean postgresql-server
+.PHONY: demo test lint docs bench clean postgresql-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ $(CHROMIUM):
 			"the console browser test will fail; install Debian's chromium" >&2; \
 	fi
 
-# The PostgreSQL tests (issue 13) start their own throwaway server from Debian's binaries, which
+# The PostgreSQL tests start their own throwaway server from Debian's binaries, which
 # live in /usr/lib/postgresql/<version>/bin (a version-numbered path, hence a check, not a file
 # target). The package also sets up Debian's default cluster; the tests never use it.
 postgresql-server:
@@ -49,6 +49,7 @@ demo: $(CORE)
 
 test: $(STAMP) $(CHROMIUM) postgresql-server
 	$(BIN)/python -m pytest -q
+	$(MAKE) docs
 	$(BIN)/ruff check bridge tests examples bench manifests
 	$(BIN)/ruff format --check bridge tests examples bench manifests
 	$(BIN)/mypy --strict bridge
@@ -58,8 +59,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check bridge tests examples bench manifests
 	$(BIN)/mypy --strict bridge
 
+# The documentation site (mkdocs.yml, docs/), built by Zensical in strict mode: a broken link or
+# anchor, or an API page whose name no longer resolves, fails the build. Output in site/.
+docs: $(STAMP)
+	$(BIN)/zensical build --strict --clean
+
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-conformance .venv-cozepy .venv-openai .mypy_cache .pytest_cache .ruff_cache
+	rm -rf site .cache $(VENV) .venv-conformance .venv-cozepy .venv-openai .mypy_cache .pytest_cache .ruff_cache

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from bridge._version import __version__ as __version__
 
 # name -> module that defines it, by section. Low-level clients (e.g. AppBuilder's HTTP
 # client) are not here: import them from their platform's package.

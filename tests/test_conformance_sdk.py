@@ -190,8 +190,9 @@ def test_tool_call_event_handler_parallel_non_stream(
 ) -> None:
     results, emu, _ = conformance
     got = results["parallel_handler_non_stream"]
-    # SDK 1.1.5 bug (appbuilder-wire.md §6): non-stream, after a tool round, reset_state()
-    # wipes `result`. The run itself finished; the emulator has the answer.
+    # SDK 1.1.5 bug (docs/wire/appbuilder.md, "What the official SDK does differently"):
+    # non-stream, after a tool round, reset_state() wipes `result`. The run itself finished;
+    # the emulator has the answer.
     assert got["result"] == ""
     (message,) = emu.conversation(got["conversation_id"]).messages
     assert message.answer == "Paris: 21°C; London: 21°C" and message.status == "success"
@@ -370,7 +371,8 @@ def test_errors_reach_the_sdk_as_its_own_exceptions(
     assert got["after_rate_limit"] == {"type": None, "value": "finally through"}
     assert got["malformed_stream"]["type"] == "AppBuilderServerException"
     assert "json decoder failed" in got["malformed_stream"]["message"]
-    # 1.1.5 reads an in-band error as an empty answer (appbuilder-wire.md §4).
+    # 1.1.5 reads an in-band error as an empty answer (docs/wire/appbuilder.md, "What the
+    # official SDK does differently").
     assert got["inband"] == {"type": None, "value": {"answer": "", "events": 0}}
 
 

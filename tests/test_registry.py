@@ -125,17 +125,18 @@ def test_open_platform_without_settings_points_at_the_emulator(
         pass
 
 
-def test_the_readme_table_is_the_registry() -> None:
+def test_the_documented_table_is_the_registry() -> None:
     from pathlib import Path
 
     from bridge.platforms.registry import settings_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    page = Path(__file__).resolve().parents[1] / "docs" / "platforms.md"
+    text = page.read_text(encoding="utf-8")
     begin = "<!-- platform-settings: generated from bridge/platforms/registry.py"
-    assert begin in readme, "README.md lost its platform settings table"
-    table = readme.split(begin, 1)[1].split("-->", 1)[1].split("<!-- /platform-settings -->")[0]
+    assert begin in text, "docs/platforms.md lost its platform settings table"
+    table = text.split(begin, 1)[1].split("-->", 1)[1].split("<!-- /platform-settings -->")[0]
     assert table.strip() == settings_table(), (
-        "README.md's platform settings table differs from the registry; paste in "
+        "docs/platforms.md's platform settings table differs from the registry; paste in "
         "`python -c 'from bridge.platforms.registry import settings_table as t; print(t())'`"
     )
     for entry in PLATFORMS.values():

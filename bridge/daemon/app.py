@@ -9,6 +9,7 @@ request first passes the Host/Origin gate (`bridge._hosts`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -19,15 +20,15 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from bridge import __version__
 from bridge._hosts import HostGate
+from bridge._version import __version__
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.fastpath import FastRoutes
 from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.outbound import PublicJSONResponse
-from bridge.daemon.recovery import recover
+from bridge.daemon.recovery import keep_leases, recover
 from bridge.daemon.relay import start_relay
 from bridge.daemon.routers import approvals, console, conversations, events, health, tools
 from bridge.daemon.service import Service
@@ -100,6 +101,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.start()
+        # Replicas on a shared journal: renew this one's leases, take over dead ones' messages.
+        lease_keeper = asyncio.create_task(keep_leases(service)) if service.journal.shared else None
         # Other replicas on the same PostgreSQL journal: live events both ways (from before
         # recovery, so they see the runs it resumes).
         app.state.relay = relay = await start_relay(service)
@@ -114,6 +117,10 @@ def create_app(
             app.state.runs_left = left
             if relay is not None:
                 await relay.close()
+            if lease_keeper is not None:
+                lease_keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await lease_keeper
             await service.close(left)
 
     app = FastAPI(

@@ -47,7 +47,7 @@ from bridge.journal.records import (
     PendingBatch,
 )
 
-__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "recover", "take_over"]
+__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "keep_leases", "recover", "take_over"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,47 @@ async def take_over(service: Service) -> tuple[int, int]:
     _start(service, plan)
     service.metrics.takeovers.inc(amount=len(claimed))
     return len(plan.resume), plan.failed
+
+
+async def keep_leases(service: Service) -> None:
+    """Renew this replica's leases every third of `lease_seconds`; claim and resume the
+    messages of replicas whose leases expired (`take_over`).
+
+    Runs until cancelled, on a shared journal only: the app starts it after `Service.start`
+    and cancels it before `Service.close`.
+    """
+    seconds = service.settings.lease_seconds
+    period = seconds / 3
+    while True:
+        await asyncio.sleep(period)
+        try:
+            lost = await asyncio.to_thread(
+                service.journal.renew_leases, service.replica_id, seconds
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not renew this replica's leases (%s); runs here stop writing if "
+                "the database stays out of reach for %g s and another replica takes over",
+                exc,
+                seconds,
+            )
+            continue
+        for cid in lost:
+            service.metrics.leases_lost.inc()
+            logger.warning(
+                "lost the lease of conversation %s: another replica took it over (this one "
+                "was paused or cut off from the database for more than %g s); its run here "
+                "stops at its next write",
+                cid,
+                seconds,
+                extra={"conversation_id": cid},
+            )
+        if service.draining:
+            continue
+        try:
+            await take_over(service)
+        except Exception as exc:
+            logger.warning("could not look for conversations to take over: %s", exc)
 
 
 def _plan(service: Service, claimed: Sequence[tuple[MessageRecord, Lease]]) -> _Plan:

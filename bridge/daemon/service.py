@@ -1,19 +1,20 @@
 """The daemon's core, without HTTP: toolboxes, live conversations, runs, drain.
 
     Service
-      generation            the current toolbox + dispatcher + Bridge (a reload makes a new one;
-                            running conversations finish on the one they started with)
+      tools                 the loaded tools: toolbox + dispatcher + Bridge (a reload makes a new
+                            one, numbered; running conversations finish on the one they started
+                            with)
       start_message()       one run per conversation (409 otherwise), queued on the `RunPool`
       _execute()            worker thread: Conversation.stream -> events -> RunHandle
       drain()               SIGTERM: refuse new work, wait `grace` for running runs
       approvals             the `ApprovalDesk` confirm calls wait at (`bridge.daemon.approvals`)
-      _keep_leases()        replicas on a shared journal: renew this one's leases, take over
-                            the messages of replicas that died (`bridge.daemon.recovery`)
 
-Replicas: a run holds its conversation's lease (`bridge.journal` leases) from before its
-message is written until its last write, so another daemon on the same PostgreSQL journal
-answers 409 for that conversation meanwhile, takes the message over if this one dies, and a
-run whose lease was taken over can write nothing more (fencing).
+Replicas: the app runs `bridge.daemon.recovery.keep_leases` beside the service on a shared
+journal (renew this replica's leases, take over the messages of replicas that died). A run
+holds its conversation's lease (`bridge.journal` leases) from before its message is written
+until its last write, so another daemon on the same PostgreSQL journal answers 409 for that
+conversation meanwhile, takes the message over if this one dies, and a run whose lease was
+taken over can write nothing more (fencing).
 
 Conversations stay in memory between messages, with their `ToolContext` state and resources,
 until they have been idle for `idle_timeout` seconds; then their resources are released.
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
     from bridge.platforms.base import Platform
     from bridge.tools.toolbox import Toolbox
 
-__all__ = ["Generation", "Service"]
+__all__ = ["LoadedTools", "Service"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +88,12 @@ KNOWN_CONVERSATIONS = 100_000
 
 
 @dataclass(eq=False)
-class Generation:
-    """One loaded toolbox and the `Bridge` that runs it."""
+class LoadedTools:
+    """One loaded toolbox and the `Bridge` that runs it.
+
+    `number` goes up by one with every reload (the HTTP API calls it the tools' `generation`;
+    not to be confused with a lease's generation).
+    """
 
     number: int
     toolbox: Toolbox
@@ -97,7 +102,7 @@ class Generation:
     loaded_at: datetime
     specs: tuple[str, ...]
     runs: int = 0
-    """Runs using this generation right now."""
+    """Runs using these tools right now."""
     retired: bool = False
     """A reload replaced it: it is closed when its last run ends."""
 
@@ -159,7 +164,7 @@ class Service:
             webhook=ApprovalWebhook(webhook) if webhook else None,
             base_url=lambda: self.public_url,
         )
-        self.generation = self._load(1)
+        self.tools = self._load(1)
         self.last_reload_error: str | None = None
         self.draining = False
         self.recovering = 0
@@ -174,14 +179,13 @@ class Service:
         self.metrics = Metrics(
             in_flight=lambda: self.in_flight,
             queued=lambda: self.pool.waiting if self.pool else 0,
-            tools_loaded=lambda: len(self.generation.toolbox),
+            tools_loaded=lambda: len(self.tools.toolbox),
             approvals_pending=self.approvals.pending,
             replica=self.replica_id,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reload_lock: asyncio.Lock | None = None
         self._janitor: asyncio.Task[None] | None = None
-        self._lease_keeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -192,8 +196,6 @@ class Service:
         self._reload_lock = asyncio.Lock()
         self.pool = RunPool(self.settings.workers)
         self._janitor = asyncio.create_task(self._sweep_idle())
-        if self.journal.shared:
-            self._lease_keeper = asyncio.create_task(self._keep_leases())
 
     def begin_drain(self) -> None:
         """Refuse new work from now on; runs in progress get `grace` seconds."""
@@ -229,11 +231,10 @@ class Service:
 
     async def close(self, runs_left: int) -> None:
         """Release everything; with runs left, keep what they still use (they are abandoned)."""
-        for task in (self._janitor, self._lease_keeper):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self._janitor is not None:
+            self._janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._janitor
         if self.pool is not None:
             self.pool.close()
         with self._live_lock:
@@ -244,13 +245,13 @@ class Service:
         if self.approvals.webhook is not None:
             await asyncio.to_thread(self.approvals.webhook.close)
         if runs_left == 0:
-            self.generation.close()
+            self.tools.close()
             self.platform.close()
             self.journal.close()
 
     # --- toolbox ---------------------------------------------------------------------------------
 
-    def _load(self, number: int) -> Generation:
+    def _load(self, number: int) -> LoadedTools:
         specs = tuple(self.settings.tools)
         _refresh_modules(specs)
         toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
@@ -263,13 +264,13 @@ class Service:
             stream=True,
             approve=self.approvals,
         )
-        return Generation(number, toolbox, dispatcher, bridge, now(), specs)
+        return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
 
-    async def reload(self) -> Generation:
+    async def reload(self) -> LoadedTools:
         """Load the tool specs again; on any error keep the current toolbox and raise 422."""
         assert self._reload_lock is not None
         async with self._reload_lock:
-            old = self.generation
+            old = self.tools
             try:
                 new = await asyncio.to_thread(self._load, old.number + 1)
             except Exception as exc:
@@ -287,7 +288,7 @@ class Service:
                     f"({len(old.toolbox)} tools) is kept: {reason}",
                 ) from None
             with self._live_lock:
-                self.generation = new
+                self.tools = new
                 old.retired = True
                 idle = old.runs == 0
             if idle:
@@ -364,12 +365,12 @@ class Service:
         """
         self._check_accepting()
         with self._live_lock:
-            generation = self.generation
-            spec = generation.toolbox.get(name)
+            loaded = self.tools
+            spec = loaded.toolbox.get(name)
             if spec is not None and (confirm or not spec.options.confirm):
-                generation.runs += 1
+                loaded.runs += 1
         if spec is None:
-            names = ", ".join(generation.toolbox.names()) or "(none)"
+            names = ", ".join(loaded.toolbox.names()) or "(none)"
             raise ApiError(404, "tool_not_found", f"no tool {name!r}; the tools are: {names}")
         if spec.options.confirm and not confirm:
             raise ApiError(
@@ -387,13 +388,13 @@ class Service:
                 called_by=who,
                 approved_by=who if spec.options.confirm else None,
             )
-            runs = await asyncio.to_thread(generation.dispatcher.run, [call])
+            runs = await asyncio.to_thread(loaded.dispatcher.run, [call])
         finally:
             with self._live_lock:
-                generation.runs -= 1
-                last_of_retired = generation.retired and generation.runs == 0
+                loaded.runs -= 1
+                last_of_retired = loaded.retired and loaded.runs == 0
             if last_of_retired:
-                await asyncio.to_thread(generation.close)
+                await asyncio.to_thread(loaded.close)
         run = runs[0]
         await asyncio.to_thread(self.journal.finish_direct_call, run)
         self.metrics.tool_calls.inc(name, run.error or "ok")
@@ -431,8 +432,8 @@ class Service:
             end_user_id = record.end_user_id
             self._remember(conversation_id, end_user_id)
         forced = tool_choice.name if isinstance(tool_choice, ToolChoice) else None
-        if forced is not None and self.generation.toolbox.get(forced) is None:
-            names = ", ".join(self.generation.toolbox.names()) or "(none)"
+        if forced is not None and self.tools.toolbox.get(forced) is None:
+            names = ", ".join(self.tools.toolbox.names()) or "(none)"
             raise ApiError(
                 422, "unknown_tool", f"tool_choice {forced!r} is not a loaded tool: {names}"
             )
@@ -538,10 +539,10 @@ class Service:
         tally = RunTally()
         text = StreamedText()
         with self._live_lock:
-            generation = self.generation
-            generation.runs += 1
+            loaded = self.tools
+            loaded.runs += 1
         try:
-            conversation.bridge = generation.bridge
+            conversation.bridge = loaded.bridge
             if job.recover is not None:
                 message_id, pending = job.recover
                 events = conversation.stream_recovered(
@@ -590,10 +591,10 @@ class Service:
             with self._live_lock:
                 live.running = False
                 live.last_used = time.monotonic()
-                generation.runs -= 1
-                last_of_retired = generation.retired and generation.runs == 0
+                loaded.runs -= 1
+                last_of_retired = loaded.retired and loaded.runs == 0
             if last_of_retired:
-                generation.close()
+                loaded.close()
         logger.info(
             "run %s",
             outcome.status,
@@ -636,7 +637,7 @@ class Service:
                 # history are in the journal, not in this object.
                 stale, live = self._live.pop(conversation_id), None
             if live is None:
-                conversation = self.generation.bridge.conversation(
+                conversation = self.tools.bridge.conversation(
                     conversation_id, end_user_id=end_user_id
                 )
                 live = self._live[conversation_id] = _Live(conversation)
@@ -651,7 +652,7 @@ class Service:
     def _observe(self, event: Event, conversation_id: str) -> None:
         if isinstance(event, ToolCallFinished):
             run = event.run
-            tool = run.name if run.name in self.generation.toolbox else "(unknown)"
+            tool = run.name if run.name in self.tools.toolbox else "(unknown)"
             self.metrics.tool_calls.inc(tool, run.error or "ok")
             self.metrics.tool_seconds.observe(run.duration_ms / 1000, tool)
         elif isinstance(event, ToolCallsRequested):
@@ -711,42 +712,6 @@ class Service:
             "error": outcome.failure.to_json() if outcome.failure else None,
         }
         self.hub.publish("run_ended", ended)
-
-    async def _keep_leases(self) -> None:
-        """Renew this replica's leases every third of `lease_seconds`; claim and resume the
-        messages of replicas whose leases expired (`bridge.daemon.recovery.take_over`)."""
-        from bridge.daemon.recovery import take_over
-
-        seconds = self.settings.lease_seconds
-        period = seconds / 3
-        while True:
-            await asyncio.sleep(period)
-            try:
-                lost = await asyncio.to_thread(self.journal.renew_leases, self.replica_id, seconds)
-            except Exception as exc:
-                logger.warning(
-                    "could not renew this replica's leases (%s); runs here stop writing if "
-                    "the database stays out of reach for %g s and another replica takes over",
-                    exc,
-                    seconds,
-                )
-                continue
-            for cid in lost:
-                self.metrics.leases_lost.inc()
-                logger.warning(
-                    "lost the lease of conversation %s: another replica took it over (this one "
-                    "was paused or cut off from the database for more than %g s); its run here "
-                    "stops at its next write",
-                    cid,
-                    seconds,
-                    extra={"conversation_id": cid},
-                )
-            if self.draining:
-                continue
-            try:
-                await take_over(self)
-            except Exception as exc:
-                logger.warning("could not look for conversations to take over: %s", exc)
 
     async def _sweep_idle(self) -> None:
         """Release the tool resources of conversations idle for `idle_timeout` seconds."""

@@ -387,7 +387,7 @@ class EmulatorApp:
         return RunContext(query=query, tools=tools, forced=forced, match=match), component
 
     def _component(
-        self, choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...], query: str
+        self, choice: wire.WireToolChoice | None, tools: tuple[ToolInfo, ...], query: str
     ) -> ComponentCall | None:
         """The app's component a ``tool_choice`` names (a tool of the run wins a name clash)."""
         if choice is None or choice.type != "function" or choice.function is None:
@@ -511,7 +511,7 @@ def _check_files(conv: Conversation, file_ids: list[str]) -> None:
 
 
 def _forced_tool(
-    choice: wire.ToolChoice | None, tools: tuple[ToolInfo, ...], app: App
+    choice: wire.WireToolChoice | None, tools: tuple[ToolInfo, ...], app: App
 ) -> ForcedTool | None:
     if choice is None or choice.type != "function" or choice.function is None:
         return None

@@ -1,4 +1,4 @@
-"""Turn a planner step into the chunks the platform would send (appbuilder-wire.md §3).
+"""Turn a planner step into the chunks the platform would send (docs/wire/appbuilder.md).
 
 A tool round is ``status/preparing`` then one ``interrupt`` event (``event_type`` Interrupt,
 ``content_type`` contexts, ``tool_calls`` with object arguments, the thought and ``used_tool``
@@ -20,8 +20,9 @@ cookbook reads workflow messages from this event), a ``chatflow_interrupt`` even
 ``done``, not ``interrupt``: the official SDK's event handler treats ``interrupt`` as "tool
 outputs needed" (its default `interrupt()` then fails an assertion), and it only stops reading
 a stream at ``success``; the official chatflow samples (streaming) use that handler unchanged
-against the real service, which therefore does not send ``interrupt`` there (appbuilder-wire.md
-§6; checked against the SDK in tests/emulator/test_emulator_chatflow.py).
+against the real service, which therefore does not send ``interrupt`` there
+(docs/wire/appbuilder.md, "What the official SDK does differently"; checked against the SDK in
+tests/emulator/test_emulator_chatflow.py).
 """
 
 from __future__ import annotations

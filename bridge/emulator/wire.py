@@ -1,8 +1,8 @@
 """The emulator's side of the AppBuilder wire: request models and response builders.
 
 Request bodies are validated with pydantic so that a malformed request gets a 400 naming the
-field and what was expected. Responses are plain dicts shaped like appbuilder-wire.md §3, built
-here so the rest of the emulator never spells a wire key.
+field and what was expected. Responses are plain dicts shaped like docs/wire/appbuilder.md
+("The answer"), built here so the rest of the emulator never spells a wire key.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ __all__ = [
     "FunctionSpec",
     "InterruptEvent",
     "RunRequest",
-    "ToolChoice",
     "ToolChoiceFunction",
     "ToolOutputItem",
     "ToolSpec",
+    "WireToolChoice",
     "chunk",
     "encode_json",
     "error_body",
@@ -105,14 +105,15 @@ class ToolChoiceFunction(_Strict):
     input: dict[str, Any] = Field(default_factory=dict)
 
 
-class ToolChoice(_Strict):
-    """`tool_choice`: `auto`, or `function` with the tool to call."""
+class WireToolChoice(_Strict):
+    """`tool_choice`: `auto`, or `function` with the tool to call (AppBuilder's wire form of a
+    tool choice, as the server reads it; the neutral one is `bridge.types.ToolChoice`)."""
 
     type: Literal["auto", "function"]
     function: ToolChoiceFunction | None = None
 
     @model_validator(mode="after")
-    def _function_when_forced(self) -> ToolChoice:
+    def _function_when_forced(self) -> WireToolChoice:
         if self.type == "function" and self.function is None:
             raise ValueError("tool_choice of type 'function' needs 'function': {'name': ...}")
         return self
@@ -134,14 +135,14 @@ class ActionParameters(_Strict):
 
 
 class Action(_Strict):
-    """`action`: ``resume`` answers a workflow's question (appbuilder-wire.md §2)."""
+    """`action`: ``resume`` answers a workflow's question (docs/wire/appbuilder.md)."""
 
     action_type: Literal["resume"]
     parameters: ActionParameters
 
 
 class RunRequest(_Strict):
-    """The body of `POST /v2/app/conversation/runs` (appbuilder-wire.md §2)."""
+    """The body of `POST /v2/app/conversation/runs` (docs/wire/appbuilder.md, "The run request")."""
 
     app_id: str = Field(min_length=1)
     conversation_id: str = Field(min_length=1)
@@ -150,7 +151,7 @@ class RunRequest(_Strict):
     file_ids: list[str] | None = None
     tools: list[ToolSpec] | None = None
     tool_outputs: list[ToolOutputItem] | None = None
-    tool_choice: ToolChoice | None = None
+    tool_choice: WireToolChoice | None = None
     end_user_id: str | None = Field(default=None, min_length=6, max_length=64)
     action: Action | None = None
     mcp_authorization: list[dict[str, Any]] | None = None

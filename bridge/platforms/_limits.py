@@ -148,7 +148,7 @@ LIMITS: tuple[Limit, ...] = (
     MAX_ARGUMENTS_LIMIT,
     MAX_TOOL_CALLS_LIMIT,
 )
-"""Every bound, in the order the registry and the README list them."""
+"""Every bound, in the order the registry and docs/platforms.md list them."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Every platform toolbridge speaks, described once: the CLI, the daemon, `create_platform`,
-`open_platform`, `toolbridge doctor` and the README's settings table all read this table.
+`open_platform`, `toolbridge doctor` and the settings table of docs/platforms.md all read it.
 
 An entry names the adapter class ("module:Class", imported only when used), its settings and
 the emulator protocol that imitates it (`bridge.emulator.protocols.PROTOCOLS`). A setting is one
@@ -365,7 +365,7 @@ def flag_settings(entries: Iterable[PlatformEntry] | None = None) -> dict[str, l
 
 
 def settings_table() -> str:
-    """The README's table of every platform's settings, as Markdown."""
+    """The table of every platform's settings in docs/platforms.md, as Markdown."""
     lines = [
         "| platform | flag | environment variable | default | what |",
         "| --- | --- | --- | --- | --- |",

@@ -22,10 +22,10 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from bridge.errors import redact, valid_text
 from bridge.tools._tuple_args import looks_like_tuple, tuple_arguments
@@ -41,9 +41,6 @@ from bridge.tools.output import (
 from bridge.tools.spec import ArgumentError, ToolError, ToolSpec
 from bridge.types import ErrorKind, ToolCall, ToolRun
 
-if TYPE_CHECKING:
-    from bridge.tools.toolbox import Toolbox
-
 __all__ = [
     "ADMIT",
     "Core",
@@ -53,6 +50,7 @@ __all__ = [
     "Policy",
     "Settled",
     "Step",
+    "ToolLookup",
     "is_async_callable",
     "on_worker",
 ]
@@ -152,10 +150,22 @@ def is_async_callable(fn: Any) -> bool:
     return dunder is not None and inspect.iscoroutinefunction(dunder)
 
 
-class Core:
-    """Every decision about one call, for a toolbox and a policy."""
+class ToolLookup(Protocol):
+    """Where the core finds tools: what it needs of a registry (a `Toolbox` is one)."""
 
-    def __init__(self, toolbox: Toolbox, policy: Policy) -> None:
+    def get(self, name: str) -> ToolSpec | None:
+        """The enabled tool called `name`, or None."""
+        ...
+
+    def names(self) -> Iterable[str]:
+        """The names of the enabled tools, for the message about an unknown one."""
+        ...
+
+
+class Core:
+    """Every decision about one call, for a registry of tools and a policy."""
+
+    def __init__(self, toolbox: ToolLookup, policy: Policy) -> None:
         self.toolbox = toolbox
         self.policy = policy
 

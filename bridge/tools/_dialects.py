@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bridge.errors import UsageError
-from bridge.tools.returns import copy_json, mcp_output_schema, with_returns
+from bridge.tools._json import copy_json
+from bridge.tools.returns import mcp_output_schema, with_returns
 from bridge.tools.schema_walk import (
     SUB_LIST,
     SUB_MAP,

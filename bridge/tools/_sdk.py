@@ -2,8 +2,9 @@
 
 `appbuilder.Manifest.from_function` (SDK 1.1.5) does not emit JSON Schema: every property repeats
 its `name`, `type` is a Python type string and `required` is also a per-property bool (see
-appbuilder-wire.md §5). This module reproduces it from the signature, quirks included, except
-that the order of the decorators does not matter and an injected `ToolContext` is left out.
+docs/wire/appbuilder.md, "Manifests in the SDK's own shape"). This module reproduces it from
+the signature, quirks included, except that the order of the decorators does not matter and
+an injected `ToolContext` is left out.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from bridge.tools.returns import copy_json
+from bridge.tools._json import copy_json
 
 __all__ = ["Shape", "ShapeCache", "fill", "placeholder", "placeholders", "shape_key"]
 

@@ -16,17 +16,16 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import marshal
 import re
 from typing import Any, NoReturn
 
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
+from bridge.tools._json import compat_annotation, copy_json
 from bridge.tools.schema_walk import strip_titles
 
 __all__ = [
-    "copy_json",
     "mcp_output_schema",
     "output_schema_of",
     "return_hint",
@@ -89,11 +88,8 @@ def output_schema_of(hint: Any, where: str) -> dict[str, Any] | None:
 
 
 def _build(hint: Any) -> dict[str, Any] | Exception:
-    # Imported here: `schema` imports the dialects, which import this module.
-    from bridge.tools.schema import _compat
-
     try:
-        schema = TypeAdapter(_compat(hint)).json_schema(mode="serialization")
+        schema = TypeAdapter(compat_annotation(hint)).json_schema(mode="serialization")
     except Exception as exc:
         return exc
     return strip_titles(schema)
@@ -101,24 +97,6 @@ def _build(hint: Any) -> dict[str, Any] | Exception:
 
 # Many tools share a return type (`dict`, `list[str]`, one model): build each schema once.
 _cached = functools.lru_cache(maxsize=1024)(_build)
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts and lists; other values are shared)."""
-    try:
-        # Several times faster than walking in Python; format 2 has no back-references, so an
-        # object shared twice in `value` becomes two copies, as below.
-        return marshal.loads(marshal.dumps(value, 2))
-    except ValueError:  # not plain data (a dict subclass, an object): copied the slow way
-        return _copy(value)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _is_object(schema: dict[str, Any]) -> bool:

@@ -14,13 +14,11 @@ import inspect
 import json
 import logging
 import math
-import sys
 import types
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Union, get_args, get_origin
 
-import typing_extensions
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -41,6 +39,7 @@ from bridge.tools._dialects import (
     replace_spec,
     to_dialect,
 )
+from bridge.tools._json import compat_annotation
 from bridge.tools._shapes import (
     Shape,
     ShapeCache,
@@ -356,7 +355,7 @@ def model_arguments(
 
 def _field(param: Param, problems: list[str]) -> tuple[Any, Any] | None:
     """The `create_model` definition of one argument: internal name -> (annotation, default)."""
-    annotation = _compat(param.annotation)
+    annotation = compat_annotation(param.annotation)
     default = param.default
     metadata: list[Any] = []
     if isinstance(default, FieldInfo):
@@ -433,7 +432,9 @@ def _diagnose(params: Sequence[Param], exc: Exception) -> list[str]:
     found = []
     for param in params:
         try:
-            TypeAdapter(_compat(param.annotation)).json_schema(schema_generator=_SchemaGenerator)
+            TypeAdapter(compat_annotation(param.annotation)).json_schema(
+                schema_generator=_SchemaGenerator
+            )
         except Exception as inner:
             found.append(
                 f"parameter '{param.name}': type {_type_name(param.annotation)} is not supported "
@@ -486,54 +487,3 @@ def _drop_null(prop: dict[str, Any]) -> dict[str, Any]:
         merged.update(siblings)
         return merged
     return {"anyOf": rest, **siblings}
-
-
-_COMPAT: dict[Any, Any] = {}
-
-
-def _compat(annotation: Any) -> Any:
-    """Replace `typing.TypedDict`s, which pydantic refuses before Python 3.12, by equivalents."""
-    if sys.version_info >= (3, 12) or not _has_typing_typeddict(annotation, 0):
-        return annotation
-    return _convert(annotation)
-
-
-def _has_typing_typeddict(annotation: Any, depth: int) -> bool:
-    if depth > 20:
-        return False
-    if typing_extensions.is_typeddict(annotation):
-        return type(annotation).__module__ == "typing" or any(
-            _has_typing_typeddict(hint, depth + 1)
-            for hint in get_type_hints(annotation, include_extras=True).values()
-        )
-    return any(_has_typing_typeddict(arg, depth + 1) for arg in get_args(annotation))
-
-
-def _convert(annotation: Any) -> Any:
-    if typing_extensions.is_typeddict(annotation):
-        converted = _COMPAT.get(annotation)
-        if converted is None:
-            hints = get_type_hints(annotation, include_extras=True)
-            required = getattr(annotation, "__required_keys__", frozenset(hints))
-            fields = {
-                key: _convert(hint) if key in required else typing_extensions.NotRequired[hint]
-                for key, hint in hints.items()
-            }
-            make: Any = typing_extensions.TypedDict  # the functional form, with a runtime name
-            converted = make(annotation.__name__, fields)
-            converted.__doc__ = annotation.__doc__
-            converted.__module__ = annotation.__module__
-            _COMPAT[annotation] = converted
-        return converted
-    origin, args = get_origin(annotation), get_args(annotation)
-    if not args:
-        return annotation
-    if origin is Annotated:
-        return Annotated.__class_getitem__((_convert(args[0]), *annotation.__metadata__))
-    new_args = tuple(_convert(arg) for arg in args)
-    if origin is Union or origin is types.UnionType:
-        return Union[new_args]  # noqa: UP007
-    try:
-        return annotation.copy_with(new_args)
-    except AttributeError:
-        return origin[new_args[0] if len(new_args) == 1 else new_args]

@@ -24,7 +24,7 @@ from typing import Any
 from bridge.errors import UsageError
 from bridge.tools._core import ErrorsMode
 from bridge.tools._describe import NAME_RULE
-from bridge.tools._direct import acall_tool, call_tool
+from bridge.tools._direct_call import acall_tool, call_tool
 from bridge.tools.approval import Approver
 from bridge.tools.context import ConversationScope
 from bridge.tools.kinds import Request, build_toolset
@@ -316,7 +316,7 @@ class Toolbox:
     ) -> ToolRun:
         """Run one tool now, as a dispatched call would (validation, hooks, timeout, errors).
 
-        `toolbox.call("add", {"a": 1})`; see `bridge.tools._direct.call_tool` for the options.
+        `toolbox.call("add", {"a": 1})`; see `bridge.tools._direct_call.call_tool` for the options.
 
         A `confirm=True` tool runs only when `approve(call)` (a person's answer) returns True;
         without `approve=` its run is "rejected", as at every other entry point.

@@ -3,7 +3,7 @@
 A daemon of its own (`console_setup`): another client (``requests``) sends messages, fails a
 run, and asks for approvals while a page is open; the page must show each as it happens,
 answer approvals, describe and call tools, and fit 800 px and phone widths. With
-``TOOLBRIDGE_SCREENSHOTS=docs/images`` the main views are saved there for the README.
+``TOOLBRIDGE_SCREENSHOTS=docs/images`` the main views are saved there for the docs.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TB_REDACTION_CREDENTIAL", SECRETS["${ENV} credential"])
         app = create_app(settings_, journal=MemoryJournal())
-    app.state.service.generation.close()
+    app.state.service.tools.close()
     app.state.service.platform.close()
     yield
 

@@ -1,6 +1,7 @@
-"""The Responses adapter against scripted loopback servers: every quirk of platforms.md §2b
-(outputs for every call, call_id not id, store=false resends for servers that lose chained
-items, fragments, sequence gaps, failed/incomplete, 4xx/5xx), state export and settings."""
+"""The Responses adapter against scripted loopback servers: every quirk of
+docs/wire/openai-responses.md (outputs for every call, call_id not id, store=false resends for
+servers that lose chained items, fragments, sequence gaps, failed/incomplete, 4xx/5xx), state
+export and settings."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Each dialect, and byte parity with the AppBuilder SDK's `Manifest.from_function` (S1-S11).
 
 No `from __future__ import annotations` here: the SDK writes string annotations verbatim, so the
-samples must be defined with real annotations, exactly as in appbuilder-wire.md §5.
+samples must be defined with real annotations, exactly as in docs/wire/appbuilder.md.
 """
 
 # ruff: noqa: UP006, UP007, UP035, UP045

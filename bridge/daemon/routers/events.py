@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from bridge import __version__
+from bridge._version import __version__
 from bridge.daemon.dependencies import ServiceDep, require_api_key
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError
 from bridge.daemon.models import DaemonInfo
@@ -97,8 +97,8 @@ def info(request: Request, service: ServiceDep) -> DaemonInfo:
     platform = platform_info(service)
     return DaemonInfo(
         version=__version__,
-        tools=len(service.generation.toolbox),
-        generation=service.generation.number,
+        tools=len(service.tools.toolbox),
+        generation=service.tools.number,
         started_at=service.started_at,
         draining=service.draining,
         in_flight=service.in_flight,

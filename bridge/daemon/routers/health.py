@@ -47,7 +47,7 @@ async def readyz(request: Request, service: ServiceDep) -> Readiness:
     if service.draining:
         raise ApiError(503, "shutting_down", "the daemon is shutting down")
     reasons = []
-    if len(service.generation.toolbox) == 0:
+    if len(service.tools.toolbox) == 0:
         reasons.append(
             "no tools are loaded: start with --tools SPEC (or TOOLBRIDGE_TOOLS), or fix the "
             "specs and POST /v1/tools/reload"
@@ -61,7 +61,7 @@ async def readyz(request: Request, service: ServiceDep) -> Readiness:
         raise ApiError(503, "not_ready", "; ".join(reasons))
     return Readiness(
         status="ready",
-        tools=len(service.generation.toolbox),
+        tools=len(service.tools.toolbox),
         in_flight=service.in_flight,
         recovering=service.recovering,
     )

@@ -73,12 +73,12 @@ def tool_info(spec: ToolSpec) -> ToolInfo:
 @router.get("", summary="List the tools")
 def list_tools(service: ServiceDep) -> ToolList:
     """Every tool of the current toolbox, with its JSON Schema, options and source."""
-    generation = service.generation
+    loaded = service.tools
     return ToolList(
-        tools=[tool_info(spec) for spec in generation.toolbox],
-        generation=generation.number,
-        loaded_at=generation.loaded_at,
-        specs=list(generation.specs),
+        tools=[tool_info(spec) for spec in loaded.toolbox],
+        generation=loaded.number,
+        loaded_at=loaded.loaded_at,
+        specs=list(loaded.specs),
         last_reload_error=service.last_reload_error,
     )
 
@@ -90,8 +90,8 @@ def list_tools(service: ServiceDep) -> ToolList:
 )
 async def reload_tools(service: ServiceDep) -> ReloadResult:
     """Load the tool specs again. A broken spec keeps the current toolbox and answers 422."""
-    generation = await service.reload()
-    return ReloadResult(generation=generation.number, tools=generation.toolbox.names())
+    loaded = await service.reload()
+    return ReloadResult(generation=loaded.number, tools=loaded.toolbox.names())
 
 
 _CALL_ERRORS: dict[int | str, dict[str, Any]] = {

@@ -1,6 +1,6 @@
 """The emulator's side of the Coze v3 wire: request models, objects, envelopes, SSE frames.
 
-Shapes follow platforms.md §1 and the official `cozepy` 0.20.0 models (`Chat`, `Message`,
+Shapes follow docs/wire/coze.md and the official `cozepy` 0.20.0 models (`Chat`, `Message`,
 `ChatEvent`): every JSON answer is the envelope ``{"code": 0, "msg": "", "data": ...}``, an
 error is ``{"code": N, "msg": ..., "detail": {"logid": ...}}`` (mostly with HTTP 200), and a
 stream is ``event:NAME`` + ``data:JSON`` frames ending with ``event:done`` / ``data:"[DONE]"``.

@@ -23,10 +23,10 @@ from bridge.platforms.appbuilder.models import (
     RunRequest,
     RunResponse,
     ToolCallItem,
-    ToolChoice,
     ToolChoiceFunction,
     ToolOutput,
     Usage,
+    WireToolChoice,
 )
 from bridge.platforms.retry import RetryPolicy
 
@@ -49,9 +49,9 @@ __all__ = [
     "RunStream",
     "StreamTimeoutError",
     "ToolCallItem",
-    "ToolChoice",
     "ToolChoiceFunction",
     "ToolOutput",
     "Usage",
+    "WireToolChoice",
     "tool_choice_for",
 ]

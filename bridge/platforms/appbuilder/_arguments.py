@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 
 from bridge.errors import UsageError
-from bridge.platforms.appbuilder.models import Action, ToolChoice, ToolOutput
+from bridge.platforms.appbuilder.models import Action, ToolOutput, WireToolChoice
 
 __all__ = [
     "ToolLike",
@@ -110,16 +110,20 @@ def wire_tool_outputs(
     return result
 
 
-def wire_tool_choice(choice: ToolChoice | Mapping[str, Any] | str | None) -> ToolChoice | None:
-    """A `ToolChoice` from a model, its dict form, "auto" or a tool name to force."""
-    if choice is None or isinstance(choice, ToolChoice):
+def wire_tool_choice(
+    choice: WireToolChoice | Mapping[str, Any] | str | None,
+) -> WireToolChoice | None:
+    """A `WireToolChoice` from a model, its dict form, "auto" or a tool name to force."""
+    if choice is None or isinstance(choice, WireToolChoice):
         return choice
     if isinstance(choice, str):
         if not choice:
             raise UsageError("tool_choice is an empty string; expected a tool name or 'auto'")
-        return ToolChoice(type="auto") if choice == "auto" else ToolChoice.for_function(choice)
+        if choice == "auto":
+            return WireToolChoice(type="auto")
+        return WireToolChoice.for_function(choice)
     try:
-        return ToolChoice.model_validate(choice)
+        return WireToolChoice.model_validate(choice)
     except pydantic.ValidationError as exc:
         raise UsageError(
             "tool_choice must be a tool name, 'auto', or {'type': 'auto' | 'function', "

@@ -36,9 +36,9 @@ from bridge.platforms.appbuilder.models import (
     RunChunk,
     RunEvent,
     RunResponse,
-    ToolChoice,
     ToolOutput,
     Usage,
+    WireToolChoice,
 )
 from bridge.platforms.base import PlatformLimits, parse_tool_choice
 from bridge.types import (
@@ -51,9 +51,9 @@ from bridge.types import (
     ToolBatch,
     ToolCall,
     ToolCallsRequested,
+    ToolChoice,
     ToolResult,
 )
-from bridge.types import ToolChoice as NeutralChoice
 
 __all__ = ["AppBuilderPlatform", "tool_choice_for"]
 
@@ -76,7 +76,7 @@ class AppBuilderPlatform:
     name = "appbuilder"
     dialect = "appbuilder"
     limits = PlatformLimits(max_query_chars=2000, end_user_id_min_chars=6, end_user_id_max_chars=64)
-    """AppBuilder's documented limits (appbuilder-wire.md: query, end_user_id)."""
+    """AppBuilder's documented limits (docs/wire/appbuilder.md: query, end_user_id)."""
     platform_tool_types = frozenset({"code_interpreter", "file_retrieval"})
     """The tool types besides `function` that the run API documents (its `tools[].type` enum):
     sent as `{"type": ...}` next to the local tools, run by AppBuilder itself."""
@@ -132,7 +132,7 @@ class AppBuilderPlatform:
         query: str,
         *,
         tools: Sequence[dict[str, Any]],
-        tool_choice: NeutralChoice | str | None = None,
+        tool_choice: ToolChoice | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         stream: bool = True,
@@ -233,7 +233,7 @@ class AppBuilderPlatform:
         return _map_response(reply)
 
 
-def tool_choice_for(choice: NeutralChoice | str | None) -> ToolChoice | None:
+def tool_choice_for(choice: ToolChoice | str | None) -> WireToolChoice | None:
     """The wire `tool_choice` for the neutral one: a `ToolChoice` or a tool name forces that
     tool, with its `input` when given.
 
@@ -243,12 +243,12 @@ def tool_choice_for(choice: NeutralChoice | str | None) -> ToolChoice | None:
     parsed = parse_tool_choice(choice)
     if parsed is None or parsed == "auto":
         return None
-    if not isinstance(parsed, NeutralChoice):
+    if not isinstance(parsed, ToolChoice):
         raise UsageError(
             f"tool_choice {parsed!r} is not available on AppBuilder, which can only force a "
             "named tool (optionally with its input) or leave the choice to the agent ('auto')"
         )
-    return ToolChoice.for_function(parsed.name, parsed.input)
+    return WireToolChoice.for_function(parsed.name, parsed.input)
 
 
 class _RunState:

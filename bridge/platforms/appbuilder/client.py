@@ -1,7 +1,7 @@
 """A wire-exact client for the AppBuilder v2 conversation API (requests + SSE).
 
 On the wire it is indistinguishable from appbuilder-sdk 1.1.5 (same URL, headers and body
-bytes; see `appbuilder-wire.md`); unlike it, it has timeouts, bounded retries, typed tolerant
+bytes; see docs/wire/appbuilder.md); unlike it, it has timeouts, bounded retries, typed tolerant
 models and one exception tree (`bridge.errors`).
 """
 
@@ -48,8 +48,8 @@ from bridge.platforms.appbuilder.models import (
     FileUploadResponse,
     RunRequest,
     RunResponse,
-    ToolChoice,
     ToolOutput,
+    WireToolChoice,
 )
 from bridge.platforms.retry import RetryPolicy
 
@@ -288,7 +288,7 @@ class AppBuilderClient:
         stream: Literal[True] = True,
         tools: Sequence[ToolLike] | None = None,
         tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
-        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        tool_choice: WireToolChoice | Mapping[str, Any] | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         action: Action | Mapping[str, Any] | None = None,
@@ -306,7 +306,7 @@ class AppBuilderClient:
         stream: Literal[False],
         tools: Sequence[ToolLike] | None = None,
         tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
-        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        tool_choice: WireToolChoice | Mapping[str, Any] | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         action: Action | Mapping[str, Any] | None = None,
@@ -324,7 +324,7 @@ class AppBuilderClient:
         stream: bool,
         tools: Sequence[ToolLike] | None = None,
         tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
-        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        tool_choice: WireToolChoice | Mapping[str, Any] | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         action: Action | Mapping[str, Any] | None = None,
@@ -341,7 +341,7 @@ class AppBuilderClient:
         stream: bool = True,
         tools: Sequence[ToolLike] | None = None,
         tool_outputs: Sequence[ToolOutput | Mapping[str, Any]] | None = None,
-        tool_choice: ToolChoice | Mapping[str, Any] | str | None = None,
+        tool_choice: WireToolChoice | Mapping[str, Any] | str | None = None,
         end_user_id: str | None = None,
         file_ids: Sequence[str] | None = None,
         action: Action | Mapping[str, Any] | None = None,
@@ -359,7 +359,7 @@ class AppBuilderClient:
             tools: Tool descriptions (`{"type": "function", "function": {...}}` dicts, SDK
                 `Manifest` objects, or MCP tools with `inputSchema`, which are wrapped).
             tool_outputs: `{"tool_call_id", "output"}` for every call of the pending interrupt.
-            tool_choice: A `ToolChoice`, its dict form, a tool name to force it, or "auto".
+            tool_choice: A `WireToolChoice`, its dict form, a tool name to force it, or "auto".
             end_user_id: Your id for the end user.
             file_ids: Ids from `upload_file`.
             action: `Action.resume(interrupt_event_id)` to answer a workflow question.

@@ -28,10 +28,10 @@ __all__ = [
     "RunRequest",
     "RunResponse",
     "ToolCallItem",
-    "ToolChoice",
     "ToolChoiceFunction",
     "ToolOutput",
     "Usage",
+    "WireToolChoice",
 ]
 
 FeedbackType = Literal["upvote", "downvote", "cancel"]
@@ -59,14 +59,15 @@ class ToolChoiceFunction(_Request):
     input: dict[str, Any] = Field(default_factory=dict)
 
 
-class ToolChoice(_Request):
-    """`{"type": "auto" | "function", "function": {"name", "input"}}`."""
+class WireToolChoice(_Request):
+    """`{"type": "auto" | "function", "function": {"name", "input"}}`: how AppBuilder writes a
+    tool choice (the neutral one is `bridge.types.ToolChoice`)."""
 
     type: Literal["auto", "function"]
     function: ToolChoiceFunction | None = None
 
     @classmethod
-    def for_function(cls, name: str, arguments: Mapping[str, Any] | None = None) -> ToolChoice:
+    def for_function(cls, name: str, arguments: Mapping[str, Any] | None = None) -> WireToolChoice:
         """Force the tool `name`, optionally with fixed input."""
         return cls(
             type="function", function=ToolChoiceFunction(name=name, input=dict(arguments or {}))
@@ -113,7 +114,7 @@ class RunRequest(_Request):
     app_id: str
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_outputs: list[ToolOutput] | None = None
-    tool_choice: ToolChoice | None = None
+    tool_choice: WireToolChoice | None = None
     end_user_id: str | None = None
     action: Action | None = None
     mcp_authorization: list[dict[str, Any]] | None = None

@@ -12,6 +12,7 @@ that is one tool by its own kind (an action with `run`, a BaseTool with `call`) 
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from bridge.errors import UsageError
@@ -20,7 +21,8 @@ from bridge.tools.kinds.base import Kind, Request
 from bridge.tools.kinds.basetool import BASETOOL
 from bridge.tools.kinds.functions import FUNCTION
 from bridge.tools.kinds.models import MODEL, MODEL_INSTANCE
-from bridge.tools.kinds.modules import FILE, MODULE, discover, load_module_file
+from bridge.tools.kinds.modules import discover as discover_members
+from bridge.tools.kinds.modules import load_module_file, module_kinds
 from bridge.tools.kinds.sources import SOURCE
 from bridge.tools.kinds.specs import SPEC
 from bridge.tools.kinds.toolkits import TOOLKIT, build_toolkit, is_explicit, looks_like_toolkit
@@ -37,6 +39,17 @@ __all__ = [
     "kind_of",
     "load_module_file",
 ]
+
+
+def _kind_or_none(obj: Any) -> Kind | None:
+    return kind_of(obj, strict=False)
+
+
+def _build_member(obj: Any, request: Request) -> Toolset:
+    return build_member(obj, request)
+
+
+MODULE, FILE = module_kinds(_kind_or_none, _build_member)
 
 KINDS: list[Kind] = [
     FILE,
@@ -107,6 +120,15 @@ def build_toolset(obj: Any, request: Request) -> Toolset:
     kind = kind_of(obj, toolkit=request.toolkit)
     assert kind is not None  # strict: raised otherwise
     return kind.build(obj, request)
+
+
+def discover(module: ModuleType) -> list[Any]:
+    """The tools `module` exports: its `__tools__`, else the tools it defines, in order.
+
+    Raises:
+        UsageError: `__tools__` is not a list or tuple, or holds something that is not a tool.
+    """
+    return discover_members(module, _kind_or_none)
 
 
 def build_member(obj: Any, request: Request) -> Toolset:

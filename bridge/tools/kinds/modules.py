@@ -16,6 +16,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,7 +27,12 @@ from bridge.tools.kinds.base import Kind, Request
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import CombinedToolset, Toolset, WrapperToolset
 
-__all__ = ["FILE", "MODULE", "discover", "load_module_file"]
+__all__ = ["BuildMember", "KindOf", "discover", "load_module_file", "module_kinds"]
+
+KindOf = Callable[[Any], Kind | None]
+"""The registry's lookup: the kind of an object, None for an object of no kind."""
+BuildMember = Callable[[Any, Request], Toolset]
+"""The registry's builder for one member of a module."""
 
 
 def _defined_in(value: Any, module: ModuleType) -> bool:
@@ -38,24 +44,25 @@ def _defined_in(value: Any, module: ModuleType) -> bool:
     return type(value).__module__ == module.__name__
 
 
-def discover(module: ModuleType) -> list[Any]:
+def discover(module: ModuleType, kind_of: KindOf) -> list[Any]:
     """The tools `module` exports: its `__tools__`, else the tools it defines, in order.
+
+    `kind_of` is the registry's lookup (the registry holds these kinds too, so it is passed in
+    rather than imported).
 
     Raises:
         UsageError: `__tools__` is not a list or tuple, or holds something that is not a tool.
     """
-    from bridge.tools.kinds import kind_of
-
     listed = getattr(module, "__tools__", None)
     if listed is not None:
-        return _listed(module, listed)
+        return _listed(module, listed, kind_of)
     members: list[Any] = []
     seen: set[int] = set()
     for value in list(vars(module).values()):
         if id(value) not in seen and _defined_in(value, module):
             seen.add(id(value))
             members.append(value)
-    kinds = {id(value): kind_of(value, strict=False) for value in members}
+    kinds = {id(value): kind_of(value) for value in members}
 
     def wanted(value: Any) -> bool:
         kind = kinds[id(value)]
@@ -70,9 +77,7 @@ def discover(module: ModuleType) -> list[Any]:
     ]
 
 
-def _listed(module: ModuleType, listed: Any) -> list[Any]:
-    from bridge.tools.kinds import kind_of
-
+def _listed(module: ModuleType, listed: Any, kind_of: KindOf) -> list[Any]:
     where = f"__tools__ of the module {module.__name__}"
     if not isinstance(listed, (list, tuple)):
         raise UsageError(
@@ -85,7 +90,7 @@ def _listed(module: ModuleType, listed: Any) -> list[Any]:
                 f"{where}: entry {index} is the name {str(entry)!r}; list the objects "
                 "themselves, e.g. __tools__ = [search], not ['search']"
             )
-        if isinstance(entry, ModuleType) or kind_of(entry, strict=False) is None:
+        if isinstance(entry, ModuleType) or kind_of(entry) is None:
             raise UsageError(
                 f"{where}: entry {index} ({entry!r}) is not a tool; expected a function, a "
                 "toolkit class or instance, a pydantic model with run(), or another tool object"
@@ -93,16 +98,10 @@ def _listed(module: ModuleType, listed: Any) -> list[Any]:
     return list(listed)
 
 
-def _build_module(obj: Any, request: Request) -> Toolset:
-    module: ModuleType = obj
-    request.single_only(f"the module {module.__name__}")
-    return _module_toolset(module, request, f"module {module.__name__}")
-
-
-def _module_toolset(module: ModuleType, request: Request, what: str) -> Toolset:
-    from bridge.tools.kinds import build_member
-
-    members = discover(module)
+def _module_toolset(
+    module: ModuleType, request: Request, what: str, kind_of: KindOf, build_member: BuildMember
+) -> Toolset:
+    members = discover(module, kind_of)
     if not members:
         raise UsageError(
             f"{what} has no @manifest functions or other tools; decorate the functions to "
@@ -126,13 +125,6 @@ class _FromFile(WrapperToolset):
             replace_spec(spec, origin=f"{self.path}:{spec.origin.partition(':')[2]}")
             for spec in self.wrapped.specs()
         ]
-
-
-def _build_file(obj: Any, request: Request) -> Toolset:
-    path = Path(obj)
-    request.single_only(f"the file {path}")
-    module = load_module_file(path)
-    return _FromFile(_module_toolset(module, request, str(path)), path)
 
 
 def load_module_file(path: str | os.PathLike[str]) -> ModuleType:
@@ -183,5 +175,28 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-MODULE = Kind("module", lambda obj: isinstance(obj, ModuleType), _build_module)
-FILE = Kind("file", lambda obj: isinstance(obj, (str, os.PathLike)), _build_file)
+def module_kinds(kind_of: KindOf, build_member: BuildMember) -> tuple[Kind, Kind]:
+    """The module kind and the file kind, searching members with the registry's lookups.
+
+    The registry (`bridge.tools.kinds`) lists these two kinds among the others, and a module's
+    members are of any kind: the registry hands its lookups in here instead of this module
+    importing the registry back.
+    """
+
+    def build_module(obj: Any, request: Request) -> Toolset:
+        module: ModuleType = obj
+        request.single_only(f"the module {module.__name__}")
+        what = f"module {module.__name__}"
+        return _module_toolset(module, request, what, kind_of, build_member)
+
+    def build_file(obj: Any, request: Request) -> Toolset:
+        path = Path(obj)
+        request.single_only(f"the file {path}")
+        module = load_module_file(path)
+        toolset = _module_toolset(module, request, str(path), kind_of, build_member)
+        return _FromFile(toolset, path)
+
+    return (
+        Kind("module", lambda obj: isinstance(obj, ModuleType), build_module),
+        Kind("file", lambda obj: isinstance(obj, (str, os.PathLike)), build_file),
+    )

@@ -268,7 +268,7 @@ def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
 
 
 def interrupt_event(*calls: dict[str, Any]) -> dict[str, Any]:
-    """A tool-call interrupt event as in appbuilder-wire.md §3.3 (b)."""
+    """A tool-call interrupt event as in docs/wire/appbuilder.md ("The answer")."""
     first = calls[0]["function"] if calls else {"name": "", "arguments": {}}
     return {
         "event_code": 0,

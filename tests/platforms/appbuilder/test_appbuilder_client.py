@@ -30,8 +30,8 @@ from bridge.platforms.appbuilder import (
     AppBuilderClient,
     RunResponse,
     RunStream,
-    ToolChoice,
     ToolOutput,
+    WireToolChoice,
 )
 
 SDK_CONFIG = (
@@ -277,7 +277,7 @@ def test_every_optional_field_reaches_the_wire(
         ("auto", {"type": "auto", "function": None}),
         ({"type": "auto", "function": None}, {"type": "auto", "function": None}),
         (
-            ToolChoice.for_function("f", {"a": 1}),
+            WireToolChoice.for_function("f", {"a": 1}),
             {"type": "function", "function": {"name": "f", "input": {"a": 1}}},
         ),
     ],

@@ -1,4 +1,5 @@
-"""Wire models: exact request bytes (appbuilder-wire.md §2) and tolerant response parsing."""
+"""Wire models: exact request bytes (docs/wire/appbuilder.md, "The run request") and tolerant
+response parsing."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from bridge.platforms.appbuilder import (
     FeedbackRequest,
     RunRequest,
     RunResponse,
-    ToolChoice,
     ToolOutput,
+    WireToolChoice,
 )
 
-# Verbatim from appbuilder-wire.md §2 (observed from appbuilder-sdk 1.1.5).
+# Verbatim from docs/wire/appbuilder.md, "The run request" (observed from appbuilder-sdk 1.1.5).
 OBSERVED_FIRST_CALL = (
     '{"query": "\\u5317\\u4eac\\u5929\\u6c14?", "stream": false, "conversation_id": "conv-1", '
     '"file_ids": [], "app_id": "app-1", "tools": [{"type": "function", "function": {"name": '
@@ -90,7 +91,7 @@ def test_tool_choice_and_resume_action_shapes() -> None:
         query="q",
         conversation_id="c",
         app_id="a",
-        tool_choice=ToolChoice.for_function("WeatherQuery"),
+        tool_choice=WireToolChoice.for_function("WeatherQuery"),
         action=Action.resume("ev-1"),
     )
     body = json.loads(request.to_wire())

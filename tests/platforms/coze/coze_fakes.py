@@ -2,7 +2,7 @@
 
 It speaks what the real service can send and the emulator does not (a stream of only
 ``done``, a ``requires_action`` with empty or invalid arguments, an ``error`` event, HTTP 200
-``{code, msg}`` errors...), so each quirk of platforms.md §1 has a test.
+``{code, msg}`` errors...), so each quirk of docs/wire/coze.md has a test.
 """
 
 from __future__ import annotations

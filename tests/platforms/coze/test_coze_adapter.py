@@ -1,4 +1,4 @@
-"""The Coze adapter against scripted loopback servers: every quirk of platforms.md §1."""
+"""The Coze adapter against scripted loopback servers: every quirk of docs/wire/coze.md."""
 
 from __future__ import annotations
 

@@ -11,19 +11,16 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bridge.errors import UsageError
 from bridge.tools._aio import run_async
-from bridge.tools._core import Core, ErrorsMode, Policy
+from bridge.tools._core import Core, ErrorsMode, Policy, ToolLookup
 from bridge.tools._threaded import run_threaded
 from bridge.tools.approval import Approver, decide
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolRun
-
-if TYPE_CHECKING:
-    from bridge.tools.toolbox import Toolbox
 
 __all__ = ["acall_tool", "call_tool"]
 
@@ -51,7 +48,7 @@ def _shared_loop() -> LoopThread:
 
 
 def _prepare(
-    toolbox: Toolbox,
+    toolbox: ToolLookup,
     name: object,
     arguments: object,
     timeout: object,
@@ -97,7 +94,7 @@ def _prepare(
 
 
 def call_tool(
-    toolbox: Toolbox,
+    toolbox: ToolLookup,
     name: str,
     arguments: Mapping[str, Any] | str | None = None,
     *,
@@ -148,7 +145,7 @@ def call_tool(
 
 
 async def acall_tool(
-    toolbox: Toolbox,
+    toolbox: ToolLookup,
     name: str,
     arguments: Mapping[str, Any] | str | None = None,
     *,

@@ -1,6 +1,9 @@
-"""The README's ```python blocks run as written (```py blocks are illustrations needing a
-server or credentials). Each block runs alone in a fresh interpreter, offline. Its ```console
-blocks are transcripts: they run too, and print what they show (```sh blocks are illustrations)."""
+"""The documentation's examples run as written: README.md and every page under docs/.
+
+Their ```python blocks run (```py blocks are illustrations needing a server or credentials), each
+alone in a fresh interpreter, offline. Their ```console blocks are transcripts: they run too, and
+print what they show (```sh blocks are illustrations). The site's navigation lists every page,
+and no page speaks of internal plans or issue numbers."""
 
 from __future__ import annotations
 
@@ -16,15 +19,43 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text("utf-8"), re.M | re.S)
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-def test_the_readme_has_runnable_examples() -> None:
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def _blocks(kind: str) -> list[tuple[str, str]]:
+    """(page, block) for every ```KIND block of every page."""
+    found: list[tuple[str, str]] = []
+    for page in PAGES:
+        text = page.read_text("utf-8")
+        blocks = re.findall(rf"^```{kind}\n(.*?)^```", text, re.M | re.S)
+        found += [(_name(page), block) for block in blocks]
+    return found
+
+
+def _ids(blocks: list[tuple[str, str]], kind: str) -> list[str]:
+    seen: dict[str, int] = {}
+    ids = []
+    for page, _ in blocks:
+        seen[page] = seen.get(page, -1) + 1
+        ids.append(f"{page}:{kind}{seen[page]}")
+    return ids
+
+
+BLOCKS = _blocks("python")
+
+
+def test_the_docs_have_runnable_examples() -> None:
     assert len(BLOCKS) >= 5
+    assert any(page == "README.md" for page, _ in BLOCKS)
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_block_runs(code: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("page", "code"), BLOCKS, ids=_ids(BLOCKS, "python"))
+def test_block_runs(page: str, code: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("APPBUILDER_", "GATEWAY_"))}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -49,9 +80,7 @@ def test_block_runs(code: str, tmp_path: Path) -> None:
 # replaces N in later commands). `toolbridge serve` is left out: a daemon does not end (the
 # daemon's tests cover it).
 
-CONSOLE = re.findall(
-    r"^```console\n(.*?)^```", (ROOT / "README.md").read_text("utf-8"), re.M | re.S
-)
+CONSOLE = _blocks("console")
 
 
 def _steps(block: str) -> list[tuple[str, list[str]]]:
@@ -84,7 +113,7 @@ def _workdir(tmp_path: Path) -> Path:
 def _toolbridge(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     args = shlex.split(command)
     assert args[0] == "toolbridge", (
-        f"README ```console blocks are run by this test, which knows toolbridge, export and the "
+        f"```console blocks are run by this test, which knows toolbridge, export and the "
         f"intranet example app; show other commands in a ```sh block: {command!r}"
     )
     return subprocess.run(
@@ -104,14 +133,14 @@ def _offline_env() -> dict[str, str]:
     return env
 
 
-def test_the_readme_has_transcripts() -> None:
-    commands = [command for block in CONSOLE for command, _ in _steps(block)]
+def test_the_docs_have_transcripts() -> None:
+    commands = [command for _, block in CONSOLE for command, _ in _steps(block)]
     assert any("examples/weather/tools.py" in c for c in commands)
     assert any("manifests/intranet.yaml" in c and c.startswith("toolbridge run") for c in commands)
 
 
-@pytest.mark.parametrize("block", CONSOLE, ids=[f"console{i}" for i in range(len(CONSOLE))])
-def test_console_transcript(block: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("page", "block"), CONSOLE, ids=_ids(CONSOLE, "console"))
+def test_console_transcript(page: str, block: str, tmp_path: Path) -> None:
     from bridge._serve import serve_in_thread
     from examples.intranet.app import create_app
 
@@ -119,8 +148,8 @@ def test_console_transcript(block: str, tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
         ports: dict[str, str] = {}
         for command, shown in _steps(block):
-            for readme_port, port in ports.items():
-                command = command.replace(f"127.0.0.1:{readme_port}", f"127.0.0.1:{port}")
+            for shown_port, port in ports.items():
+                command = command.replace(f"127.0.0.1:{shown_port}", f"127.0.0.1:{port}")
             app = re.fullmatch(r"python -m examples\.intranet\.app --port (\d+) &", command)
             if app:
                 handle = stack.enter_context(serve_in_thread(create_app(api_key="dev-key")))
@@ -142,9 +171,9 @@ def test_console_transcript(block: str, tmp_path: Path) -> None:
                 assert _normalise(printed) == _normalise(shown), f"$ {command}"
 
 
-def test_the_ready_made_manifests_run_as_the_readme_says(tmp_path: Path) -> None:
+def test_the_ready_made_manifests_run_as_the_docs_say(tmp_path: Path) -> None:
     """`toolbridge run "what time is it in Tokyo?" --tools manifests/time.py` (and --emulator)."""
-    text = (ROOT / "README.md").read_text("utf-8")
+    text = "\n".join(page.read_text("utf-8") for page in PAGES)
     commands = re.findall(r"`(toolbridge run [^`]*--tools manifests/[^`]*)`", text)
     assert commands
     cwd = _workdir(tmp_path)
@@ -157,3 +186,79 @@ def test_the_ready_made_manifests_run_as_the_readme_says(tmp_path: Path) -> None
         assert "Traceback" not in done.stderr, done.stderr
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         assert answer["timezone"] == "Asia/Tokyo", done.stdout
+
+
+# --- the site's structure ------------------------------------------------------------------------
+
+
+def _nav_pages(node: object) -> list[str]:
+    """Every page path named in mkdocs.yml's nav (nested sections included)."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [page for item in node for page in _nav_pages(item)]
+    if isinstance(node, dict):
+        return [page for value in node.values() for page in _nav_pages(value)]
+    return []
+
+
+def test_the_nav_lists_every_page() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))
+    listed = _nav_pages(config["nav"])
+    pages = sorted(path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md"))
+    assert sorted(set(listed)) == pages, (
+        "a page missing from nav (orphan), or a nav entry with no page"
+    )
+    assert len(listed) == len(set(listed)), "a page is listed twice in the nav"
+
+
+ISSUE = re.compile(r"\bissues?[\s_-]*#?\d+|\bplan-issue|#\d+\b(?![\w-])", re.I)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_no_page_speaks_of_issue_numbers(page: Path) -> None:
+    """User documentation names no internal plans or issue numbers ("issue 12", "plan-issue-12")."""
+    found = [
+        f"line {number}: {line.strip()}"
+        for number, line in enumerate(page.read_text("utf-8").splitlines(), 1)
+        if ISSUE.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_issue_pattern_catches_what_it_names() -> None:
+    named = (
+        "issue 12",
+        "Issue #13",
+        "(issues 9)",
+        "replicas-issue-13",
+        "plan-issue-12.md",
+        "see #710",
+    )
+    for text in named:
+        assert ISSUE.search(text), text
+    for text in ("no issues found", "issue a request", "`#/c/ID`", "id: 42", "port 8411"):
+        assert not ISSUE.search(text), text
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """The manual lives in docs/; the README is what toolbridge is, the quick start, three
+    walkthroughs and a map of the documentation."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert len(readme.splitlines()) <= 250
+    for page in re.findall(r"\]\((docs/[^)#]+\.md)", readme):
+        assert (ROOT / page).is_file(), page
+
+
+def test_the_api_reference_names_only_public_names() -> None:
+    """`::: bridge.Name` only: modules move, the names `bridge` exports do not."""
+    import bridge
+
+    names = re.findall(r"^::: (\S+)$", (DOCS / "api.md").read_text("utf-8"), re.M)
+    assert names
+    for name in names:
+        package, _, attribute = name.partition(".")
+        assert package == "bridge" and "." not in attribute, name
+        assert attribute in bridge.__all__, name
