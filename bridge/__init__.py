@@ -11,54 +11,78 @@ from typing import TYPE_CHECKING, Any
 
 from bridge._version import __version__ as __version__
 
-# name -> module that defines it
+# name -> module that defines it, by section. Low-level clients (e.g. AppBuilder's HTTP
+# client) are not here: import them from their platform's package.
 _EXPORTS: dict[str, str] = {
-    "AppBuilderClient": "bridge.platforms.appbuilder",
-    "AppBuilderPlatform": "bridge.platforms.appbuilder",
+    # --- tools: describe functions as tools, register and run them ----------------------------
     "ArgumentError": "bridge.tools.spec",
+    "ConversationScope": "bridge.tools.context",
+    "Dispatcher": "bridge.tools.dispatch",
+    "Manifest": "bridge.tools.manifest",
+    "PoolExhaustedError": "bridge.tools.context",
+    "ToolContext": "bridge.tools.context",
+    "ToolError": "bridge.tools.spec",
+    "ToolOptions": "bridge.tools.spec",
+    "ToolSpec": "bridge.tools.spec",
+    "Toolbox": "bridge.tools.toolbox",
+    "load_tools": "bridge.loading",
+    "manifest": "bridge.tools.manifest",
+    "manifest_parameter": "bridge.tools.manifest",
+    "manifest_return": "bridge.tools.manifest",
+    # --- loop: a bridge and its conversations ---------------------------------------------------
+    "Bridge": "bridge.bridge",
+    "BridgeOptions": "bridge.options",
+    "Conversation": "bridge.conversation",
+    "Result": "bridge.conversation",
+    # --- platforms: the agent platforms, and the emulator that speaks their protocols ----------
+    "AppBuilderPlatform": "bridge.platforms.appbuilder",
+    "CozePlatform": "bridge.platforms.coze",
+    "Emulator": "bridge.emulator",
+    "OpenAIChatPlatform": "bridge.platforms.openai_chat",
+    "OpenAIResponsesPlatform": "bridge.platforms.openai_responses",
+    "Platform": "bridge.platforms.base",
+    "RetryPolicy": "bridge.platforms.retry",
+    "create_platform": "bridge.platforms",
+    "open_platform": "bridge._open",
+    # --- journal: where conversations and tool calls are written down --------------------------
+    "Journal": "bridge.journal",
+    "MemoryJournal": "bridge.journal",
+    "PostgresJournal": "bridge.journal",
+    "SQLiteJournal": "bridge.journal",
+    # --- daemon: the long-lived HTTP service ---------------------------------------------------
+    "DaemonSettings": "bridge.daemon",
+    "serve": "bridge.daemon",
+    # --- sources: tools that live elsewhere ----------------------------------------------------
+    "HttpToolSource": "bridge.sources",
+    "ToolSource": "bridge.tools.toolbox",
+    # --- errors & types: the exception tree and the neutral vocabulary -------------------------
     "AuthenticationError": "bridge.errors",
     "BadRequestError": "bridge.errors",
-    "Bridge": "bridge.conversation",
     "BridgeError": "bridge.errors",
-    "BridgeOptions": "bridge.conversation",
     "ConfigurationError": "bridge.errors",
     "ConflictError": "bridge.errors",
-    "Conversation": "bridge.conversation",
-    "ConversationScope": "bridge.tools.context",
-    "CozePlatform": "bridge.platforms.coze",
-    "Dispatcher": "bridge.tools.dispatch",
-    "Emulator": "bridge.emulator",
-    "HttpToolSource": "bridge.sources",
-    "HumanInputRequested": "bridge.types",
     "InBandError": "bridge.errors",
-    "Journal": "bridge.journal",
-    "Manifest": "bridge.tools.manifest",
     "MaxRoundsError": "bridge.errors",
-    "MemoryJournal": "bridge.journal",
     "NotFoundError": "bridge.errors",
-    "OpenAIChatPlatform": "bridge.platforms.openai_chat",
-    "Other": "bridge.types",
-    "Platform": "bridge.platforms.base",
     "PlatformConnectionError": "bridge.errors",
     "PlatformError": "bridge.errors",
     "PlatformStatusError": "bridge.errors",
     "PlatformTimeoutError": "bridge.errors",
-    "PoolExhaustedError": "bridge.tools.context",
     "PreconditionError": "bridge.errors",
     "ProtocolError": "bridge.errors",
     "RateLimitError": "bridge.errors",
-    "Result": "bridge.conversation",
-    "RetryPolicy": "bridge.platforms.retry",
     "RunError": "bridge.errors",
-    "RunFailed": "bridge.types",
     "RunFailedError": "bridge.errors",
     "RunInterruptedError": "bridge.errors",
-    "RunFinished": "bridge.types",
-    "SQLiteJournal": "bridge.journal",
     "ServerError": "bridge.errors",
     "StreamInterruptedError": "bridge.errors",
     "StreamLimitError": "bridge.errors",
     "StreamTimeoutError": "bridge.errors",
+    "UsageError": "bridge.errors",
+    "HumanInputRequested": "bridge.types",
+    "Other": "bridge.types",
+    "RunFailed": "bridge.types",
+    "RunFinished": "bridge.types",
     "TextDelta": "bridge.types",
     "ToolBatch": "bridge.types",
     "ToolCall": "bridge.types",
@@ -66,28 +90,17 @@ _EXPORTS: dict[str, str] = {
     "ToolCallStarted": "bridge.types",
     "ToolCallsRequested": "bridge.types",
     "ToolChoice": "bridge.types",
-    "ToolContext": "bridge.tools.context",
-    "ToolError": "bridge.tools.spec",
-    "ToolOptions": "bridge.tools.spec",
     "ToolResult": "bridge.types",
     "ToolRun": "bridge.types",
-    "ToolSource": "bridge.tools.toolbox",
-    "ToolSpec": "bridge.tools.spec",
-    "Toolbox": "bridge.tools.toolbox",
-    "UsageError": "bridge.errors",
-    "create_platform": "bridge.platforms",
-    "load_tools": "bridge.loading",
-    "manifest": "bridge.tools.manifest",
-    "manifest_parameter": "bridge.tools.manifest",
-    "manifest_return": "bridge.tools.manifest",
-    "open_platform": "bridge._open",
 }
 
 __all__ = sorted(_EXPORTS)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the same names, for type checkers
     from bridge._open import open_platform
-    from bridge.conversation import Bridge, BridgeOptions, Conversation, Result
+    from bridge.bridge import Bridge
+    from bridge.conversation import Conversation, Result
+    from bridge.daemon import DaemonSettings, serve
     from bridge.emulator import Emulator
     from bridge.errors import (
         AuthenticationError,
@@ -114,13 +127,15 @@ if TYPE_CHECKING:
         StreamTimeoutError,
         UsageError,
     )
-    from bridge.journal import Journal, MemoryJournal, SQLiteJournal
+    from bridge.journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
     from bridge.loading import load_tools
+    from bridge.options import BridgeOptions
     from bridge.platforms import create_platform
-    from bridge.platforms.appbuilder import AppBuilderClient, AppBuilderPlatform
+    from bridge.platforms.appbuilder import AppBuilderPlatform
     from bridge.platforms.base import Platform
     from bridge.platforms.coze import CozePlatform
     from bridge.platforms.openai_chat import OpenAIChatPlatform
+    from bridge.platforms.openai_responses import OpenAIResponsesPlatform
     from bridge.platforms.retry import RetryPolicy
     from bridge.sources import HttpToolSource
     from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext

@@ -3,6 +3,7 @@
     Conversation.stream(query)
       start(query, manifests) --> events --> TextDelta ...          (yielded as they come)
                                          --> ToolCallsRequested(batch)
+      policy and approvals (`bridge.approval_flow`)
       dispatch the batch (concurrently, each call id at most once)
       submit(batch, outputs)  --> events --> ... until RunFinished / RunFailed / max_rounds
 
@@ -14,30 +15,21 @@ a restarted process never runs a call twice and delivers every finished output e
 the bridge never saw is replaced on the next message (`Conversation._on_platform`). This module
 only keeps the rounds going, remembers what ran, and reports.
 
-Platform state (contract b in `bridge.platforms.base`): an adapter that keeps a conversation's
-state in this process (Chat Completions' messages) exports it after each platform round, and
-the journal keeps the latest: with the batch it has pending (one transaction with "received"),
-and when a run ends or pauses for a person. Before a conversation is used, a journaled state
-that this bridge did not write (a restart, another process on the same journal) is imported.
+Beside it: `bridge.options` (how conversations run), `bridge.platform_state` (a platform's
+state of a conversation, kept in the journal), `bridge.approval_flow` (which calls of a batch
+run, are rejected, or wait for a person). `bridge.bridge.Bridge` makes the conversations.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
-import threading
-import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict, Unpack
 
-from bridge._interleave import interleave
+from bridge.approval_flow import run_with_approvals, split_for_approval
 from bridge.errors import (
     BadRequestError,
     BridgeError,
@@ -53,27 +45,11 @@ from bridge.errors import (
 from bridge.journal.base import Journal
 from bridge.journal.ledger import Ledger, MessageTrail
 from bridge.journal.records import INTERRUPTED_MESSAGE, MessageRecord, StateSnapshot
-from bridge.platforms.base import (
-    Platform,
-    ToolChoiceLike,
-    declare_tools_to,
-    export_state_of,
-    exports_state,
-    import_state_into,
-    knows_conversation,
-    parse_tool_choice,
-    platform_tools_for,
-)
-from bridge.tools.approval import (
-    ApprovalRequest,
-    DeferredApprover,
-    arguments_digest,
-    ask_deferred,
-    decide,
-    needs_approval,
-)
+from bridge.options import BridgeOptions
+from bridge.platform_state import restore_state, snapshot
+from bridge.platforms.base import Platform, ToolChoiceLike, knows_conversation
 from bridge.tools.context import ConversationScope
-from bridge.tools.dispatch import Dispatcher, ErrorsMode
+from bridge.tools.dispatch import Dispatcher
 from bridge.tools.toolbox import Toolbox
 from bridge.types import (
     Event,
@@ -91,11 +67,9 @@ from bridge.types import (
     ToolRun,
 )
 
-__all__ = ["Bridge", "BridgeOptions", "BridgeSettings", "Conversation", "Result"]
+__all__ = ["BridgeParts", "Conversation", "Result"]
 
 logger = logging.getLogger(__name__)
-
-ApproveHook = Callable[[ToolCall], bool]
 
 _REFUSALS = (BadRequestError, ConflictError, PreconditionError)
 """How a platform refuses a request for the state its conversation is in: outputs for calls
@@ -121,293 +95,37 @@ class Result(BaseModel):
     """Every event of the run, when the bridge was created with `keep_events=True`."""
 
 
-_DISPATCHER_FIELDS = ("max_concurrency", "default_timeout", "errors", "max_output_chars")
-"""The keyword arguments of `Bridge` that go to the `Dispatcher` it builds."""
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeOptions:
-    """How a `Bridge` runs its conversations: one frozen value, checked when it is made.
-
-    Args:
-        max_rounds: most tool batches one question may trigger before `MaxRoundsError`.
-        stream: ask the platform for streamed answers.
-        end_user_id: default end user sent with every run.
-        tool_choice: default tool the agent is forced to call: a tool name, a
-            `ToolChoice(name=..., input={...})` or its dict `{"name": ..., "input": {...}}`
-            (AppBuilder then calls it with exactly that input), or a mode the platform
-            knows (`auto`; OpenAI-compatible ones also `none`, `required`). Kept parsed; the
-            `Bridge` checks that it names a loaded tool.
-        platform_tools: the platform's own tools, sent with the local ones on every question:
-            type names such as AppBuilder's `"code_interpreter"` and `"file_retrieval"` (or
-            dicts with a `type`); a platform without such tools refuses them.
-        approve: asked before every call of a `confirm=True` tool: a function
-            `approve(call) -> bool` (False rejects the call), asked before the batch runs; or
-            a `bridge.tools.approval.DeferredApprover` (the daemon's approvals), asked on a
-            thread per call while the rest of the batch runs.
-        on_event: called with every event of every run.
-        on_tool_call: called with each call before it runs.
-        on_tool_result: called with each finished `ToolRun`.
-        keep_events: record every event in `Result.events`.
-
-    Raises:
-        UsageError: a value is out of range or of the wrong kind; the message says what fits.
-    """
-
-    max_rounds: int = 10
-    stream: bool = True
-    end_user_id: str | None = None
-    tool_choice: ToolChoice | ToolChoiceMode | None = None
-    platform_tools: tuple[str | Mapping[str, Any], ...] = ()
-    approve: ApproveHook | DeferredApprover | None = None
-    on_event: Callable[[Event], None] | None = None
-    on_tool_call: Callable[[ToolCall], None] | None = None
-    on_tool_result: Callable[[ToolRun], None] | None = None
-    keep_events: bool = False
-    _deferred: DeferredApprover | None = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int):
-            raise UsageError(f"max_rounds must be an integer >= 1, got {self.max_rounds!r}")
-        if self.max_rounds < 1:
-            raise UsageError(f"max_rounds must be at least 1, got {self.max_rounds}")
-        for name in ("stream", "keep_events"):
-            if not isinstance(getattr(self, name), bool):
-                raise UsageError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.end_user_id is not None and not isinstance(self.end_user_id, str):
-            raise UsageError(f"end_user_id must be a string or None, got {self.end_user_id!r}")
-        # Normalised here, so two equal options compare equal and nothing mutable is shared.
-        object.__setattr__(self, "tool_choice", parse_tool_choice(self.tool_choice))
-        tools = self.platform_tools
-        if isinstance(tools, str | Mapping):
-            tools = (tools,)  # one tool given bare: not a list of its characters or keys
-        elif not isinstance(tools, Iterable):
-            raise UsageError(
-                "platform_tools must be a list of tool types (e.g. ['code_interpreter']) or "
-                f"dicts with a 'type', got {tools!r}"
-            )
-        object.__setattr__(
-            self,
-            "platform_tools",
-            tuple(MappingProxyType(dict(t)) if isinstance(t, Mapping) else t for t in tools),
-        )
-        for name in ("on_event", "on_tool_call", "on_tool_result"):
-            hook = getattr(self, name)
-            if hook is not None and not callable(hook):
-                raise UsageError(f"{name} must be a function or None, got {hook!r}")
-        if self.approve is not None and not (
-            callable(self.approve) or isinstance(self.approve, DeferredApprover)
-        ):
-            raise UsageError(
-                "approve must be a function approve(call) -> bool, a DeferredApprover or "
-                f"None, got {self.approve!r}"
-            )
-        # A runtime-checkable protocol's isinstance walks its members: asked once, not per batch.
-        deferred = self.approve if isinstance(self.approve, DeferredApprover) else None
-        object.__setattr__(self, "_deferred", deferred)
+class BridgeParts(Protocol):
+    """What a conversation runs on, seen from the loop: its `Bridge` (`bridge.bridge`)."""
 
     @property
-    def deferred_approver(self) -> DeferredApprover | None:
-        """`approve` when it is a `DeferredApprover` (the daemon's), else None."""
-        return self._deferred
-
-    def replace(self, **changes: Any) -> BridgeOptions:
-        """A copy with `changes` (checked like a new value)."""
-        return dataclasses.replace(self, **changes)
-
-
-_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(BridgeOptions) if f.init)
-"""The keyword arguments of `Bridge` that make its `BridgeOptions`."""
-
-
-class BridgeSettings(TypedDict, total=False):
-    """The keyword arguments `Bridge` takes besides `options`: `BridgeOptions`' fields and
-    the options of the `Dispatcher` it builds."""
-
-    max_rounds: int
-    stream: bool
-    end_user_id: str | None
-    tool_choice: ToolChoiceLike | None
-    platform_tools: Iterable[str | Mapping[str, Any]]
-    approve: ApproveHook | DeferredApprover | None
-    on_event: Callable[[Event], None] | None
-    on_tool_call: Callable[[ToolCall], None] | None
-    on_tool_result: Callable[[ToolRun], None] | None
-    keep_events: bool
-    max_concurrency: int
-    default_timeout: float
-    errors: ErrorsMode
-    max_output_chars: int | None
-
-
-class Bridge:
-    """Connects a platform to a toolbox and keeps conversations going until they finish.
-
-    A bridge is a platform, a `Dispatcher` (which holds the toolbox), a journal and one frozen
-    `BridgeOptions`. `Bridge(platform, tools, max_rounds=3, ...)` is the short form: the
-    keyword arguments are `BridgeOptions`' fields and the options of the `Dispatcher` built
-    for `tools` (`max_concurrency`, `default_timeout`, `errors`, `max_output_chars`).
-
-    Args:
-        platform: the agent platform adapter (e.g. `AppBuilderPlatform`).
-        tools: a `Toolbox`, a list of what `Toolbox.add` accepts (functions, modules, paths,
-            toolkits...), or one such object. Not with `dispatcher`.
-        options: how conversations run (`BridgeOptions`); not together with its fields as
-            keyword arguments.
-        dispatcher: a ready `Dispatcher` (its toolbox is used); otherwise one is built.
-        journal: where conversations, messages and tool-call states are written before each
-            step; None keeps them in memory (`MemoryJournal`). Pass a `SQLiteJournal` to
-            survive crashes.
-        **settings: `BridgeOptions` fields, and `Dispatcher` options (see `BridgeSettings`).
-
-    Raises:
-        UsageError: an option is out of range, `tool_choice` names no loaded tool, the platform
-            does not offer a platform tool, or an option is given twice.
-    """
-
-    def __init__(
-        self,
-        platform: Platform,
-        tools: Toolbox | Iterable[Any] | Any = None,
-        *,
-        options: BridgeOptions | None = None,
-        dispatcher: Dispatcher | None = None,
-        journal: Journal | None = None,
-        **settings: Unpack[BridgeSettings],
-    ) -> None:
-        unknown = sorted(set(settings) - {*_OPTION_FIELDS, *_DISPATCHER_FIELDS})
-        if unknown:
-            raise TypeError(f"Bridge() got unexpected keyword arguments: {', '.join(unknown)}")
-        given: dict[str, Any] = {k: v for k, v in settings.items() if k in _OPTION_FIELDS}
-        if options is None:
-            options = BridgeOptions(**given)
-        elif given:
-            raise UsageError(
-                f"pass either options= or its fields ({', '.join(sorted(given))}) as keyword "
-                "arguments, not both"
-            )
-        elif not isinstance(options, BridgeOptions):
-            raise UsageError(f"options must be a BridgeOptions, got {type(options).__name__}")
-        self.platform = platform
-        self._owned: list[Callable[[], None]] = []
-        """What `close` releases: only what this bridge made (a given toolbox is the caller's)."""
-        if dispatcher is not None:
-            self.toolbox = dispatcher.toolbox
-            self.dispatcher = dispatcher
-        else:
-            self.toolbox = _as_toolbox(tools)
-            if self.toolbox is not tools:
-                self._owned.append(self.toolbox.close)  # e.g. MCP server processes
-            built: dict[str, Any] = {k: v for k, v in settings.items() if k in _DISPATCHER_FIELDS}
-            try:
-                self.dispatcher = Dispatcher(self.toolbox, **built)
-            except BaseException:
-                self._release()
-                raise
-            self._owned.append(self.dispatcher.close)
-        try:
-            self.platform_tools = platform_tools_for(platform, options.platform_tools)
-            options = options.replace(tool_choice=self.checked_tool_choice(options.tool_choice))
-            # An emulated agent whose tools are configured server-side learns them here.
-            declare_tools_to(platform, self.toolbox.manifests("openai"))
-        except BaseException:
-            # What it made (a toolbox's MCP servers) must not leak; the platform is the caller's.
-            self._release()
-            raise
-        self.options = options
-        if journal is None:
-            from bridge.journal.memory import MemoryJournal
-
-            journal = MemoryJournal()
-        self.journal: Journal = journal
-        self.state_writer = uuid.uuid4().hex
-        """Signs the platform states this bridge journals: a state signed by another (a
-        process before a restart, a second daemon) is imported before the conversation goes on."""
-
-    # Read-only views of `options`, as before it existed (another value: a new Bridge).
-
+    def platform(self) -> Platform: ...
     @property
-    def max_rounds(self) -> int:
-        return self.options.max_rounds
-
+    def journal(self) -> Journal: ...
     @property
-    def stream(self) -> bool:
-        return self.options.stream
-
+    def dispatcher(self) -> Dispatcher: ...
     @property
-    def end_user_id(self) -> str | None:
-        return self.options.end_user_id
-
+    def toolbox(self) -> Toolbox: ...
     @property
-    def tool_choice(self) -> ToolChoice | ToolChoiceMode | None:
-        return self.options.tool_choice
-
+    def options(self) -> BridgeOptions: ...
     @property
-    def approve(self) -> ApproveHook | DeferredApprover | None:
-        return self.options.approve
-
-    @property
-    def on_event(self) -> Callable[[Event], None] | None:
-        return self.options.on_event
-
-    @property
-    def on_tool_call(self) -> Callable[[ToolCall], None] | None:
-        return self.options.on_tool_call
-
-    @property
-    def on_tool_result(self) -> Callable[[ToolRun], None] | None:
-        return self.options.on_tool_result
-
-    @property
-    def keep_events(self) -> bool:
-        return self.options.keep_events
+    def state_writer(self) -> str:
+        """Signs the platform states the bridge journals (`bridge.platform_state`)."""
+        ...
 
     def checked_tool_choice(self, value: object) -> ToolChoice | ToolChoiceMode | None:
         """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
-        choice = parse_tool_choice(value)
-        if isinstance(choice, ToolChoice) and self.toolbox.get(choice.name) is None:
-            loaded = ", ".join(self.toolbox.names()) or "(none)"
-            raise UsageError(
-                f"tool_choice {choice.name!r} is not a loaded tool; loaded tools: {loaded}"
-            )
-        return choice
+        ...
 
     def manifests(self) -> list[dict[str, Any]]:
         """What goes out as `tools`: the local tools' manifests, then the platform's own."""
-        return [*self.toolbox.manifests(self.platform.dialect), *self.platform_tools]
-
-    def conversation(
-        self, id: str | None = None, *, end_user_id: str | None = None
-    ) -> Conversation:
-        """A conversation to ask several questions in; `id` continues an existing one."""
-        return Conversation(self, id, end_user_id=end_user_id or self.options.end_user_id)
-
-    def ask(self, query: str, **options: Any) -> Result:
-        """Ask one question in a new conversation and return its finished result."""
-        with self.conversation(end_user_id=options.pop("end_user_id", None)) as conv:
-            return conv.ask(query, **options)
-
-    def close(self) -> None:
-        """Release the platform's connections, and the dispatcher and toolbox it made."""
-        self.platform.close()
-        self._release()
-
-    def _release(self) -> None:
-        owned, self._owned = self._owned, []
-        for release in reversed(owned):
-            release()
-
-    def __enter__(self) -> Bridge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        ...
 
 
 class Conversation:
     """One conversation with the agent: ask any number of questions, one at a time."""
 
-    def __init__(self, bridge: Bridge, id: str | None, *, end_user_id: str | None) -> None:
+    def __init__(self, bridge: BridgeParts, id: str | None, *, end_user_id: str | None) -> None:
         self.bridge = bridge
         self._id = id
         self.end_user_id = end_user_id
@@ -422,12 +140,12 @@ class Conversation:
             self.pending_input = _journaled_pause(self._journal, id)
 
     @property
-    def bridge(self) -> Bridge:
+    def bridge(self) -> BridgeParts:
         """The bridge it runs on; the daemon sets another between runs (a new toolbox)."""
         return self._bridge
 
     @bridge.setter
-    def bridge(self, bridge: Bridge) -> None:
+    def bridge(self, bridge: BridgeParts) -> None:
         # What the loop reads on every round, taken once per bridge rather than per use.
         self._bridge = bridge
         self._platform: Platform = bridge.platform
@@ -781,56 +499,18 @@ class Conversation:
             return
         # Read again: another process on the journal may have moved the conversation on.
         self._platform_id = None
-        platform = self._platform
-        if not exports_state(platform):
-            return
-        platform_id = self.platform_conversation_id
-        record = self._journal.platform_state(self._id, platform_id)
-        if record is None:
-            return
-        if record.writer == self._bridge.state_writer and knows_conversation(platform, platform_id):
-            return
-        if record.platform != platform.name:
-            logger.warning(
-                "conversation %s: the journaled state of %s is for the %s platform, not %s; "
-                "it is not used",
-                self._id,
-                platform_id,
-                record.platform,
-                platform.name,
-            )
-            return
-        try:
-            import_state_into(platform, platform_id, record.state)
-        except UsageError as exc:
-            # As if the state were lost: the conversation goes on in a new platform
-            # conversation (`_on_platform`), the journal keeps the history.
-            logger.warning(
-                "conversation %s: the %s platform refused the journaled state of %s: %s",
-                self._id,
-                platform.name,
-                platform_id,
-                exc,
-            )
-            return
-        logger.info(
-            "conversation %s: platform state of %s restored from the journal (written %s)",
+        restore_state(
+            self._platform,
+            self._journal,
             self._id,
-            platform_id,
-            record.updated_at.isoformat(),
+            lambda: self.platform_conversation_id,
+            writer=self._bridge.state_writer,
         )
 
     def _snapshot(self) -> StateSnapshot | None:
         """The platform's state of the platform conversation now, to journal (None: none)."""
-        platform_id = self.platform_conversation_id
-        state = export_state_of(self._platform, platform_id)
-        if state is None:
-            return None
-        return StateSnapshot(
-            platform_conversation_id=platform_id,
-            platform=self._platform.name,
-            state=state,
-            writer=self._bridge.state_writer,
+        return snapshot(
+            self._platform, self.platform_conversation_id, writer=self._bridge.state_writer
         )
 
     def _save_state(self) -> None:
@@ -873,7 +553,9 @@ class Conversation:
         ledger = self.ledger
         ledger.receive(batch, self._message, self._snapshot())
         fresh, interrupted = ledger.plan(batch, self._toolbox.is_idempotent)
-        allowed, rejected, waiting = self._approve(fresh)
+        allowed, rejected, waiting = split_for_approval(
+            fresh, self._toolbox, self._options, self._dispatcher
+        )
         for run in (*interrupted, *rejected):
             ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
@@ -882,27 +564,6 @@ class Conversation:
                 ledger.finish(update.run)
             yield self._emit(update)
         return [ledger[call.call_id] for call in batch.calls]
-
-    def _approve(
-        self, calls: list[ToolCall]
-    ) -> tuple[list[ToolCall], list[ToolRun], list[ToolCall]]:
-        """Split calls into those allowed to run, rejection records, and calls that wait for
-        a person who answers later (a `DeferredApprover`)."""
-        toolbox = self._toolbox
-        if self._options.deferred_approver is not None:
-            waiting = [call for call in calls if needs_approval(toolbox.get(call.name))]
-            asked = {call.call_id for call in waiting}
-            return [call for call in calls if call.call_id not in asked], [], waiting
-        approve = cast("ApproveHook | None", self._options.approve)
-        allowed: list[ToolCall] = []
-        rejected: list[ToolRun] = []
-        for call in calls:
-            verdict = decide(toolbox.get(call.name), call, approve)  # the one shared rule
-            if verdict.run:
-                allowed.append(call)
-            else:
-                rejected.append(self._dispatcher.reject(call, verdict.reason))
-        return allowed, rejected, []
 
     def _dispatch(
         self, allowed: list[ToolCall], waiting: list[ToolCall]
@@ -919,25 +580,15 @@ class Conversation:
                 calls, scope=scope, before_run=lambda call: ledger.start((call,))
             )
 
-        if not waiting:
-            return run(allowed) if allowed else iter(())
-        approver = self._options.deferred_approver
-        assert approver is not None
-        stop = threading.Event()
-
-        def once_decided(call: ToolCall) -> Iterator[ToolCallStarted | ToolCallFinished]:
-            digest = arguments_digest(call.name, call.arguments)
-            request = ApprovalRequest(self.id, self._message, call, digest, stop)
-            verdict = ask_deferred(approver, request)
-            if verdict.run:
-                yield from run([call])
-            else:
-                yield ToolCallFinished(run=self._dispatcher.reject(call, verdict.reason))
-
-        sources = [functools.partial(once_decided, call) for call in waiting]
-        if allowed:
-            sources.insert(0, functools.partial(run, allowed))
-        return interleave(sources, stop=stop, name="toolbridge-approval")
+        return run_with_approvals(
+            allowed,
+            waiting,
+            run,
+            options=self._options,
+            dispatcher=self._dispatcher,
+            conversation_id=self.id,
+            message_id=self._message,
+        )
 
     def _conversation_scope(self) -> ConversationScope:
         if self._scope is None:
@@ -996,17 +647,6 @@ class Conversation:
             human_input=self.pending_input,
             events=kept,
         )
-
-
-def _as_toolbox(tools: Toolbox | Iterable[Any] | Any) -> Toolbox:
-    """A toolbox from a toolbox, a list of tool objects, or one tool object (e.g. a module)."""
-    if isinstance(tools, Toolbox):
-        return tools
-    if tools is None:
-        return Toolbox()
-    if isinstance(tools, list | tuple | set | frozenset):
-        return Toolbox(tools)
-    return Toolbox([tools])
 
 
 def _journaled_pause(journal: Journal, conversation_id: str) -> HumanInputRequested | None:

@@ -24,8 +24,9 @@ from bridge import (
     UsageError,
     manifest,
 )
-from bridge.conversation import BridgeOptions, Conversation
+from bridge.conversation import Conversation
 from bridge.emulator import Emulator
+from bridge.options import BridgeOptions
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.toolbox import Toolbox

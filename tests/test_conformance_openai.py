@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bridge.conversation import Bridge
+from bridge.bridge import Bridge
 from bridge.emulator import Emulator, RecordedRequest
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from tests.support.sdk_venv import OPENAI, ensure_sdk_venv

@@ -159,7 +159,7 @@ def test_a_state_of_another_platform_is_not_imported(
         )
         llm.script(Reply(stream=text_stream("fresh start")))
         with (
-            caplog.at_level(logging.WARNING, logger="bridge.conversation"),
+            caplog.at_level(logging.WARNING, logger="bridge.platform_state"),
             _bridge(llm, journal) as bridge,
             bridge.conversation("c1") as conv,
         ):
@@ -186,7 +186,7 @@ def test_a_state_the_platform_refuses_is_reported_and_the_conversation_goes_on(
         )
         llm.script(Reply(stream=text_stream("fresh start")))
         with (
-            caplog.at_level(logging.WARNING, logger="bridge.conversation"),
+            caplog.at_level(logging.WARNING, logger="bridge.platform_state"),
             _bridge(llm, journal) as bridge,
             bridge.conversation("c1") as conv,
         ):

@@ -32,6 +32,27 @@ def test_migration_names_match_the_official_sdk() -> None:
     assert callable(bridge.Manifest.from_function)
 
 
+def test_every_platform_adapter_is_exported() -> None:
+    # Each platform of the registry is reachable as `from bridge import <Adapter>`, the same
+    # class the registry builds.
+    from bridge.platforms.registry import PLATFORMS
+
+    for entry in PLATFORMS.values():
+        module, _, name = entry.factory.partition(":")
+        assert name in bridge.__all__, f"{name} ({entry.name}) is not exported"
+        assert getattr(bridge, name) is getattr(importlib.import_module(module), name)
+
+
+def test_low_level_clients_are_not_exported() -> None:
+    # The public API is the loop's: raw HTTP clients stay in their platform's package.
+    assert "AppBuilderClient" not in bridge.__all__
+    with pytest.raises(AttributeError):
+        _ = bridge.AppBuilderClient  # type: ignore[attr-defined]
+    from bridge.platforms.appbuilder import AppBuilderClient
+
+    assert AppBuilderClient.__module__.startswith("bridge.platforms.appbuilder")
+
+
 def test_every_module_declares_all() -> None:
     import pkgutil
 

@@ -247,12 +247,18 @@ def without(
     }
 
 
+LOOP_MODULES = frozenset({"conversation", "bridge", "options", "platform_state", "approval_flow"})
+"""The loop layer: `bridge.conversation` (the loop) and the small modules beside it."""
+
+
 def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "top"
     if parts[1] in {"types", "errors"}:
         return "types"
+    if parts[1] in LOOP_MODULES:
+        return "conversation"
     return parts[1]
 
 
@@ -360,6 +366,7 @@ def test_layer_rules_see_a_wrong_arrow() -> None:
     assert not _forbidden(layer_of("bridge.errors"), layer_of("bridge.types"))
     assert _forbidden(layer_of("bridge.tools.schema"), layer_of("bridge.platforms.base"))
     assert not _forbidden(layer_of("bridge.daemon.app"), layer_of("bridge.tools.toolbox"))
+    assert _forbidden(layer_of("bridge.options"), layer_of("bridge.daemon.app"))
 
 
 def test_arrows_point_down(arrows: list[Arrow]) -> None:

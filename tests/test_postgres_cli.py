@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from bridge.cli import app
 from bridge.journal.migrations import SCHEMA_VERSION as SQLITE_VERSION
-from bridge.journal.postgres import SCHEMA_VERSION
+from bridge.journal.postgres_migrations import SCHEMA_VERSION
 from tests.support.postgres import PostgresServer
 
 runner = CliRunner()

@@ -18,15 +18,9 @@ import pytest
 
 from bridge.errors import UsageError
 from bridge.journal import open_journal
-from bridge.journal.postgres import (
-    POOL_MAX,
-    SCHEMA_VERSION,
-    PostgresJournal,
-    migrate,
-    safe_dsn,
-    schema_status,
-)
-from bridge.journal.postgres_migrations import MIGRATIONS
+from bridge.journal.postgres import POOL_MAX, PostgresJournal
+from bridge.journal.postgres_connect import safe_dsn
+from bridge.journal.postgres_migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_status
 from bridge.types import ToolBatch, ToolCall, ToolRun
 from tests.support.postgres import PostgresServer
 

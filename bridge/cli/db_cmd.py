@@ -74,7 +74,7 @@ def status(db: DbOpt = None) -> None:
     target = _target(db)
     try:
         if is_postgres_url(target):
-            from bridge.journal.postgres import schema_status
+            from bridge.journal.postgres_migrations import schema_status
 
             found = schema_status(target)
             version, latest, pending = found.version, found.latest, found.pending
@@ -113,7 +113,7 @@ def _owners(target: str) -> list[str]:
             return ["held by: nobody (no daemon has it open)"]
         since = f", since {owner.since}" if owner.since else ""
         return [f"held by: {owner.describe()}{since}"]
-    from bridge.journal.postgres import replica_status
+    from bridge.journal.postgres_replicas import replica_status
 
     replicas = replica_status(target)
     live = [r for r in replicas if r.live]
@@ -136,7 +136,7 @@ def upgrade(db: DbOpt = None) -> None:
     target = _target(db)
     try:
         if is_postgres_url(target):
-            from bridge.journal.postgres import migrate
+            from bridge.journal.postgres_migrations import migrate
 
             applied = migrate(target)
         else:

@@ -31,8 +31,8 @@ from bridge.errors import (
 )
 
 if TYPE_CHECKING:
+    from bridge.bridge import Bridge
     from bridge.cli._render import Renderer
-    from bridge.conversation import Bridge
     from bridge.platforms.retry import RetryNotice
     from bridge.types import ToolCall, ToolChoice, ToolChoiceMode
 
@@ -80,7 +80,7 @@ def _make_bridge(
     yes: bool,
     allow_hosts: list[str],
 ) -> Bridge:
-    from bridge.conversation import Bridge
+    from bridge.bridge import Bridge
     from bridge.types import ToolChoice
 
     toolbox = build_toolbox(tools, allow_hosts=allow_hosts)

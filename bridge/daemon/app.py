@@ -35,7 +35,7 @@ from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
 from bridge.daemon.shutdown import GraceClock
 from bridge.errors import register_secret
-from bridge.journal.base import Journal
+from bridge.journal.leases import LeaseJournal
 from bridge.journal.stores import is_postgres_url, open_journal
 from bridge.platforms.base import Platform
 
@@ -50,7 +50,7 @@ def create_app(
     settings: DaemonSettings,
     *,
     platform: Platform | None = None,
-    journal: Journal | None = None,
+    journal: LeaseJournal | None = None,
 ) -> FastAPI:
     """The daemon's FastAPI app.
 

@@ -23,7 +23,7 @@ conversations it can lease, its own from before a restart and those of replicas 
 expired, never one another replica is running. While it serves it looks every third of
 `--lease-seconds` for more (`take_over`): a replica that died (kill -9, machine gone) stops
 renewing its leases, and once they expire exactly one other replica claims each of its
-unfinished messages (`Journal.claim_orphans`) and continues it by the same rules as above.
+unfinished messages (`LeaseJournal.claim_orphans`) and continues it by the same rules as above.
 
 A resumed batch may hold a call waiting for a person's approval: the resumed run finds the
 same pending request in the journal (same call id and arguments) and waits again until its

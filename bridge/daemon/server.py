@@ -110,7 +110,7 @@ class Claim:
     address: str
     lock: JournalLock | None = None
     replica: Any = None
-    """A `bridge.journal.postgres.ReplicaClaim` on a PostgreSQL journal."""
+    """A `bridge.journal.postgres_replicas.ReplicaClaim` on a PostgreSQL journal."""
     fresh: bool = False
     """The SQLite file did not exist before this daemon (removed again if it never serves)."""
     _closed: bool = field(default=False, repr=False)
@@ -141,7 +141,7 @@ def claim(settings: DaemonSettings) -> Claim:
     replica = None
     try:
         if is_postgres_url(db):
-            from bridge.journal.postgres import claim_replica
+            from bridge.journal.postgres_replicas import claim_replica
 
             replica = claim_replica(
                 db,

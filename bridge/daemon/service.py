@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bridge.conversation import Bridge, Conversation
+from bridge.bridge import Bridge
+from bridge.conversation import Conversation
 from bridge.daemon.approvals import ApprovalDesk
 from bridge.daemon.errors import ApiError
 from bridge.daemon.hub import EventHub
@@ -52,7 +53,7 @@ from bridge.daemon.runs import (
 )
 from bridge.daemon.webhook import ApprovalWebhook
 from bridge.errors import BridgeError, PlatformError, UsageError
-from bridge.journal.base import Journal
+from bridge.journal.leases import LeaseJournal
 from bridge.journal.records import (
     ConversationRecord,
     Lease,
@@ -143,7 +144,7 @@ class Service:
         UsageError: the tool specs cannot be loaded.
     """
 
-    def __init__(self, settings: DaemonSettings, platform: Platform, journal: Journal) -> None:
+    def __init__(self, settings: DaemonSettings, platform: Platform, journal: LeaseJournal) -> None:
         self.settings = settings
         self.platform = platform
         self.journal = journal

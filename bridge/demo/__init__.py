@@ -46,7 +46,7 @@ def run_demo(
         ConfigurationError: The platform has no emulator.
         RuntimeError: An answer is wrong.
     """
-    from bridge.conversation import Bridge
+    from bridge.bridge import Bridge
     from bridge.demo import tools
     from bridge.emulator import Emulator
     from bridge.platforms.registry import get_entry
@@ -130,7 +130,7 @@ def _switch(
     number: int,
 ) -> Result:
     """The first question again, on another platform's emulator: same tools, another wire."""
-    from bridge.conversation import Bridge
+    from bridge.bridge import Bridge
     from bridge.emulator import Emulator
 
     say = renderer.err.print

@@ -34,18 +34,20 @@ with it (`bridge.conversation`).
 The package: `records` (what is written down), `base` (`Journal`, the interface every store
 implements), `memory` (`MemoryJournal`, the library default), `_sql` (`SQLJournal`: the
 statements of the two SQL stores, written once over a few hooks), `sqlite` (`SQLiteJournal`, the
-durable one, its schema steps in `migrations`), `postgres` (`PostgresJournal`, shared by
-several processes; its steps in `postgres_migrations`; psycopg is imported only when one is
-opened), `stores` (`open_journal`: a path or a ``postgresql://`` URL), `owner` (one daemon
-per SQLite file: `JournalLock`; the refusals `JournalInUseError` and `ReplicaInUseError`, for a
-PostgreSQL replica id a live process holds), `ledger` (`Ledger`,
-one conversation's view, and `MessageTrail`, used by `bridge.conversation`). Every public
-name is importable from here; the modules import each other only downwards (records <- base
-<- stores, ledger), never from this package's `__init__`, so any of them can be imported
-alone. Text written to a journal
+durable one, its schema steps in `migrations`), `leases` (`LeaseJournal`, a journal with
+leases, and `LocalLeases`, the embedded stores'), `postgres` (`PostgresJournal`, shared by
+several processes; beside it `postgres_connect`, `postgres_migrations`, `postgres_leases` and
+`postgres_replicas`; psycopg is imported only when one is opened), `stores` (`open_journal`: a
+path or a ``postgresql://`` URL), `owner` (one daemon per SQLite file: `JournalLock`; the
+refusals `JournalInUseError` and `ReplicaInUseError`, for a PostgreSQL replica id a live process
+holds), `ledger` (`Ledger`, one conversation's view, and `MessageTrail`, used by
+`bridge.conversation`). Every public name is importable from here; the modules import each
+other only downwards (records <- base <- leases <- stores, ledger), never from this package's
+`__init__`, so any of them can be imported alone. Text written to a journal
 goes through `bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
 
-Leases: daemon replicas sharing one journal run a conversation one at a time. `acquire_lease`
+Leases (`LeaseJournal`, which every store here is): daemon replicas sharing one journal run a
+conversation one at a time. `acquire_lease`
 takes a conversation's `Lease` (or raises `LeaseHeldError`), `renew_leases` keeps the running
 ones, `claim_orphans` takes over the unfinished messages of replicas whose leases expired
 (`FOR UPDATE SKIP LOCKED` in PostgreSQL: each is claimed by exactly one replica), and a store
@@ -61,6 +63,7 @@ the same record for the same call and arguments (`find_approval`), never for oth
 """
 
 from bridge.journal.base import Journal
+from bridge.journal.leases import LeaseJournal
 from bridge.journal.ledger import INTERRUPTED_OUTPUT, Ledger, MessageTrail
 from bridge.journal.memory import MemoryJournal
 from bridge.journal.postgres import PostgresJournal
@@ -107,6 +110,7 @@ __all__ = [
     "JournalUnavailableError",
     "Lease",
     "LeaseHeldError",
+    "LeaseJournal",
     "LeaseLostError",
     "Ledger",
     "MemoryJournal",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -15,7 +14,6 @@ from bridge.journal.records import (
     CallRecord,
     ConversationRecord,
     DirectCallRecord,
-    Lease,
     MessageEnd,
     MessageRecord,
     PendingBatch,
@@ -26,8 +24,6 @@ from bridge.journal.records import (
 from bridge.types import ToolBatch, ToolCall, ToolRun
 
 __all__ = ["Journal"]
-
-_LOCAL_LOCK = threading.Lock()
 
 
 class Journal(ABC):
@@ -236,77 +232,16 @@ class Journal(ABC):
     ) -> tuple[list[DirectCallRecord], int]:
         """A page of direct calls, newest first, and how many there are."""
 
-    # --- leases (daemon replicas) -------------------------------------------------------------
-    #
-    # The defaults are the embedded stores' (memory, SQLite): one process owns the store, so a
-    # lease never conflicts, never expires under a running message and needs no fencing.
-    # `PostgresJournal` overrides all of them.
-
-    shared: bool = False
-    """True when several processes write the store at once (PostgreSQL): the daemon then
-    renews its leases and claims the unfinished messages of replicas whose leases expired."""
+    # --- the replica writing --------------------------------------------------------------------
 
     replica: str | None = None
     """The daemon replica writing through this store (`bind_replica`), recorded on messages."""
 
     def bind_replica(self, replica: str) -> None:
         """Write as `replica` from now on: messages record it, and a shared store refuses a
-        conversation's writes unless this replica holds its lease (`LeaseLostError`)."""
+        conversation's writes unless this replica holds its lease (`LeaseLostError`, see
+        `bridge.journal.leases`)."""
         self.replica = replica
-
-    def acquire_lease(self, conversation_id: str, owner: str, seconds: float) -> Lease:
-        """Take the conversation's lease for `seconds` (renewed by `renew_leases`).
-
-        Raises:
-            LeaseHeldError: another replica holds it, or a message of the conversation that a
-                dead replica left unfinished is still to be claimed and recovered.
-        """
-        with _LOCAL_LOCK:
-            generations: dict[str, int] = self.__dict__.setdefault("_local_generations", {})
-            generation = generations[conversation_id] = generations.get(conversation_id, 0) + 1
-        return Lease(conversation_id=conversation_id, owner=owner, generation=generation)
-
-    def renew_leases(self, owner: str, seconds: float) -> list[str]:
-        """Extend every lease this replica holds by `seconds`; returns the conversations whose
-        lease was lost (taken over by another replica) instead."""
-        return []
-
-    def release_lease(self, lease: Lease) -> None:  # noqa: B027 - nothing to release locally
-        """Give the lease back (the run ended); nothing happens if it was lost."""
-
-    def lease_holder(self, conversation_id: str) -> str | None:
-        """The replica holding a live lease on the conversation, if any."""
-        return None
-
-    def claim_orphans(
-        self,
-        owner: str,
-        seconds: float,
-        *,
-        exclude: Collection[str] = (),
-        own: bool = False,
-        limit: int = 100,
-    ) -> list[tuple[MessageRecord, Lease]]:
-        """Take over unfinished messages whose runs nobody runs any more: a conversation's
-        lease expired (its replica died), or, with `own`, it is this replica's own from before
-        a restart. Each comes as it was left (its `replica` the one that ran it) with the lease
-        now held; the journal then records them as `owner`'s. Conversations in `exclude`
-        (running here) are skipped.
-
-        The embedded stores have one process: every unfinished message is an orphan.
-        """
-        claimed: list[tuple[MessageRecord, Lease]] = []
-        leases: dict[str, Lease] = {}
-        for message in self.unfinished_messages():
-            cid = message.conversation_id
-            if cid in exclude:
-                continue
-            if cid not in leases:
-                if len(leases) >= limit:
-                    break
-                leases[cid] = self.acquire_lease(cid, owner, seconds)
-            claimed.append((message, leases[cid]))
-        return claimed
 
     def close(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release the store (idempotent)."""

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from bridge.errors import redact
-from bridge.journal.base import Journal
+from bridge.journal.leases import LocalLeases
 from bridge.journal.records import (
     ApprovalDecidedError,
     ApprovalRecord,
@@ -81,7 +81,7 @@ class _Conv:
         ]
 
 
-class MemoryJournal(Journal):
+class MemoryJournal(LocalLeases):
     """A journal in memory: the ledger of a library `Bridge`, gone when the process ends.
 
     Args:

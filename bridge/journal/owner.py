@@ -16,7 +16,7 @@ library processes can take turns on one file as before, but none opens a file a 
 and no daemon starts (and recovers) on a file a library process has open.
 
 PostgreSQL replica ids are owned through the journal itself
-(`bridge.journal.postgres.PostgresJournal.claim_replica`); `ReplicaInUseError` is their
+(`bridge.journal.postgres_replicas.claim_replica`); `ReplicaInUseError` is their
 refusal, worded like `JournalInUseError`.
 """
 

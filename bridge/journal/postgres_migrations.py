@@ -10,12 +10,28 @@ stores. Differences, and why:
 - SQLite's implicit ``rowid`` (the tie-breaker of several orderings) is an explicit ``rid``.
 
 The version lives in ``toolbridge_schema`` (one row); steps run under ``pg_advisory_lock``
-(`bridge.journal.postgres.migrate`). A step is only ever appended, never edited.
+(`migrate`). A step is only ever appended, never edited. `schema_status` reads the version
+without changing anything.
 """
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+import logging
+from typing import TYPE_CHECKING, Any
+
+from bridge.errors import UsageError
+from bridge.journal._sql import migrated_message
+from bridge.journal.postgres_connect import clean_error, connect, load_psycopg, safe_dsn
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SchemaStatus", "migrate", "schema_status"]
+
+logger = logging.getLogger(__name__)
+
+# One key for every toolbridge migration, on any database: pg_advisory_lock is per database.
+MIGRATION_LOCK = 0x746F6F6C62726467  # "toolbrdg"
 
 MIGRATIONS: list[str] = [
     # 0 -> 1: the first schema.
@@ -129,7 +145,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (conversation_id, platform_conversation_id)
     );
     """,
-    # 5 -> 6: daemon replicas (see `bridge.journal.postgres`: leases). Expiry is the
+    # 5 -> 6: daemon replicas (see `bridge.journal.postgres_leases`). Expiry is the
     # database's clock (timestamptz against clock_timestamp()), so replicas' clocks never
     # matter; the index keeps the failover scan for expired leases cheap.
     """
@@ -161,9 +177,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX direct_calls_by_start ON direct_calls (started_at DESC, rid DESC);
     """,
-    # 7 -> 8: one row per live replica id (`bridge.journal.postgres.claim_replica`): who holds
-    # it (a random token per process, pid, host, address), renewed every third of the lease;
-    # a row not renewed for a lease is stale. Times on the database's clock, as leases.
+    # 7 -> 8: one row per live replica id (`bridge.journal.postgres_replicas.claim_replica`):
+    # who holds it (a random token per process, pid, host, address), renewed every third of
+    # the lease; a row not renewed for a lease is stale. Times on the database's clock, as
+    # leases.
     """
     CREATE TABLE replicas (
         replica_id TEXT PRIMARY KEY,
@@ -178,3 +195,90 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _version(conn: psycopg.Connection[Any]) -> int:
+    # Created only when missing: CREATE ... IF NOT EXISTS still needs CREATE on the schema,
+    # which a daemon's role (DML only, after an admin's `toolbridge db upgrade`) may lack.
+    found = conn.execute("SELECT to_regclass('toolbridge_schema')").fetchone()
+    if found is None or found[0] is None:
+        conn.execute(
+            "CREATE TABLE toolbridge_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE "
+            "CHECK (one), version INTEGER NOT NULL)"
+        )
+    row = conn.execute("SELECT version FROM toolbridge_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
+class SchemaStatus:
+    """A database's schema version and the steps this toolbridge would apply."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.latest = SCHEMA_VERSION
+        self.pending = list(range(version + 1, SCHEMA_VERSION + 1))
+
+    @property
+    def newer(self) -> bool:
+        return self.version > self.latest
+
+
+def schema_status(dsn: str) -> SchemaStatus:
+    """Read the schema version without changing anything (creates no tables)."""
+    psycopg = load_psycopg()
+    conn = connect(dsn)
+    try:
+        row = conn.execute("SELECT to_regclass('toolbridge_schema')").fetchone()
+        if row is None or row[0] is None:
+            return SchemaStatus(0)
+        got = conn.execute("SELECT version FROM toolbridge_schema").fetchone()
+        return SchemaStatus(int(got[0]) if got else 0)
+    except psycopg.Error as exc:
+        raise UsageError(
+            f"cannot read the journal {safe_dsn(dsn)}: {clean_error(dsn, exc)}"
+        ) from None
+    finally:
+        conn.close()
+
+
+def migrate(dsn: str) -> list[int]:
+    """Apply missing schema steps; returns the versions applied (empty: already current).
+
+    Holds a session advisory lock meanwhile, so of two processes starting together one waits
+    and then finds the schema current. Each step commits with its version.
+
+    Raises:
+        UsageError: unreachable database, or a schema newer than this toolbridge.
+    """
+    psycopg = load_psycopg()
+    conn = connect(dsn)
+    applied: list[int] = []
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            version = _version(conn)
+            if version > SCHEMA_VERSION:
+                raise UsageError(
+                    f"the journal {safe_dsn(dsn)} has schema version {version}, newer than "
+                    f"this toolbridge understands ({SCHEMA_VERSION}); upgrade toolbridge"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                with conn.transaction():
+                    conn.execute(MIGRATIONS[target - 1])
+                    conn.execute(
+                        "INSERT INTO toolbridge_schema (one, version) VALUES (TRUE, %s) "
+                        "ON CONFLICT (one) DO UPDATE SET version = excluded.version",
+                        (target,),
+                    )
+                applied.append(target)
+            if applied:  # one line, not one per step
+                logger.info(migrated_message(version), safe_dsn(dsn), SCHEMA_VERSION)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    except psycopg.Error as exc:
+        raise UsageError(
+            f"cannot migrate the journal {safe_dsn(dsn)}: {clean_error(dsn, exc)}"
+        ) from None
+    finally:
+        conn.close()
+    return applied

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from bridge.errors import UsageError
 from bridge.journal._sql import SQLJournal, migrated_message
 from bridge.journal._writer import GroupCommitWriter
+from bridge.journal.leases import LocalLeases
 from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
 from bridge.journal.owner import share, unshare
 
@@ -47,7 +48,7 @@ MAX_READERS = 64
 """Read connections at most (one per thread that reads); past this, reads go to the writer."""
 
 
-class SQLiteJournal(SQLJournal[sqlite3.Connection]):
+class SQLiteJournal(LocalLeases, SQLJournal[sqlite3.Connection]):
     """A journal in one SQLite file (WAL, ``synchronous=FULL``), safe across threads.
 
     Args:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
-from bridge.journal.base import Journal
+from bridge.journal.leases import LeaseJournal
 from bridge.journal.sqlite import SQLiteJournal
 
 __all__ = ["db_label", "db_password", "is_postgres_url", "open_journal"]
@@ -50,7 +50,7 @@ def open_journal(
     *,
     on_write: Callable[[str], None] | None = None,
     pool_size: int | None = None,
-) -> Journal:
+) -> LeaseJournal:
     """A `PostgresJournal` for a ``postgresql://`` URL, else a `SQLiteJournal` at the path.
 
     `pool_size` caps PostgreSQL connections (default `POOL_MAX`); a daemon passes its worker

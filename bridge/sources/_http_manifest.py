@@ -40,7 +40,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bridge.sources._credentials import env_name, looks_like_credential, manifest_entry
-from bridge.tools.manifest import NAME_RULE
+from bridge.tools._describe import NAME_RULE
 
 __all__ = [
     "ENV_REFERENCE",

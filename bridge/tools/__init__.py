@@ -13,13 +13,8 @@ from __future__ import annotations
 
 from bridge.tools.context import ConversationScope, PoolExhaustedError, ToolContext
 from bridge.tools.dispatch import Dispatcher
-from bridge.tools.manifest import (
-    Manifest,
-    build_spec,
-    manifest,
-    manifest_parameter,
-    manifest_return,
-)
+from bridge.tools.function_spec import build_spec
+from bridge.tools.manifest import Manifest, manifest, manifest_parameter, manifest_return
 from bridge.tools.schema import DIALECTS, to_dialect
 from bridge.tools.spec import ArgumentError, ToolError, ToolOptions, ToolSpec
 from bridge.tools.toolbox import Toolbox

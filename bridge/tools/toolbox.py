@@ -23,11 +23,11 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.tools._core import ErrorsMode
+from bridge.tools._describe import NAME_RULE
 from bridge.tools._direct_call import acall_tool, call_tool
 from bridge.tools.approval import Approver
 from bridge.tools.context import ConversationScope
 from bridge.tools.kinds import Request, build_toolset
-from bridge.tools.manifest import NAME_RULE
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, StaticToolset, Toolset

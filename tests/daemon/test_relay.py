@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import expect
 
-from bridge.daemon.relay import PAYLOAD_LIMIT, Notice, _coalesce, decode, encode
+from bridge.daemon.relay_codec import PAYLOAD_LIMIT, Notice, coalesce, decode, encode
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
 from tests.daemon.console_setup import SCENARIO as CONSOLE_SCENARIO
@@ -372,7 +372,7 @@ def test_text_deltas_of_one_message_are_joined_in_order() -> None:
         delta("c2", "zz"),
         delta("c1", "gh"),
     ]
-    out = _coalesce(batch)
+    out = coalesce(batch)
     assert [(n, d.get("text")) for n, d, _ in out] == [
         ("text_delta", "abcd"),
         ("tool_calls", None),

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bridge.emulator import Emulator
-from bridge.journal.postgres import safe_dsn
+from bridge.journal.postgres_connect import safe_dsn
 from tests.daemon.conftest import (
     DaemonProcess,
     daemon_env,

@@ -615,7 +615,7 @@ def test_a_call_id_the_server_reuses_runs_again_and_goes_back_under_its_own_id(
     server: ResponsesServer, platform: OpenAIResponsesPlatform
 ) -> None:
     """Servers that number calls per response ("call_0" every round) get a new run each time."""
-    from bridge.conversation import Bridge
+    from bridge.bridge import Bridge
 
     def get_weather(city: str) -> str:
         """Weather.

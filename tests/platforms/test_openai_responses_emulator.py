@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.conversation import Bridge
+from bridge.bridge import Bridge
 from bridge.emulator import Emulator
 from bridge.errors import BridgeError, ProtocolError, StreamInterruptedError
 from bridge.journal import SQLiteJournal

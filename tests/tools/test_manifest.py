@@ -173,7 +173,7 @@ def test_a_contradicting_decorator_type_or_required_is_logged_and_ignored(
     def square(n: int) -> int:
         return n * n
 
-    with caplog.at_level(logging.WARNING, logger="bridge.tools.manifest"):
+    with caplog.at_level(logging.WARNING, logger="bridge.tools.function_spec"):
         parameters = params_of(square)
     assert parameters["properties"]["n"]["type"] == "integer"
     assert parameters["required"] == ["n"]
@@ -189,7 +189,7 @@ def test_decorator_describing_a_missing_parameter_is_logged(
     def solo(x: int) -> int:
         return x
 
-    with caplog.at_level(logging.WARNING, logger="bridge.tools.manifest"):
+    with caplog.at_level(logging.WARNING, logger="bridge.tools.function_spec"):
         assert list(params_of(solo)["properties"]) == ["x"]
     assert "describes 'ghost', which is not a parameter" in caplog.text
 
@@ -331,7 +331,7 @@ def test_malformed_docstrings_never_raise(caplog: pytest.LogCaptureFixture) -> N
         return x
 
     Manifest.from_function(odd)
-    with caplog.at_level(logging.WARNING, logger="bridge.tools.manifest"):
+    with caplog.at_level(logging.WARNING, logger="bridge.tools.function_spec"):
         assert list(params_of(ghosts)["properties"]) == ["x"]
     assert "the docstring documents 'y', which is not a parameter; ignored" in caplog.text
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 from bridge.sources.mcp_server import mcp_server
 from bridge.tools import Manifest, Toolbox, manifest, manifest_parameter, manifest_return
 from bridge.tools._doctypes import type_from_doc
-from bridge.tools.manifest import build_model_spec, build_spec
+from bridge.tools.function_spec import build_spec
+from bridge.tools.model_spec import build_model_spec
 from bridge.tools.schema import to_dialect
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from bridge.errors import UsageError
 from bridge.tools._decorators import meta_of
 from bridge.tools._describe import parse_doc, tool_description
-from bridge.tools.manifest import build_spec
+from bridge.tools.function_spec import build_spec
 from bridge.tools.spec import ToolOptions, ToolSpec
 
 __all__ = [

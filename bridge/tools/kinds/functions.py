@@ -6,8 +6,9 @@ import inspect
 from types import ModuleType
 from typing import Any
 
+from bridge.tools._decorators import is_manifest
+from bridge.tools.function_spec import build_spec
 from bridge.tools.kinds.base import Kind, Request
-from bridge.tools.manifest import build_spec, is_manifest
 from bridge.tools.toolsets import StaticToolset, Toolset
 
 __all__ = ["FUNCTION"]

@@ -8,8 +8,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from bridge.errors import UsageError
+from bridge.tools._decorators import is_manifest
 from bridge.tools.kinds.base import Kind, Request
-from bridge.tools.manifest import build_model_spec, is_manifest
+from bridge.tools.model_spec import build_model_spec
 from bridge.tools.toolsets import StaticToolset, Toolset
 
 __all__ = ["MODEL", "MODEL_INSTANCE"]

@@ -20,9 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from bridge.errors import UsageError
+from bridge.tools._decorators import is_manifest
 from bridge.tools._dialects import replace_spec
+from bridge.tools.function_spec import build_spec
 from bridge.tools.kinds.base import Kind, Request, snake_case
-from bridge.tools.manifest import build_spec, is_manifest
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import PREFIX_RULE, StaticToolset, Toolset
 

@@ -52,7 +52,7 @@ from bridge.tools._describe import (
 )
 from bridge.tools.kinds._objects import own_doc
 from bridge.tools.kinds.base import Kind, Request
-from bridge.tools.manifest import model_runner
+from bridge.tools.model_spec import model_runner
 from bridge.tools.returns import output_schema_of, return_hint
 from bridge.tools.schema import Param, build_arguments
 from bridge.tools.spec import ToolOptions, ToolSpec

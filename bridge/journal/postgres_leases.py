@@ -1,0 +1,216 @@
+"""Leases in PostgreSQL (daemon replicas sharing one journal): `PostgresLeases`, the lease
+half of `PostgresJournal`.
+
+One row per conversation in ``leases`` (owner, generation, expires_at on the database's clock).
+`acquire_lease` takes a free, expired or own lease and bumps its generation; `claim_orphans`
+takes the expired leases of conversations with running messages under ``SELECT ... FOR UPDATE
+SKIP LOCKED`` (two replicas scanning together never claim the same one); after `bind_replica`
+every write of a conversation first reads its lease row ``FOR SHARE`` in the same transaction
+and refuses (`LeaseLostError`) unless this replica holds it at the generation it took
+(`_check_lease`): a takeover's UPDATE waits for a write in progress, and a write after a
+takeover sees the new generation (fencing).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bridge.journal._rows import message_record
+from bridge.journal.leases import LeaseJournal
+from bridge.journal.postgres_connect import pg_params, pg_text
+from bridge.journal.records import Lease, LeaseHeldError, LeaseLostError, MessageRecord
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresLeases"]
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+
+class PostgresLeases(LeaseJournal):
+    """The lease methods of `PostgresJournal`, over its transactions (`_run`)."""
+
+    _held: dict[str, int]
+    """Conversation -> the lease generation this replica holds (what writes check)."""
+    _held_lock: threading.Lock
+
+    if TYPE_CHECKING:  # provided by PostgresJournal
+
+        def _run(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T: ...
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    shared = True
+
+    def _check_lease(
+        self, db: psycopg.Connection[Row], conversation: str | None, message: int | None
+    ) -> None:
+        if conversation is None:
+            row = db.execute(
+                "SELECT conversation_id FROM messages WHERE id = %s", (message,)
+            ).fetchone()
+            if row is None:
+                return  # no such message: the write changes nothing
+            conversation = str(row["conversation_id"])
+        # FOR SHARE: a takeover (an UPDATE of this row) waits until this write commits.
+        lease = db.execute(
+            "SELECT owner, generation FROM leases WHERE conversation_id = %s FOR SHARE",
+            pg_params((conversation,)),
+        ).fetchone()
+        with self._held_lock:
+            held = self._held.get(conversation)
+        if (
+            held is None
+            or lease is None
+            or lease["owner"] != self.replica
+            or int(lease["generation"]) != held
+        ):
+            owner = lease["owner"] if lease is not None else None
+            raise LeaseLostError(conversation, held, owner)
+
+    def _hold(self, lease: Lease) -> Lease:
+        with self._held_lock:
+            self._held[lease.conversation_id] = lease.generation
+        return lease
+
+    def acquire_lease(self, conversation_id: str, owner: str, seconds: float) -> Lease:
+        def op(db: psycopg.Connection[Row]) -> Lease:
+            # A message a dead replica left running is claimed and recovered first
+            # (`claim_orphans`), never overtaken by a new one.
+            orphan = db.execute(
+                "SELECT 1 FROM messages WHERE conversation_id = %s AND status = 'running' LIMIT 1",
+                pg_params((conversation_id,)),
+            ).fetchone()
+            taken = None
+            if orphan is None:
+                taken = db.execute(
+                    "INSERT INTO leases (conversation_id, owner, generation, expires_at, "
+                    "taken_at) VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s), "
+                    "clock_timestamp()) ON CONFLICT (conversation_id) DO UPDATE SET "
+                    "owner = excluded.owner, generation = leases.generation + 1, "
+                    "expires_at = excluded.expires_at, taken_at = excluded.taken_at "
+                    "WHERE leases.owner IS NULL OR leases.owner = excluded.owner "
+                    "OR leases.expires_at < clock_timestamp() RETURNING generation",
+                    pg_params((conversation_id, owner, float(seconds))),
+                ).fetchone()
+            if taken is not None:
+                return Lease(
+                    conversation_id=conversation_id,
+                    owner=owner,
+                    generation=int(taken["generation"]),
+                )
+            holder = db.execute(
+                "SELECT owner, extract(epoch FROM expires_at - clock_timestamp()) AS left_s "
+                "FROM leases WHERE conversation_id = %s",
+                pg_params((conversation_id,)),
+            ).fetchone()
+            if holder is None:
+                raise LeaseHeldError(conversation_id, None, 0.0)
+            raise LeaseHeldError(conversation_id, holder["owner"], float(holder["left_s"]))
+
+        return self._hold(self._run(op))
+
+    def renew_leases(self, owner: str, seconds: float) -> list[str]:
+        with self._held_lock:
+            held = dict(self._held)
+        if not held:
+            return []
+        rows = self._run(
+            lambda db: db.execute(
+                "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "FROM unnest(%s::text[], %s::bigint[]) AS mine (cid, gen) "
+                "WHERE leases.conversation_id = mine.cid AND leases.generation = mine.gen "
+                "AND leases.owner = %s RETURNING leases.conversation_id",
+                (float(seconds), [pg_text(c) for c in held], list(held.values()), pg_text(owner)),
+            ).fetchall()
+        )
+        renewed = {pg_text(c) for c in (row["conversation_id"] for row in rows)}
+        lost: list[str] = []
+        with self._held_lock:
+            for cid, generation in held.items():
+                # Released (or taken again) meanwhile: not lost, just not ours at that generation.
+                if pg_text(cid) not in renewed and self._held.get(cid) == generation:
+                    del self._held[cid]
+                    lost.append(cid)
+        return lost
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._held_lock:
+            if self._held.get(lease.conversation_id) == lease.generation:
+                del self._held[lease.conversation_id]
+        self._run(
+            lambda db: db.execute(
+                # The owner stays: who last ran it, for a fenced writer's error message.
+                "UPDATE leases SET expires_at = clock_timestamp() "
+                "WHERE conversation_id = %s AND owner = %s AND generation = %s",
+                pg_params((lease.conversation_id, lease.owner, lease.generation)),
+            )
+        )
+
+    def lease_holder(self, conversation_id: str) -> str | None:
+        rows = self._read(
+            "SELECT owner FROM leases WHERE conversation_id = %s AND owner IS NOT NULL "
+            "AND expires_at >= clock_timestamp()",
+            (conversation_id,),
+        )
+        return str(rows[0]["owner"]) if rows else None
+
+    def claim_orphans(
+        self,
+        owner: str,
+        seconds: float,
+        *,
+        exclude: Collection[str] = (),
+        own: bool = False,
+        limit: int = 100,
+    ) -> list[tuple[MessageRecord, Lease]]:
+        def op(db: psycopg.Connection[Row]) -> list[tuple[MessageRecord, Lease]]:
+            # Running messages without a lease row (written before leases existed) get a
+            # free one, so the scan below can claim them like any other.
+            db.execute(
+                "INSERT INTO leases (conversation_id, owner, generation, expires_at) "
+                "SELECT DISTINCT conversation_id, NULL, 0, clock_timestamp() FROM messages "
+                "WHERE status = 'running' ON CONFLICT (conversation_id) DO NOTHING"
+            )
+            found = db.execute(
+                "SELECT l.conversation_id FROM leases l WHERE (l.owner IS NULL "
+                "OR l.expires_at < clock_timestamp() OR (%s AND l.owner = %s)) "
+                "AND NOT (l.conversation_id = ANY(%s)) AND EXISTS (SELECT 1 FROM messages m "
+                "WHERE m.conversation_id = l.conversation_id AND m.status = 'running') "
+                "ORDER BY l.expires_at LIMIT %s FOR UPDATE OF l SKIP LOCKED",
+                (own, pg_text(owner), [pg_text(c) for c in exclude], limit),
+            ).fetchall()
+            claimed: list[tuple[MessageRecord, Lease]] = []
+            for row in found:
+                cid = row["conversation_id"]
+                taken = db.execute(
+                    "UPDATE leases SET owner = %s, generation = generation + 1, "
+                    "expires_at = clock_timestamp() + make_interval(secs => %s), "
+                    "taken_at = clock_timestamp() WHERE conversation_id = %s "
+                    "RETURNING generation",
+                    (pg_text(owner), float(seconds), cid),
+                ).fetchone()
+                assert taken is not None
+                lease = Lease(conversation_id=cid, owner=owner, generation=int(taken["generation"]))
+                # Read before they are marked as this replica's: the caller tells whose they were.
+                left = db.execute(
+                    "SELECT * FROM messages WHERE conversation_id = %s AND status = 'running' "
+                    "ORDER BY id",
+                    (cid,),
+                ).fetchall()
+                claimed.extend((message_record(message), lease) for message in left)
+                db.execute(
+                    "UPDATE messages SET replica = %s WHERE conversation_id = %s "
+                    "AND status = 'running'",
+                    (pg_text(owner), cid),
+                )
+            return claimed
+
+        claimed = self._run(op)
+        for _, lease in claimed:
+            self._hold(lease)
+        return claimed
