@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typer import _click  # click itself with typer < 0.2x: only named in annotations
     from typer.models import CommandFunctionType
 
-__all__ = ["Typer", "app", "state"]
+__all__ = ["Command", "Typer", "app", "state"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,9 @@ class _HelpOption(TyperOption):
         return super().process_value(ctx, False if value is None else value)
 
 
-class _Command(TyperCommand):
+class Command(TyperCommand):
+    """A command whose help renders without `_DEFERRED` (subclass it for a command of its own)."""
+
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _import_help_renderer()
         super().format_help(ctx, formatter)
@@ -107,7 +109,8 @@ class Typer(typer.Typer):
     def command(
         self, *args: Any, **kwargs: Any
     ) -> Callable[[CommandFunctionType], CommandFunctionType]:
-        return super().command(*args, cls=_Command, **kwargs)
+        kwargs.setdefault("cls", Command)  # or a subclass of it
+        return super().command(*args, **kwargs)
 
 
 app = Typer(
