@@ -72,6 +72,11 @@ def _import_help_renderer() -> None:
 
 
 class _Group(TyperGroup):
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = _verbose_first(args)
+        return super().parse_args(ctx, args)
+
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _import_help_renderer()
         super().format_help(ctx, formatter)
@@ -84,6 +89,20 @@ class _Group(TyperGroup):
             # `toolbridge run --help`) only to get None back.
             option.__class__ = _HelpOption
         return option
+
+
+_VERBOSE = ("-v", "--verbose")
+
+
+def _verbose_first(args: list[str]) -> list[str]:
+    """`args` with ``-v``/``--verbose`` given after the command (``toolbridge run -v ...``)
+    moved before it, where the option is defined; nothing after ``--`` moves (no command has
+    a ``-v`` of its own)."""
+    end = args.index("--") if "--" in args else len(args)
+    if not any(arg in _VERBOSE for arg in args[1:end]):
+        return args
+    moved = [arg for arg in args[:end] if arg in _VERBOSE]
+    return [*moved[:1], *(arg for arg in args[:end] if arg not in _VERBOSE), *args[end:]]
 
 
 class _HelpOption(TyperOption):

@@ -56,3 +56,18 @@ def test_unsupported_parameter_types_are_named_with_the_file_all_at_once(
     assert "str, int, float, bool" in line  # what to use instead, said once
     assert line.count("str, int, float, bool") == 1
     assert "arbitrary_types_allowed" not in line and "__get_pydantic_core_schema__" not in line
+
+
+def test_verbose_works_after_the_command_too(tmp_path: Path) -> None:
+    tools = tmp_path / "bad_types.py"
+    tools.write_text(BAD_TYPES, encoding="utf-8")
+    args = ["--emulator", "--tools", str(tools), "hi"]
+    quiet = runner.invoke(app, ["run", *args])
+    assert "Traceback" not in quiet.output
+    for given in (["-v", "run", *args], ["run", "-v", *args], ["run", *args, "--verbose"]):
+        result = runner.invoke(app, given)
+        assert result.exit_code == 2, given
+        assert "Traceback (most recent call last)" in result.output, given
+    # After `--`, a -v belongs to the command's arguments (here: the question).
+    literal = runner.invoke(app, ["run", *args[:3], "--", "-v"])
+    assert "Traceback" not in literal.output
