@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from bridge.cli import app
+from bridge.loading import load_tools
 
 runner = CliRunner()
 
@@ -71,3 +74,41 @@ def test_verbose_works_after_the_command_too(tmp_path: Path) -> None:
     # After `--`, a -v belongs to the command's arguments (here: the question).
     literal = runner.invoke(app, ["run", *args[:3], "--", "-v"])
     assert "Traceback" not in literal.output
+
+
+HTTP_MANIFEST = """
+base_url: http://127.0.0.1:9
+headers:
+  Authorization: Bearer ${TB_NEWCOMER_TOKEN}
+tools:
+  - name: list_tickets
+    description: Tickets.
+    url: /tickets
+  - name: get_ticket
+    description: One ticket.
+    url: /tickets/1
+  - name: search
+    description: Search.
+    url: /search
+    headers:
+      X-Key: ${TB_NEWCOMER_SEARCH_KEY}
+"""
+
+
+def test_an_unset_manifest_variable_is_one_warning_naming_its_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "intranet.yaml"
+    path.write_text(HTTP_MANIFEST, encoding="utf-8")
+    env = {"TB_NEWCOMER_TOKEN": "", "TB_NEWCOMER_SEARCH_KEY": ""}
+    with pytest.MonkeyPatch.context() as patch:
+        for name in env:
+            patch.delenv(name, raising=False)
+        caplog.set_level(logging.WARNING, logger="bridge.sources")
+        load_tools([str(path)]).close()
+    warnings = [r.getMessage() for r in caplog.records if "not set" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once for the manifest, not once per tool
+    line = warnings[0]
+    assert str(path) in line
+    assert "TB_NEWCOMER_TOKEN (used by list_tickets, get_ticket, search)" in line
+    assert "TB_NEWCOMER_SEARCH_KEY (used by search)" in line
