@@ -6,8 +6,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from typer.testing import CliRunner
 
+from bridge._serve import serve_in_thread
 from bridge.cli import app
 from bridge.loading import load_tools
 
@@ -112,3 +117,24 @@ def test_an_unset_manifest_variable_is_one_warning_naming_its_tools(
     assert str(path) in line
     assert "TB_NEWCOMER_TOKEN (used by list_tickets, get_ticket, search)" in line
     assert "TB_NEWCOMER_SEARCH_KEY (used by search)" in line
+
+
+def test_an_http_tools_expected_error_does_not_offer_a_traceback(tmp_path: Path) -> None:
+    async def missing(request: Request) -> JSONResponse:
+        return JSONResponse({"detail": "no ticket 7"}, status_code=404)
+
+    with serve_in_thread(Starlette(routes=[Route("/tickets/7", missing)])) as server:
+        path = tmp_path / "intranet.yaml"
+        path.write_text(
+            f"base_url: {server.base_url}\n"
+            "tools:\n"
+            "  - name: get_ticket\n"
+            "    description: One ticket.\n"
+            "    url: /tickets/7\n",
+            encoding="utf-8",
+        )
+        result = runner.invoke(app, ["call", str(path), "get_ticket"])
+    assert result.exit_code == 1
+    line = _one_line(result.stderr)
+    assert "404" in line and "no ticket 7" in line
+    assert "traceback" not in result.stderr and "-v" not in result.stderr
