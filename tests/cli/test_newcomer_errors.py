@@ -138,3 +138,13 @@ def test_an_http_tools_expected_error_does_not_offer_a_traceback(tmp_path: Path)
     line = _one_line(result.stderr)
     assert "404" in line and "no ticket 7" in line
     assert "traceback" not in result.stderr and "-v" not in result.stderr
+
+
+def test_run_without_tools_warns_in_one_line() -> None:
+    result = runner.invoke(app, ["run", "--emulator", "--no-stream", "hi"])
+    assert result.exit_code == 0, result.output
+    warning = _one_line(result.stderr)
+    assert warning.startswith("warning: no --tools given")
+    assert "--tools tools.py" in warning
+    tools_given = runner.invoke(app, ["run", "--emulator", "--no-stream", "--tools", "x.py", "hi"])
+    assert "no --tools given" not in tools_given.output
