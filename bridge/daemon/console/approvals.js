@@ -52,10 +52,14 @@ export function approvalCard(approval) {
   const deadline = el("span", { class: "deadline", "data-deadline": approval.deadline,
                                 title: new Date(approval.deadline).toString() },
                       untilText(approval.deadline));
+  // Titled by its own call (tool and call id): a conversation may ask for several, and its
+  // title (its first message) says nothing about which call this one is.
   const card = el("article", { class: "approval", "data-testid": "approval",
-                               "data-approval-id": id, "aria-label": `approval of ${approval.tool}` },
+                               "data-approval-id": id,
+                               "aria-label": `approval of ${approval.tool} (call ${approval.call_id})` },
     el("div", { class: "call-head" }, el("code", { "data-testid": "approval-tool" }, approval.tool),
-       " in ", open),
+       el("span", { class: "meta", "data-testid": "approval-call" }, `call ${approval.call_id}`),
+       el("span", { class: "meta" }, "in ", open)),
     foldedPre("approval-arguments", pretty(approval.arguments), "(no arguments)"),
     el("div", { class: "meta" }, "asked by ", el("strong", {}, approval.requested_by || "anonymous"),
        " · ", timeNode(approval.requested_at), " · ", deadline),
@@ -69,7 +73,7 @@ export function approvalCard(approval) {
     try {
       await api(`/v1/approvals/${encodeURIComponent(id)}`, {
         method: "POST", body: JSON.stringify({ decision, note: note.value.trim() }) });
-      status(`${decision === "approve" ? "approved" : "rejected"} ${approval.tool}`);
+      status(`${decision === "approve" ? "approved" : "rejected"} ${approval.tool} (call ${approval.call_id})`);
       card.remove();
       state.approvals = state.approvals.filter((a) => a.approval_id !== id);
       renderApprovals();
