@@ -69,12 +69,19 @@ export function fillCall(card, call) {
   card.classList.toggle("error", Boolean(call.error));
   const stateText = call.error ? call.error : done ? "ok"
     : call.approval ? call.approval : running ? "running…" : txt(call.state) || "queued";
+  // A call a restart cut short (not run again: its tool is not idempotent) is journaled with
+  // a duration of 0 (no finished tool_error lasts exactly 0 ms) and an output saying so. How
+  // long it ran before the daemon stopped is not known: the card says so, rather than "0.0 ms"
+  // or the time since it started.
+  const interrupted = call.error === "tool_error" && Number(call.duration_ms) === 0;
+  const took = interrupted ? "interrupted by a restart: ran for an unknown time"
+    : humanDuration(call.duration_ms);
   const args = pretty(call.arguments);
   const head = el("div", { class: "call-head" },
     el("code", { "data-testid": "tool-name" }, call.name),
     el("span", { class: "chip " + (call.error ? "bad" : done ? "ok" : "wait"),
                  "data-testid": call.error ? "tool-error" : "tool-state" }, stateText),
-    el("span", { class: "meta" }, done ? humanDuration(call.duration_ms) : ""),
+    el("span", { class: "meta", "data-testid": "tool-duration" }, done ? took : ""),
     timeNode(call.started_at));
   const argsBox = el("details", { class: "args", open: true },
     el("summary", {}, "Arguments"),
