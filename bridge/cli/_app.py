@@ -155,7 +155,12 @@ def _version(value: bool) -> None:
 def main(
     ctx: typer.Context,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show details of errors and debug logs.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show details of errors and debug logs (also after the command).",
+        ),
     ] = False,
     version: Annotated[
         bool,
