@@ -319,7 +319,7 @@ def _serve_ready(command: list[str]) -> tuple[float, float]:
         url = ""
         for line in proc.stdout:
             if "listening on http://" in line:
-                url = line.split("listening on ", 1)[1].strip()
+                url = line.split("listening on ", 1)[1].split()[0]
                 break
         listening = time.perf_counter() - start
         if not url:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typer import _click  # click itself with typer < 0.2x: only named in annotations
     from typer.models import CommandFunctionType
 
-__all__ = ["Typer", "app", "state"]
+__all__ = ["Command", "Typer", "app", "state"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,11 @@ def _import_help_renderer() -> None:
 
 
 class _Group(TyperGroup):
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = _verbose_first(args)
+        return super().parse_args(ctx, args)
+
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _import_help_renderer()
         super().format_help(ctx, formatter)
@@ -86,12 +91,28 @@ class _Group(TyperGroup):
         return option
 
 
+_VERBOSE = ("-v", "--verbose")
+
+
+def _verbose_first(args: list[str]) -> list[str]:
+    """`args` with ``-v``/``--verbose`` given after the command (``toolbridge run -v ...``)
+    moved before it, where the option is defined; nothing after ``--`` moves (no command has
+    a ``-v`` of its own)."""
+    end = args.index("--") if "--" in args else len(args)
+    if not any(arg in _VERBOSE for arg in args[1:end]):
+        return args
+    moved = [arg for arg in args[:end] if arg in _VERBOSE]
+    return [*moved[:1], *(arg for arg in args[:end] if arg not in _VERBOSE), *args[end:]]
+
+
 class _HelpOption(TyperOption):
     def process_value(self, ctx: _click.Context, value: Any) -> Any:
         return super().process_value(ctx, False if value is None else value)
 
 
-class _Command(TyperCommand):
+class Command(TyperCommand):
+    """A command whose help renders without `_DEFERRED` (subclass it for a command of its own)."""
+
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _import_help_renderer()
         super().format_help(ctx, formatter)
@@ -107,7 +128,8 @@ class Typer(typer.Typer):
     def command(
         self, *args: Any, **kwargs: Any
     ) -> Callable[[CommandFunctionType], CommandFunctionType]:
-        return super().command(*args, cls=_Command, **kwargs)
+        kwargs.setdefault("cls", Command)  # or a subclass of it
+        return super().command(*args, **kwargs)
 
 
 app = Typer(
@@ -133,7 +155,12 @@ def _version(value: bool) -> None:
 def main(
     ctx: typer.Context,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show details of errors and debug logs.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show details of errors and debug logs (also after the command).",
+        ),
     ] = False,
     version: Annotated[
         bool,

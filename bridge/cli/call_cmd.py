@@ -53,18 +53,33 @@ def _parse_arguments(text: str) -> dict[str, Any]:
     return value
 
 
+class _Traceback(logging.Filter):
+    """Notes whether the dispatcher logged a traceback (a bug's, not a `ToolError`'s: an
+    HTTP tool's 404 is an expected outcome) and, without --verbose, keeps its records quiet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.seen = self.seen or bool(record.exc_info)
+        return bool(state.get("verbose"))
+
+
 @contextlib.contextmanager
-def _quiet_dispatcher() -> Iterator[None]:
+def _quiet_dispatcher() -> Iterator[_Traceback]:
     # The failed call's output already says what went wrong; its traceback (logged by the
-    # dispatcher) is for --verbose only.
+    # dispatcher at DEBUG) is for --verbose only.
     log = logging.getLogger("bridge.tools.dispatch")
     level = log.level
-    if not state.get("verbose"):
-        log.setLevel(logging.CRITICAL)
+    watch = _Traceback()
+    log.filters.insert(0, watch)  # before `_ShownElsewhere`, which drops these records
+    log.setLevel(logging.DEBUG)  # so that the traceback's record is made, and noted
     try:
-        yield
+        yield watch
     finally:
         log.setLevel(level)
+        log.removeFilter(watch)
 
 
 def _approver(yes: bool) -> tuple[Approver | None, str | None]:
@@ -151,7 +166,8 @@ def call(
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
     call = ToolCall(call_id="cli", name=tool, arguments=arguments)
-    with toolbox, dispatcher, _quiet_dispatcher():  # the toolbox stops MCP servers it started
+    # The toolbox stops MCP servers it started.
+    with toolbox, dispatcher, _quiet_dispatcher() as traceback:
         approve, nobody = _approver(yes)
         verdict = decide(toolbox.get(tool), call, approve, nobody=nobody)
         if verdict.run:
@@ -162,6 +178,6 @@ def call(
         typer.echo(run.output)
         return
     typer.echo(run.output, err=True)
-    if run.error == "tool_error" and not state.get("verbose"):
+    if run.error == "tool_error" and traceback.seen and not state.get("verbose"):
         typer.echo("(run `toolbridge -v call ...` to see the traceback)", err=True)
     raise typer.Exit(EXIT_FAILED)

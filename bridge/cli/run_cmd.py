@@ -67,6 +67,12 @@ MaxRoundsOpt = Annotated[
 ]
 
 
+NO_TOOLS = (
+    "warning: no --tools given, so the agent has no local tools to call; add some with "
+    "--tools tools.py (or a module, an HTTP manifest .yaml, openapi:..., mcp:...)"
+)
+
+
 def _make_bridge(
     *,
     tools: list[str],
@@ -83,6 +89,8 @@ def _make_bridge(
     from bridge.bridge import Bridge
     from bridge.types import ToolChoice
 
+    if not tools:
+        typer.echo(NO_TOOLS, err=True)
     toolbox = build_toolbox(tools, allow_hosts=allow_hosts)
     try:
         choice = _tool_choice(tool_choice, tool_input)

@@ -7,14 +7,18 @@ server the daemon talks to (`--platform openai`).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import types
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.main
 
-from bridge.cli._app import app, state
+from bridge.cli._app import Command, app, state
 from bridge.cli._common import (
     FROM_FLAGS,
     AllowHostOpt,
@@ -27,6 +31,8 @@ from bridge.errors import BridgeError, ConfigurationError
 from bridge.platforms.registry import DAEMON_RENAMES
 
 if TYPE_CHECKING:
+    from typer import _click  # click itself with typer < 0.2x: only named in annotations
+
     from bridge.daemon.settings import DaemonSettings
     from bridge.emulator import Emulator
     from bridge.platforms.registry import PlatformEntry
@@ -36,139 +42,108 @@ __all__ = ["serve"]
 logger = logging.getLogger("bridge.daemon")
 
 
-@app.command()
+class _SettingsCommand(Command):
+    """`serve`: a flag for every `DaemonSettings` field (its name, type, default, description
+    and variable), made when the command parses or shows its help, not when `toolbridge
+    --help` lists it (which would import pydantic for nothing).
+
+    The flags' values reach the command in ``ctx.meta[_FLAGS]`` (not as arguments of its
+    function: typer checks those against the parameters it made from the function)."""
+
+    _own: list[Any]
+    _made: list[Any] | None = None
+
+    @property
+    def params(self) -> list[Any]:
+        if self._made is None:
+            self._made = [*settings_options(), *self._own]
+        return self._made
+
+    @params.setter
+    def params(self, value: list[Any]) -> None:
+        self._own, self._made = value, None
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        own = {param.name for param in self._own}
+        ctx.meta[_FLAGS] = {
+            name: _given(value) for name, value in list(ctx.params.items()) if name not in own
+        }
+        for name in ctx.meta[_FLAGS]:
+            del ctx.params[name]
+        return super().invoke(ctx)
+
+
+_FLAGS = "toolbridge.serve.settings"
+_SHARED: dict[str, Any] = {"tools": ToolsOpt, "allow_hosts": AllowHostOpt}
+"""Settings whose flag `serve` shares with `run` (and the others loading tools)."""
+_ELSEWHERE = ("platform", "platform_settings")
+"""Settings given by `with_platform_flags` (``--platform`` and each platform's flags)."""
+
+
+def settings_options() -> list[Any]:
+    """A click option for each `DaemonSettings` field but `_ELSEWHERE` (None, or an empty
+    list: not given, so the environment and the config file still count)."""
+    from pydantic import SecretStr
+
+    from bridge.daemon.settings import ENV_PREFIX, FLAGS, DaemonSettings
+
+    made: list[inspect.Parameter] = []
+    for name, field in DaemonSettings.model_fields.items():
+        if name in _ELSEWHERE:
+            continue
+        annotation = _SHARED.get(name)
+        default: Any = [] if name in _SHARED else None
+        if annotation is None:
+            kind: Any = field.annotation
+            if kind is not None and typing.get_origin(kind) in (types.UnionType, typing.Union):
+                kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
+            if kind is SecretStr:
+                kind = str
+            decl = FLAGS.get(name, "--" + name.replace("_", "-"))
+            env = ENV_PREFIX + name.upper()
+            shown = None if field.default_factory is not None else field.default
+            facts = [f"default {_shown(shown)}"] if shown not in (None, False) else []
+            facts.append(f"env {env}, comma-separated" if kind == list[str] else f"env {env}")
+            text = (field.description or "").rstrip(".")
+            if kind == list[str]:
+                default, kind = [], list[str]
+            else:
+                kind = kind | None
+            annotation = Annotated[
+                kind,
+                typer.Option(decl, help=f"{text} ({'; '.join(facts)}).", show_default=False),
+            ]
+        made.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
+
+    def flags(**_: Any) -> None:
+        """Only its parameters count."""
+
+    flags.__signature__ = inspect.Signature(made)  # type: ignore[attr-defined]
+    one = typer.Typer(add_completion=False)
+    one.command()(flags)
+    return list(typer.main.get_command(one).params)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _given(value: Any) -> Any:
+    """A flag's value as `load_settings` takes it (a list for a repeated flag)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+@app.command(cls=_SettingsCommand)
 @with_platform_flags(default=None, rename=DAEMON_RENAMES)
 def serve(
-    tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
-    allow_host: AllowHostOpt = [],  # noqa: B006 - typer needs a literal default
-    server_name: Annotated[
-        list[str],
-        typer.Option(
-            "--server-name",
-            help="A name (host or host:port) clients reach the daemon by, besides the bound "
-            "address, localhost, 127.0.0.1 and [::1]; requests for other Host names get 421. "
-            "Repeat for more (env TOOLBRIDGE_SERVER_NAMES).",
-        ),
-    ] = [],  # noqa: B006 - typer needs a literal default
-    host: Annotated[
-        str | None,
-        typer.Option("--host", help="Address to bind (default 127.0.0.1); others need --api-key."),
-    ] = None,
-    port: Annotated[
-        int | None, typer.Option("--port", help="Port (default 8411); 0 picks a free one.")
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="Journal: a SQLite file (default $XDG_STATE_HOME/toolbridge/toolbridge.db, "
-            "i.e. ~/.local/state/toolbridge/toolbridge.db), ':memory:' for none, or a "
-            "postgresql://user@host/db URL (password from the URL, PGPASSWORD or ~/.pgpass; "
-            "env TOOLBRIDGE_DB).",
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key",
-            help="Key clients must send as 'Authorization: Bearer KEY' (env TOOLBRIDGE_API_KEY).",
-            show_default=False,
-        ),
-    ] = None,
-    api_key_file: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-file",
-            help="File of named keys, one 'name: key' per line; the name attributes messages "
-            "and approval decisions. Reloaded on SIGHUP (env TOOLBRIDGE_API_KEY_FILE).",
-        ),
-    ] = None,
-    approval_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--approval-timeout",
-            help="Seconds a confirm=True call waits for a person's decision before it is "
-            "rejected (default 600).",
-        ),
-    ] = None,
-    approval_webhook: Annotated[
-        str | None,
-        typer.Option(
-            "--approval-webhook",
-            help="URL to POST each new approval request to (chat-ops); decisions still come "
-            "through the API.",
-            show_default=False,
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="Conversations answered at once (default 16).")
-    ] = None,
-    grace: Annotated[
-        float | None,
-        typer.Option("--grace", help="Seconds SIGTERM waits for running tool calls (default 30)."),
-    ] = None,
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="TOML settings file (env TOOLBRIDGE_CONFIG)."),
-    ] = None,
-    log_json: Annotated[
-        bool | None, typer.Option("--log-json/--log-text", help="Log JSON lines to stderr.")
-    ] = None,
-    queue_limit: Annotated[
-        int | None, typer.Option("--queue-limit", help="Messages that may wait for a worker.")
-    ] = None,
-    max_body_bytes: Annotated[
-        int | None, typer.Option("--max-body-bytes", help="Largest request body (default 64 KiB).")
-    ] = None,
-    header_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--header-timeout",
-            help="Seconds a client has to send a request's headers; later it gets 408 and is "
-            "disconnected (default 10).",
-        ),
-    ] = None,
-    body_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--body-timeout",
-            help="Seconds a request body may pause before the request gets 408 and is not run "
-            "(default 30).",
-        ),
-    ] = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option(
-            "--max-connections",
-            help="Open connections at most; more get 503 (default 1000).",
-        ),
-    ] = None,
-    max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", help="Most tool rounds per message (default 10).")
-    ] = None,
-    tool_timeout: Annotated[
-        float | None,
-        typer.Option("--tool-timeout", help="Default seconds per tool call (default 60)."),
-    ] = None,
-    idle_timeout: Annotated[
-        float | None,
-        typer.Option("--idle-timeout", help="Idle seconds before a conversation's tools let go."),
-    ] = None,
-    replica_id: Annotated[
-        str | None,
-        typer.Option(
-            "--replica-id",
-            help="Name among replicas sharing a PostgreSQL journal (default host:port); a "
-            "name a live process holds is refused.",
-        ),
-    ] = None,
-    lease_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--lease-seconds",
-            help="Seconds a dead replica's conversations wait before another takes them "
-            "(default 15).",
-        ),
     ] = None,
     connection: Connection = FROM_FLAGS,
 ) -> None:
@@ -193,32 +168,8 @@ def serve(
     from bridge.daemon.server import serve as run_server
     from bridge.daemon.settings import load_settings
 
-    flags = {
-        "tools": tools,
-        "allow_hosts": allow_host,
-        "server_names": server_name,
-        "platform": connection.platform or None,
-        "host": host,
-        "port": port,
-        "db": db,
-        "api_key": api_key,
-        "api_key_file": api_key_file,
-        "approval_timeout": approval_timeout,
-        "approval_webhook": approval_webhook,
-        "workers": workers,
-        "grace": grace,
-        "log_json": log_json,
-        "queue_limit": queue_limit,
-        "max_body_bytes": max_body_bytes,
-        "header_timeout": header_timeout,
-        "body_timeout": body_timeout,
-        "max_connections": max_connections,
-        "max_rounds": max_rounds,
-        "tool_timeout": tool_timeout,
-        "idle_timeout": idle_timeout,
-        "replica_id": replica_id,
-        "lease_seconds": lease_seconds,
-    }
+    flags: dict[str, Any] = dict(ctx.meta.get(_FLAGS, {}))
+    flags["platform"] = connection.platform or None
     flags.update(
         {DAEMON_RENAMES.get(option, option): value for option, value in connection.settings.items()}
     )

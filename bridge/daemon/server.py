@@ -72,7 +72,9 @@ class _Server(uvicorn.Server):
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
-                logger.info("toolbridge daemon listening on http://%s:%d", shown, port)
+                # The console is the daemon's root page: the one URL a newcomer opens.
+                url = f"http://{shown}:{port}"
+                logger.info("toolbridge daemon listening on %s (console: %s/)", url, url)
                 if not self.service.public_url:
                     self.service.public_url = _public_url(
                         shown, port, self.service.settings.server_names

@@ -47,10 +47,12 @@ else:  # pragma: no cover - Python 3.10 (mypy checks as 3.10 but runs where toml
 __all__ = [
     "DAEMON_RENAMES",
     "ENV_PREFIX",
+    "FLAGS",
     "MIN_API_KEY_CHARS",
     "DaemonSettings",
     "SettingsError",
     "default_db",
+    "flag_of",
     "load_settings",
     "platform_fields",
 ]
@@ -58,6 +60,20 @@ __all__ = [
 ENV_PREFIX = "TOOLBRIDGE_"
 REPLICA_ID = re.compile(r"[A-Za-z0-9._:@-]{1,100}")
 MIN_API_KEY_CHARS = 16
+
+
+FLAGS = {
+    "allow_hosts": "--allow-host",
+    "server_names": "--server-name",
+    "log_json": "--log-json/--log-text",
+}
+"""The `toolbridge serve` flags not spelled ``--name-with-dashes`` (one per value for a list;
+on/off for a switch)."""
+
+
+def flag_of(name: str) -> str:
+    """The flag that sets setting `name` (``--max-body-bytes``, ``--allow-host``)."""
+    return FLAGS.get(name, "--" + name.replace("_", "-")).split("/")[0]
 
 
 class SettingsError(UsageError):
@@ -69,58 +85,124 @@ class DaemonSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tools: list[str] = Field(default_factory=list)
-    """Tool SPECs: .py files, module names, HTTP manifests, openapi:..., mcp:..."""
-    allow_hosts: list[str] = Field(default_factory=list)
-    """Hosts HTTP and OpenAPI tools may call besides those their manifests name."""
-    server_names: list[str] = Field(default_factory=list)
-    """Names (``host`` or ``host:port``) clients reach the daemon by, besides the bound address
-    and loopback; requests for any other Host get 421 (see `bridge._hosts`)."""
-    platform: str = DEFAULT_PLATFORM
-    """A name from the platform registry (`bridge.platforms.registry.PLATFORMS`)."""
-    host: str = "127.0.0.1"
-    port: int = Field(default=8411, ge=0, le=65535)
-    db: str = Field(default_factory=lambda: default_db())
-    """The SQLite journal; ":memory:" keeps nothing across restarts. Default: the user's state
-    directory (`default_db`), not wherever the daemon happens to be started."""
-    api_key: SecretStr | None = None
-    """Bearer key every /v1 request and /metrics must carry; required off loopback (or
-    `api_key_file`). Its name is "default"."""
-    api_key_file: str | None = None
-    """A file of named keys, one ``name: key`` per line (`bridge.daemon.keys`); reloaded on
-    SIGHUP. The name of a request's key is who sent a message or decided an approval."""
-    approval_timeout: float = Field(default=600.0, gt=0, le=7 * 86_400)
-    """Seconds a confirm=True call waits for a person's decision before it is rejected."""
-    approval_webhook: str | None = None
-    """URL that gets a POST for every new approval request (chat-ops); the answer still comes
-    through the API."""
-    workers: int = Field(default=16, ge=1, le=1024)
-    """Conversations answered at the same time; more wait in a queue."""
-    queue_limit: int = Field(default=256, ge=0, le=100_000)
-    """Messages allowed to wait for a worker before new ones get 503."""
-    grace: float = Field(default=30.0, ge=0, le=3600)
-    """Seconds a SIGTERM/SIGINT waits for running tool calls and runs."""
-    log_json: bool = False
-    max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
-    header_timeout: float = Field(default=10.0, gt=0, le=3600)
-    """Seconds a client has to send a request's headers (from connecting, or from the end of
-    the previous response); later, it gets 408 and the connection is closed."""
-    body_timeout: float = Field(default=30.0, gt=0, le=3600)
-    """Seconds a request's body may pause between two pieces before it gets 408 and the
-    connection is closed (the request is not run)."""
-    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
-    """Open connections at most; a new one beyond gets 503 and is closed."""
-    max_rounds: int = Field(default=10, ge=1, le=1000)
-    tool_timeout: float = Field(default=60.0, gt=0, le=86_400)
-    idle_timeout: float = Field(default=900.0, gt=0, le=30 * 86_400)
-    """Seconds after its last message before a conversation's tool resources are released."""
-    replica_id: str | None = None
-    """This daemon's name among replicas sharing one PostgreSQL journal (logs, /healthz,
-    /metrics, message records, lease owner). Default: host name and port. Must be unique and
-    stable across restarts (a restarted replica takes its own leases back at once)."""
-    lease_seconds: float = Field(default=15.0, ge=1, le=3600)
-    """How long a replica's lease on a running conversation lasts unless renewed (every third
-    of it): after a replica dies, others take its messages over within about this long."""
+    # Each setting's `description` is its `toolbridge serve --help` text too (the flags are
+    # made from these fields, their defaults and variables added); `FLAGS` names the flags
+    # that are not simply ``--name-with-dashes``.
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tool SPECs: .py files, module names, HTTP manifests, openapi:..., mcp:...",
+    )
+    allow_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts HTTP and OpenAPI tools may call besides those their manifests name.",
+    )
+    server_names: list[str] = Field(
+        default_factory=list,
+        description="A name (host or host:port) clients reach the daemon by, besides the bound "
+        "address, localhost, 127.0.0.1 and [::1]; requests for other Host names get 421. "
+        "Repeat for more.",
+    )
+    platform: str = Field(
+        default=DEFAULT_PLATFORM,
+        description="A name from the platform registry (`bridge.platforms.registry.PLATFORMS`).",
+    )
+    host: str = Field(default="127.0.0.1", description="Address to bind; others need --api-key.")
+    port: int = Field(default=8411, ge=0, le=65535, description="Port; 0 picks a free one.")
+    db: str = Field(
+        default_factory=lambda: default_db(),
+        description="Journal: a SQLite file (default $XDG_STATE_HOME/toolbridge/toolbridge.db, "
+        "i.e. ~/.local/state/toolbridge/toolbridge.db), ':memory:' for none, or a "
+        "postgresql://user@host/db URL (password from the URL, PGPASSWORD or ~/.pgpass).",
+    )
+    # The default is the user's state directory (`default_db`), not wherever the daemon
+    # happens to be started; ":memory:" keeps nothing across restarts.
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Key clients must send as 'Authorization: Bearer KEY'.",
+    )
+    # Every /v1 request and /metrics must carry it; required off loopback (or
+    # `api_key_file`). Its name is "default".
+    api_key_file: str | None = Field(
+        default=None,
+        description="File of named keys, one 'name: key' per line; the name attributes messages "
+        "and approval decisions. Reloaded on SIGHUP.",
+    )
+    approval_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        le=7 * 86_400,
+        description="Seconds a confirm=True call waits for a person's decision before it is "
+        "rejected.",
+    )
+    approval_webhook: str | None = Field(
+        default=None,
+        description="URL to POST each new approval request to (chat-ops); decisions still come "
+        "through the API.",
+    )
+    workers: int = Field(
+        default=16, ge=1, le=1024, description="Conversations answered at once; more wait."
+    )
+    queue_limit: int = Field(
+        default=256,
+        ge=0,
+        le=100_000,
+        description="Messages that may wait for a worker; more get 503.",
+    )
+    grace: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Seconds SIGTERM/SIGINT waits for running tool calls.",
+    )
+    log_json: bool = Field(default=False, description="Log JSON lines to stderr.")
+    max_body_bytes: int = Field(
+        default=64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request body."
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a client has to send a request's headers; later it gets 408 and is "
+        "disconnected.",
+    )
+    # From connecting, or from the end of the previous response.
+    body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a request body may pause before the request gets 408 and is not run.",
+    )
+    max_connections: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Open connections at most; more get 503.",
+    )
+    max_rounds: int = Field(default=10, ge=1, le=1000, description="Most tool rounds per message.")
+    tool_timeout: float = Field(
+        default=60.0, gt=0, le=86_400, description="Default seconds per tool call."
+    )
+    idle_timeout: float = Field(
+        default=900.0,
+        gt=0,
+        le=30 * 86_400,
+        description="Idle seconds before a conversation's tools let go.",
+    )
+    replica_id: str | None = Field(
+        default=None,
+        description="Name among replicas sharing a PostgreSQL journal (default host:port); a "
+        "name a live process holds is refused.",
+    )
+    # Used in logs, /healthz, /metrics, message records and as the lease owner. Must be
+    # stable across restarts (a restarted replica takes its own leases back at once).
+    lease_seconds: float = Field(
+        default=15.0,
+        ge=1,
+        le=3600,
+        description="Seconds a dead replica's conversations wait before another takes them.",
+    )
+    # A lease is renewed every third of it: after a replica dies, others take its messages
+    # over within about this long.
     platform_settings: dict[str, Any] = Field(default_factory=dict)
     """The platform's settings by adapter option (`bridge.platforms.registry`), secrets as
     `SecretStr`. Given under their own names: ``--app-id``, ``TOOLBRIDGE_APP_ID``, ``app_id`` in
@@ -352,7 +434,7 @@ def load_settings(
             raise SettingsError(f"unknown setting {name!r}")
         if value is None or (name in _LISTS and not value):
             continue
-        values[name], origin[name] = value, f"--{name.replace('_', '-')}"
+        values[name], origin[name] = value, flag_of(name)
     values.setdefault("db", default_db(env))
     values["platform_settings"] = _platform_values(values, origin, platform_names)
     try:

@@ -24,6 +24,7 @@ from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResul
 __all__ = [
     "NO_LIMITS",
     "TOOL_CHOICE_MODES",
+    "ChecksChat",
     "ConversationStore",
     "DeclaresLimits",
     "DeclaresTools",
@@ -476,6 +477,16 @@ class ListsRemoteTools(Protocol):
 
     def remote_tool_names(self) -> list[str] | None:
         """The tool names the agent has configured; None when the platform cannot tell."""
+        ...
+
+
+@runtime_checkable
+class ChecksChat(Protocol):
+    """An adapter that can prove its chat endpoint answers when the server lists no models
+    (`toolbridge doctor` against servers without `/models`)."""
+
+    def check_chat(self) -> str:
+        """What a one-token completion proved, as one line."""
         ...
 
 

@@ -116,13 +116,18 @@ class HttpToolSource:
             register_secret(os.environ.get(name))
         missing = sorted({name for name in references if name not in os.environ})
         if missing:
+            users = _env_users(manifest)
+            # One line for the manifest, each variable with the tools that send it.
             logger.warning(
-                "%s: environment variable%s %s not set; calls that need %s will fail until %s",
+                "%s: environment variable%s %s not set; calls of %s will fail until %s",
                 origin,
                 "s" if len(missing) > 1 else "",
-                ", ".join(missing),
-                "them" if len(missing) > 1 else "it",
-                "they are" if len(missing) > 1 else "it is",
+                ", ".join(
+                    f"{name} (used by {', '.join(users.get(name, [])) or 'no tool'})"
+                    for name in missing
+                ),
+                "these tools" if sum(len(users.get(n, [])) for n in missing) > 1 else "this tool",
+                "they are set" if len(missing) > 1 else "it is set",
             )
 
     @classmethod
@@ -417,6 +422,30 @@ def _into_cookie_header(
             headers[name] = f"{headers[name]}; {extra}"
             return {}
     return cookies
+
+
+def _env_users(manifest: HttpManifest) -> dict[str, list[str]]:
+    """The tools that send each ``${VAR}`` (their own values or the manifest's), in order."""
+    users: dict[str, list[str]] = {}
+    for tool in manifest.tools:
+        texts = [
+            *{**manifest.headers, **tool.headers}.values(),
+            *{**manifest.query, **tool.query}.values(),
+            *_auth_texts(tool.auth or manifest.auth),
+        ]
+        for name in dict.fromkeys(name for text in texts for name in env_names(text)):
+            users.setdefault(name, []).append(tool.name)
+    return users
+
+
+def _auth_texts(auth: Any) -> list[str]:
+    if isinstance(auth, BearerAuth):
+        return [auth.token]
+    if isinstance(auth, BasicAuth):
+        return [auth.username, auth.password]
+    if isinstance(auth, ApiKeyAuth):
+        return [auth.key]
+    return []
 
 
 def _env_references(manifest: HttpManifest) -> set[str]:

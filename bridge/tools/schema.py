@@ -427,8 +427,18 @@ def _enum_check(allowed: list[Any], shown: Sequence[Any]) -> Callable[[Any], Any
     return check
 
 
+SUPPORTED_TYPES = (
+    "parameter types must describe JSON: str, int, float, bool, None, list, dict, tuple, "
+    "Literal, Enum, datetime, UUID, Path, dataclasses, TypedDicts, pydantic models, and "
+    "unions of them"
+)
+"""What a message about an unsupported parameter type says the supported ones are."""
+
+
 def _diagnose(params: Sequence[Param], exc: Exception) -> list[str]:
     """Name the parameters whose types pydantic cannot handle (only runs on failure)."""
+    from pydantic import PydanticUserError
+
     found = []
     for param in params:
         try:
@@ -436,9 +446,12 @@ def _diagnose(params: Sequence[Param], exc: Exception) -> list[str]:
                 schema_generator=_SchemaGenerator
             )
         except Exception as inner:
+            # pydantic's own advice (`arbitrary_types_allowed`, `__get_pydantic_core_schema__`)
+            # is for model authors; a tool's author needs another type.
+            why = "" if isinstance(inner, PydanticUserError) else f", {_first_line(inner)}"
             found.append(
                 f"parameter '{param.name}': type {_type_name(param.annotation)} is not supported "
-                f"({_first_line(inner)})"
+                f"({SUPPORTED_TYPES}{why})"
             )
     return found or [f"cannot build the arguments schema: {_first_line(exc)}"]
 
@@ -450,7 +463,9 @@ def _first_line(exc: BaseException) -> str:
 
 def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type):
-        return annotation.__qualname__
+        module = annotation.__module__
+        shown = module not in ("builtins", "typing") and not module.startswith("_")
+        return f"{module}.{annotation.__qualname__}" if shown else annotation.__qualname__
     return repr(annotation).replace("typing.", "")
 
 

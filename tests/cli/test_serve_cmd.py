@@ -90,7 +90,7 @@ class Serve:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
             if "listening on http://" in line and not self.url:
-                self.url = line.split("listening on ", 1)[1].strip()
+                self.url = line.split("listening on ", 1)[1].split()[0]
                 self._listening.set()
 
     @property
@@ -164,6 +164,10 @@ def test_the_default_journal_is_in_the_state_directory_and_printed(
         assert ready.status_code == 200, ready.text
         assert ready.json()["status"] == "ready" and ready.json()["tools"] == 1
         assert "embedded AppBuilder emulator" in daemon.log
+        # The listening line names the console, the page a newcomer opens.
+        assert f"listening on {daemon.url} (console: {daemon.url}/)" in daemon.log
+        console = requests.get(daemon.url + "/", timeout=30)
+        assert console.status_code == 200 and "toolbridge console" in console.text
     finally:
         daemon.stop()
 

@@ -206,7 +206,7 @@ class DaemonProcess:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
             if "listening on http://" in line and not self.url:
-                self.url = line.split("listening on ", 1)[1].strip().strip('"}').split('"')[0]
+                self.url = line.split("listening on ", 1)[1].split()[0].strip('"}').split('"')[0]
                 self._listening.set()
 
     def wait_listening(self, timeout: float = 60) -> None:

@@ -282,6 +282,10 @@ def test_an_approval_is_answered_from_the_page(
     thread, replies = in_background(daemon, cid, "wire 9 to mallory")
     card = page.get_by_test_id("approval")
     expect(card).to_have_count(1, timeout=TIMEOUT)
+    # Titled by its own call, not by the conversation (whose title is its first message).
+    [pending] = daemon.request("GET", "/v1/approvals?status=pending").json()["items"]
+    expect(card.get_by_test_id("approval-call")).to_have_text(f"call {pending['call_id']}")
+    expect(card).to_have_attribute("aria-label", f"approval of wire (call {pending['call_id']})")
     card.get_by_label("Note (optional)").fill("not mallory")
     card.get_by_test_id("reject").click()
     thread.join(timeout=60)

@@ -309,7 +309,10 @@ def test_a_missing_environment_variable_is_named_at_load_and_at_call(
     monkeypatch.setenv("AUTHORIZATION", AUTHORIZATION)
     before = len(keys_state.seen)
     with load_tools([f"openapi:{keys_server.base_url}/openapi.json"]) as box:
-        assert "API_KEY, SESSION_ID, X_API_KEY not set" in caplog.text
+        assert (
+            "API_KEY (used by legacy_search), SESSION_ID (used by legacy_search), "
+            "X_API_KEY (used by list_items, create_item) not set" in caplog.text
+        )
         run = _run(box, "list_items", {})
     assert run.error == "tool_error"
     assert "The environment variable X_API_KEY is not set (header x-api-key in openapi:" in (

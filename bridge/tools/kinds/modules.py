@@ -109,7 +109,36 @@ def _module_toolset(
             "__tools__ = [...]"
         )
     label = f"the {what}" if what.startswith("module ") else f"the file {what}"
-    return CombinedToolset([build_member(member, request) for member in members], label=label)
+    built: list[Toolset] = []
+    problems: list[str] = []
+    for member in members:
+        try:
+            built.append(build_member(member, request))
+        except UsageError as exc:  # every tool that cannot be described, not only the first
+            problems.append(str(exc).replace(f"(in {module.__name__})", f"(in {what})"))
+    if problems:
+        raise UsageError(_all_problems(problems, label))
+    return CombinedToolset(built, label=label)
+
+
+def _all_problems(problems: list[str], label: str) -> str:
+    """One message for the tools of a module or file that cannot be described (each named
+    once, the supported parameter types said once)."""
+    from bridge.tools.schema import SUPPORTED_TYPES
+
+    if len(problems) == 1:
+        return problems[0]
+    hint = f" ({SUPPORTED_TYPES})"
+    said = [
+        _DESCRIBED.sub(r"\1: ", problem).replace(hint, "").replace(f"({SUPPORTED_TYPES}, ", "(")
+        for problem in problems
+    ]
+    ending = hint if any(SUPPORTED_TYPES in problem for problem in problems) else ""
+    return f"{len(problems)} tools of {label} cannot be described: " + "; ".join(said) + ending
+
+
+_DESCRIBED = re.compile(r"^cannot describe (\S+) \(in [^)]*\) as a tool \(\d+ problems?\): ")
+"""The start of `describe_error`'s message, shortened to the tool's name in a list of them."""
 
 
 class _FromFile(WrapperToolset):
