@@ -262,3 +262,105 @@ def test_the_api_reference_names_only_public_names() -> None:
         package, _, attribute = name.partition(".")
         assert package == "bridge" and "." not in attribute, name
         assert attribute in bridge.__all__, name
+
+
+# --- links, paths and names stay current ---------------------------------------------------------
+
+
+def _prose(page: Path) -> str:
+    """The page without its fenced code blocks (links and names in prose), lines kept."""
+    text = page.read_text("utf-8")
+    return re.sub(r"^```.*?^```", lambda m: "\n" * m.group().count("\n"), text, flags=re.M | re.S)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The ids of a page's headings, as the site's `toc` extension makes them."""
+    ids = set(re.findall(r"\{#([\w-]+)\}", page.read_text("utf-8")))
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*(?:\{#[\w-]+\})?\s*$", _prose(page), re.M):
+        slug = re.sub(r"[^\w\s-]", "", heading.replace("`", "").strip().lower())
+        ids.add(re.sub(r"\s+", "-", slug))
+    return ids
+
+
+def _line(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_relative_link_resolves(page: Path) -> None:
+    """`[text](other.md#anchor)`: the file exists and, for a page, so does the heading."""
+    text, broken = _prose(page), []
+    for match in re.finditer(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", text):
+        link = match.group(1)
+        if re.match(r"[a-z][a-z+.-]*:", link):
+            continue  # http:, https:, mailto:
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"line {_line(text, match.start())}: {link} (no such file)")
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.append(f"line {_line(text, match.start())}: {link} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_anchor_slugs_are_the_sites() -> None:
+    """The slugs `_anchors` makes are the ids the site gives headings (`toc`'s slugify)."""
+    page = DOCS / "daemon.md"
+    assert "approvals-confirmtrue-tools-in-the-daemon" in _anchors(page)
+    assert "the-web-console" in _anchors(page)
+    assert "platform-settings" in _anchors(DOCS / "platforms.md")
+
+
+# Dotted names in `code` that are not modules or attributes: logger names.
+NOT_MODULES = {"bridge.tool"}
+
+
+def _resolves(dotted: str) -> bool:
+    """`dotted` is an importable module, or an attribute (chain) of the longest one."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_dotted_bridge_name_resolves(page: Path) -> None:
+    """`bridge.platforms.appbuilder.client` in backticks, and `from bridge.x import a, b` in any
+    block, name a module or attribute that exists: modules move, the docs follow."""
+    text, stale = page.read_text("utf-8"), []
+    for span in re.finditer(r"`([^`\n]+)`", _prose(page)):
+        for match in re.finditer(r"(?<![\w.])bridge(?:\.[A-Za-z_]\w*)+", span.group(1)):
+            name = match.group()
+            if name not in NOT_MODULES and not _resolves(name):
+                stale.append(f"line {_line(text, span.start())}: {name}")
+    imports = r"^[ \t]*from (bridge[\w.]*) import (?:\(([^)]*)\)|([\w \t,]+))"
+    for match in re.finditer(imports, text, re.M):
+        names = re.sub(r"\bas \w+", "", match.group(2) or match.group(3))
+        for imported in re.split(r"[\s,]+", names.strip()):
+            if imported and not _resolves(f"{match.group(1)}.{imported}"):
+                stale.append(f"line {_line(text, match.start())}: {match.group(1)}.{imported}")
+    assert not stale, "\n".join(stale)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_repository_path_exists(page: Path) -> None:
+    """`bridge/daemon/app.py`, `examples/confirm.py`, `tests/...` in backticks (globs too)."""
+    text, missing = _prose(page), []
+    for span in re.finditer(r"`([^`\n]+)`", text):
+        for match in re.finditer(
+            r"(?<![\w./-])(?:bridge|examples|manifests|bench|tests)/[\w./*-]*", span.group(1)
+        ):
+            path = match.group().rstrip(".")
+            if not any(ROOT.glob(path)):
+                missing.append(f"line {_line(text, span.start())}: {path}")
+    assert not missing, "\n".join(missing)
