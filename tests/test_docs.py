@@ -364,3 +364,55 @@ def test_every_repository_path_exists(page: Path) -> None:
             if not any(ROOT.glob(path)):
                 missing.append(f"line {_line(text, span.start())}: {path}")
     assert not missing, "\n".join(missing)
+
+
+# What a newcomer looks for, and the page (in the nav) and heading where it is found.
+TOPICS = {
+    "writing tools": ("tools.md", "Writing tools"),
+    "intranet sources": ("sources.md", "Declarative HTTP tools"),
+    "OpenAPI import": ("sources.md", "OpenAPI import"),
+    "MCP": ("sources.md", "MCP"),
+    "AppBuilder setup": ("platforms.md", "AppBuilder"),
+    "OpenAI-compatible setup": ("platforms.md", "OpenAI-compatible servers"),
+    "Coze setup": ("platforms.md", "Coze"),
+    "OpenAI Responses setup": ("platforms.md", "OpenAI Responses"),
+    "platform settings": ("platforms.md", "Platform settings"),
+    "the emulator": ("emulator.md", "The emulator"),
+    "scenario files": ("emulator.md", "Scenario files"),
+    "the loop": ("loop.md", "The conversation loop"),
+    "the daemon's HTTP API": ("daemon.md", "HTTP API"),
+    "the web console": ("daemon.md", "The web console"),
+    "approvals": ("daemon.md", "Approvals"),
+    "API keys": ("daemon.md", "API keys"),
+    "replicas": ("daemon.md", "Several replicas"),
+    "deployment": ("deploy.md", "Running several replicas"),
+    "the command line": ("cli.md", "Command line"),
+    "reliability": ("reliability.md", "Reliability"),
+    "benchmarks": ("benchmarks.md", "Benchmarks"),
+    "troubleshooting AppBuilder": ("troubleshooting.md", "AppBuilder"),
+    "troubleshooting Chat Completions": ("troubleshooting.md", "OpenAI-compatible servers"),
+    "troubleshooting Coze": ("troubleshooting.md", "Coze"),
+    "troubleshooting Responses": ("troubleshooting.md", "OpenAI Responses"),
+    "troubleshooting the daemon": ("troubleshooting.md", "The daemon"),
+    "troubleshooting tools and sources": ("troubleshooting.md", "Tools and sources"),
+    "AppBuilder's wire": ("wire/appbuilder.md", "AppBuilder"),
+    "Coze's wire": ("wire/coze.md", "Coze"),
+    "Chat Completions' wire": ("wire/openai-chat.md", "OpenAI Chat Completions"),
+    "Responses' wire": ("wire/openai-responses.md", "OpenAI Responses"),
+    "architecture": ("architecture.md", "Architecture"),
+    "adding a platform": ("architecture.md", "Adding a platform"),
+    "API reference": ("api.md", "API reference"),
+}
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_a_newcomer_finds_the_topic_from_the_nav(topic: str) -> None:
+    import yaml
+
+    page, heading = TOPICS[topic]
+    listed = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))["nav"])
+    assert page in listed, f"{topic}: {page} is not in mkdocs.yml's nav"
+    headings = re.findall(r"^#{1,3}\s+(.*)$", _prose(DOCS / page), re.M)
+    assert any(h.replace("`", "").startswith(heading) for h in headings), (
+        f"{topic}: no heading starting {heading!r} in {page}: {headings}"
+    )
