@@ -275,10 +275,18 @@ def _prose(page: Path) -> str:
 
 def _anchors(page: Path) -> set[str]:
     """The ids of a page's headings, as the site's `toc` extension makes them."""
+    import unicodedata
+
     ids = set(re.findall(r"\{#([\w-]+)\}", page.read_text("utf-8")))
     for heading in re.findall(r"^#{1,6}\s+(.*?)\s*(?:\{#[\w-]+\})?\s*$", _prose(page), re.M):
-        slug = re.sub(r"[^\w\s-]", "", heading.replace("`", "").strip().lower())
-        ids.add(re.sub(r"\s+", "-", slug))
+        text = unicodedata.normalize("NFKD", heading.replace("`", ""))
+        text = re.sub(r"[^\w\s-]", "", text.encode("ascii", "ignore").decode()).strip().lower()
+        slug = re.sub(r"[-\s]+", "-", text)
+        taken, n = slug, 0
+        while taken in ids:  # a repeated heading's id gets _1, _2, ...
+            n += 1
+            taken = f"{slug}_{n}"
+        ids.add(taken)
     return ids
 
 
@@ -309,6 +317,11 @@ def test_the_anchor_slugs_are_the_sites() -> None:
     assert "approvals-confirmtrue-tools-in-the-daemon" in _anchors(page)
     assert "the-web-console" in _anchors(page)
     assert "platform-settings" in _anchors(DOCS / "platforms.md")
+    # "OpenAI-compatible servers (vLLM, Ollama, llama.cpp, gateways)": punctuation dropped
+    platforms = _anchors(DOCS / "platforms.md")
+    assert "openai-compatible-servers-vllm-ollama-llamacpp-gateways" in platforms
+    # a heading repeated on one page: the second one's id ends in _1
+    assert {"what-is-promised", "what-is-promised_1"} <= _anchors(DOCS / "reliability.md")
 
 
 # Dotted names in `code` that are not modules or attributes: logger names.
