@@ -362,7 +362,10 @@ def test_every_dotted_bridge_name_resolves(page: Path) -> None:
         for imported in re.split(r"[\s,]+", names.strip()):
             if imported and not _resolves(f"{match.group(1)}.{imported}"):
                 stale.append(f"line {_line(text, match.start())}: {match.group(1)}.{imported}")
-    assert not stale, "\n".join(stale)
+    assert not stale, (
+        "names that no longer import (a moved module? `bridge` the variable rather than the "
+        "package? then write `Bridge.ask` or add it to NOT_MODULES):\n" + "\n".join(stale)
+    )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
