@@ -2,8 +2,10 @@
 
 Their ```python blocks run (```py blocks are illustrations needing a server or credentials), each
 alone in a fresh interpreter, offline. Their ```console blocks are transcripts: they run too, and
-print what they show (```sh blocks are illustrations). The site's navigation lists every page,
-and no page speaks of internal plans or issue numbers."""
+print what they show (```sh blocks are illustrations). The site's navigation lists every page
+and leads to every topic a newcomer looks for, no page speaks of internal plans or issue
+numbers, and what the pages point at still exists: relative links and their anchors, paths in
+the repository, `bridge.…` names and `from bridge… import` lines."""
 
 from __future__ import annotations
 
