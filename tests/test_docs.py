@@ -372,7 +372,8 @@ def test_every_dotted_bridge_name_resolves(page: Path) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
 def test_every_repository_path_exists(page: Path) -> None:
-    """`bridge/daemon/app.py`, `examples/confirm.py`, `tests/...` in backticks (globs too)."""
+    """`bridge/daemon/app.py`, `examples/confirm.py`, `tests/...` in backticks (globs too), and
+    the test a `tests/x.py::test_name` names."""
     text, missing = _prose(page), []
     for span in re.finditer(r"`([^`\n]+)`", text):
         for match in re.finditer(
@@ -381,6 +382,12 @@ def test_every_repository_path_exists(page: Path) -> None:
             path = match.group().rstrip(".")
             if not any(ROOT.glob(path)):
                 missing.append(f"line {_line(text, span.start())}: {path}")
+        for match in re.finditer(r"(tests/[\w./-]+\.py)::(\w+)", span.group(1)):
+            test, name = (ROOT / match.group(1)), match.group(2)
+            if test.is_file() and not re.search(
+                rf"^\s*(?:async )?(?:def|class) {name}\b", test.read_text("utf-8"), re.M
+            ):
+                missing.append(f"line {_line(text, span.start())}: {match.group()}")
     assert not missing, "\n".join(missing)
 
 
