@@ -352,12 +352,12 @@ def _resolves(dotted: str) -> bool:
 def test_every_dotted_bridge_name_resolves(page: Path) -> None:
     """`bridge.platforms.appbuilder.client` in backticks, and `from bridge.x import a, b` in any
     block, name a module or attribute that exists: modules move, the docs follow."""
-    text, stale = page.read_text("utf-8"), []
-    for span in re.finditer(r"`([^`\n]+)`", _prose(page)):
+    text, prose, stale = page.read_text("utf-8"), _prose(page), []
+    for span in re.finditer(r"`([^`\n]+)`", prose):
         for match in re.finditer(r"(?<![\w.])bridge(?:\.[A-Za-z_]\w*)+", span.group(1)):
             name = match.group()
             if name not in NOT_MODULES and not _resolves(name):
-                stale.append(f"line {_line(text, span.start())}: {name}")
+                stale.append(f"line {_line(prose, span.start())}: {name}")
     imports = r"^[ \t]*from (bridge[\w.]*) import (?:\(([^)]*)\)|([\w \t,]+))"
     for match in re.finditer(imports, text, re.M):
         names = re.sub(r"\bas \w+", "", match.group(2) or match.group(3))
