@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from typing_extensions import Self
 
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.faults import FaultSpec
 from bridge.emulator.planner import CompletedCall
-from bridge.emulator.transport import BlockResponse, bearer_problem
+from bridge.emulator.transport import BlockResponse, admit
 
 __all__ = [
     "JSON",
@@ -215,26 +215,25 @@ def status_rejection(rid: str, fault: FaultSpec) -> Response:
 async def begin(request: Request, token: str) -> FaultSpec | None:
     """Read the body, check the bearer key (401 as OpenAI words it) and return the request's
     ``X-Emulator-Fault`` (400 when it cannot be parsed)."""
-    await request.body()
-    problem = bearer_problem(request.headers, token)
+    return await admit(
+        request, token, unauthorized=_unauthorized, bad_request=lambda m: RequestError(400, m)
+    )
+
+
+def _unauthorized(problem: str) -> RequestError:
     if problem == "missing":
-        raise RequestError(
+        return RequestError(
             401,
             "You didn't provide an API key. You need to provide your API key in an "
             "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
             kind="invalid_request_error",
         )
-    if problem is not None:
-        raise RequestError(
-            401,
-            "Incorrect API key provided; this emulator expects its own token as "
-            "'Authorization: Bearer <token>'.",
-            code="invalid_api_key",
-        )
-    try:
-        return header_faults(request.headers)
-    except FaultSpecError as exc:
-        raise RequestError(400, f"bad {HEADER} header: {exc.message}") from None
+    return RequestError(
+        401,
+        "Incorrect API key provided; this emulator expects its own token as "
+        "'Authorization: Bearer <token>'.",
+        code="invalid_api_key",
+    )
 
 
 async def json_object(request: Request) -> dict[str, Any]:

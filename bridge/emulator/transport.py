@@ -29,6 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
 from bridge.emulator.state import EmulatorState, RecordedRequest
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "BlockResponse",
     "DroppedConnectionError",
     "RecordingMiddleware",
+    "admit",
     "bearer_problem",
     "install_drop_log_filter",
     "protocol_app",
@@ -77,6 +79,33 @@ def bearer_problem(headers: Mapping[str, str], token: str) -> str | None:
     ):
         return "wrong"
     return None
+
+
+async def admit(
+    request: Request,
+    token: str,
+    *,
+    unauthorized: Callable[[str], Exception],
+    bad_request: Callable[[str], Exception],
+    read_body: bool = True,
+) -> FaultSpec | None:
+    """Read the body (so the log has it), check the bearer token and return the request's
+    ``X-Emulator-Fault``.
+
+    Raises:
+        Exception: the protocol's error, built by `unauthorized` from what is wrong with the
+            token (``missing`` or ``wrong``), or by `bad_request` from what is wrong with the
+            fault header.
+    """
+    if read_body:
+        await request.body()
+    problem = bearer_problem(request.headers, token)
+    if problem is not None:
+        raise unauthorized(problem)
+    try:
+        return header_faults(request.headers)
+    except FaultSpecError as exc:
+        raise bad_request(f"bad {HEADER} header: {exc.message}") from None
 
 
 ErrorPage = Callable[[Request, Exception], Awaitable[Response]]

@@ -57,15 +57,14 @@ from bridge.emulator.appbuilder.runs import (
     forced_tool,
     paused_run,
     pending_run,
-    take_answer,
     take_outputs,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults, parse_faults
+from bridge.emulator.faults import FaultSpec, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
 from bridge.emulator.planner import AnswerStep, Planner, RunContext, Step
 from bridge.emulator.scenario import App, Scenario, load_scenario
 from bridge.emulator.state import LOST, ActiveRun, Conversation, EmulatorState, MessageRecord
-from bridge.emulator.transport import DroppedConnectionError, bearer_problem, protocol_app
+from bridge.emulator.transport import DroppedConnectionError, admit, protocol_app
 
 __all__ = ["EmulatorApp", "client_env", "create_app"]
 
@@ -168,7 +167,7 @@ class EmulatorApp:
                         accepted = conv.accepted_outputs.get(output.tool_call_id, 0)
                         conv.accepted_outputs[output.tool_call_id] = accepted + 1
                 else:
-                    take_answer(run, req.query or "")
+                    run.take_answer(req.query or "", str(uuid.uuid4()))
                 if component is not None:
                     step: Step = AnswerStep(component.output)
                     before = component_events(component, conv.next_event_id)
@@ -317,20 +316,13 @@ class EmulatorApp:
 
     async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
         """Read the body (so the log has it), check the token, parse a fault header."""
-        if read_body:
-            await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem is not None:
-            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
-            raise ReplyError(
-                401,
-                f"没有权限 (permission denied): the Authorization header {what}; "
-                "expected 'Authorization: Bearer <token>'",
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise ReplyError(400, f"bad {HEADER} header: {exc.message}") from None
+        return await admit(
+            request,
+            self.token,
+            unauthorized=_unauthorized,
+            bad_request=lambda message: ReplyError(400, message),
+            read_body=read_body,
+        )
 
     def _check_app(self, app_id: str) -> None:
         if app_id != self.app_id:
@@ -421,6 +413,15 @@ class EmulatorApp:
             return error(rid, 500, "connection dropped on purpose")
         logger.error("emulator bug while serving %s: %r", request.url.path, exc)
         return error(rid, 500, f"the emulator failed: {type(exc).__name__}: {exc}")
+
+
+def _unauthorized(problem: str) -> ReplyError:
+    what = "is missing" if problem == "missing" else "does not carry this emulator's token"
+    return ReplyError(
+        401,
+        f"没有权限 (permission denied): the Authorization header {what}; "
+        "expected 'Authorization: Bearer <token>'",
+    )
 
 
 def create_app(

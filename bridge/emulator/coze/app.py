@@ -39,7 +39,6 @@ from bridge.emulator.coze.chats import (
     check_outputs,
     numeric_id,
     query_of,
-    take_answer,
 )
 from bridge.emulator.coze.files import file_object, read_upload
 from bridge.emulator.coze.render import chat_message, render_step
@@ -51,7 +50,7 @@ from bridge.emulator.coze.replies import (
     rejection,
     validate,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.faults import FaultSpec
 from bridge.emulator.planner import (
     CompletedCall,
     Planner,
@@ -68,7 +67,7 @@ from bridge.emulator.state import (
 from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
     DroppedConnectionError,
-    bearer_problem,
+    admit,
     protocol_app,
 )
 from bridge.emulator.wire import format_validation_error
@@ -197,7 +196,7 @@ class CozeApp:
                 if fault is not None and fault.rejects:
                     return rejection(logid, fault, stream=req.stream)
                 if run.pending_input is not None:
-                    take_answer(run, query)
+                    run.take_answer(query, numeric_id())
                 chat = ChatRecord(
                     chat_id=numeric_id(),
                     conversation_id=conv.conversation_id,
@@ -410,21 +409,13 @@ class CozeApp:
 
     async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
         """Read the body (so the log has it), check the token, parse a fault header."""
-        if read_body:
-            await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem is not None:
-            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
-            raise ReplyError(
-                wire.CODE_AUTH,
-                f"authentication is invalid: the Authorization header {what}; expected "
-                "'Authorization: Bearer <personal access token>'",
-                status=401,
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise ReplyError(wire.CODE_BAD_REQUEST, f"bad {HEADER} header: {exc.message}") from None
+        return await admit(
+            request,
+            self.token,
+            unauthorized=_unauthorized,
+            bad_request=lambda message: ReplyError(wire.CODE_BAD_REQUEST, message),
+            read_body=read_body,
+        )
 
     def _check_bot(self, bot_id: str) -> None:
         if bot_id != self.bot_id:
@@ -524,3 +515,13 @@ class _LogIdMiddleware:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _unauthorized(problem: str) -> ReplyError:
+    what = "is missing" if problem == "missing" else "does not carry this emulator's token"
+    return ReplyError(
+        wire.CODE_AUTH,
+        f"authentication is invalid: the Authorization header {what}; expected "
+        "'Authorization: Bearer <personal access token>'",
+        status=401,
+    )
