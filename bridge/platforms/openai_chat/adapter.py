@@ -404,11 +404,7 @@ class OpenAIChatPlatform(OpenAIPlatform[ChatConversation]):
                 }
                 for call in calls
             ]
-            batch = ToolBatch(
-                batch_id=completion_id,
-                calls=calls,
-                resume={"request_id": request_id, "completion_id": completion_id},
-            )
+            batch = models.completion_batch(completion_id, calls, request_id)
             with self._lock:
                 state.messages = [*messages, assistant]
                 state.pending = batch
