@@ -22,7 +22,7 @@ from typing_extensions import Self
 
 from bridge.emulator.faults import FaultSpec
 from bridge.emulator.planner import CompletedCall
-from bridge.emulator.transport import BlockResponse, admit
+from bridge.emulator.transport import JSON, SSE, BlockResponse, admit, fault_block
 
 __all__ = [
     "JSON",
@@ -45,8 +45,6 @@ __all__ = [
     "text_of",
 ]
 
-JSON = "application/json"
-SSE = "text/event-stream; charset=utf-8"
 REQUEST_ID = "x-request-id"
 
 
@@ -190,26 +188,12 @@ def json_response(rid: str, body: Mapping[str, Any]) -> Response:
 def status_rejection(rid: str, fault: FaultSpec) -> Response:
     """A fault's HTTP status with OpenAI's error body (and ``Retry-After``, 1 s for a 429)."""
     assert fault.status is not None
-    headers = {REQUEST_ID: rid}
-    retry_after = fault.retry_after
-    if retry_after is None and fault.status == 429:
-        retry_after = 1
-    if retry_after is not None:
-        seconds = float(retry_after)
-        headers["Retry-After"] = str(int(seconds)) if seconds.is_integer() else str(seconds)
     kind = "server_error" if fault.status >= 500 else "invalid_request_error"
     if fault.status == 429:
         kind = "rate_limit_exceeded"
     message = fault.message or f"emulated fault: HTTP {fault.status}"
     body = encode(error_body(RequestError(fault.status, message, kind=kind)))
-    return BlockResponse(
-        [body],
-        status_code=fault.status,
-        media_type=JSON,
-        headers=headers,
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
+    return fault_block(fault, body, {REQUEST_ID: rid})
 
 
 async def begin(request: Request, token: str) -> FaultSpec | None:

@@ -33,18 +33,23 @@ from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_fau
 from bridge.emulator.state import EmulatorState, RecordedRequest
 
 __all__ = [
+    "JSON",
     "REQUEST_ID_HEADER",
+    "SSE",
     "BlockResponse",
     "DroppedConnectionError",
     "RecordingMiddleware",
     "admit",
     "bearer_problem",
+    "fault_block",
     "install_drop_log_filter",
     "protocol_app",
     "sse_block",
 ]
 
 REQUEST_ID_HEADER = "X-Appbuilder-Request-Id"
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
 
 
 class DroppedConnectionError(Exception):
@@ -318,3 +323,34 @@ def _json_or_none(body: bytes, headers: Mapping[str, str]) -> Any:
         return json.loads(body)
     except ValueError:
         return None
+
+
+def seconds_text(value: float) -> str:
+    """Seconds as a header writes them: ``2``, ``0.5``."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def fault_block(
+    fault: FaultSpec,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+    *,
+    seconds: Callable[[float], str] = seconds_text,
+) -> Response:
+    """A fault's HTTP status (``fault.status``) with the JSON `body`, ``Retry-After`` (the
+    fault's, or 1 s for a 429; written by `seconds`), and the fault's delay and drop."""
+    assert fault.status is not None
+    all_headers = dict(headers or {})
+    retry_after = fault.retry_after
+    if retry_after is None and fault.status == 429:
+        retry_after = 1
+    if retry_after is not None:
+        all_headers["Retry-After"] = seconds(retry_after)
+    return BlockResponse(
+        [body],
+        status_code=fault.status,
+        media_type=JSON,
+        headers=all_headers,
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )
