@@ -1,10 +1,9 @@
 """What OpenAI's two emulated APIs (Chat Completions, Responses) share above the wire.
 
-`OpenAIApp` is their ASGI app's scaffolding: the key, model and fault settings, the planner
-and state, ``GET /v1/models``, the key check and fault header (`begin`), the error pages, the
-fault a request gets, and the planner's step for a ``tool_choice`` of ``none`` or
-``required``. `file_run` files an answered request under its emulator conversation: a pause
-waiting for calls, or a finished message.
+`OpenAIApp` is their ASGI app's scaffolding on `ProtocolApp`: the model, ``GET /v1/models``,
+the key check and fault header (`begin`), the error pages, and the planner's step for a
+``tool_choice`` of ``none`` or ``required``. `file_run` files an answered request under its
+emulator conversation: a pause waiting for calls, or a finished message.
 """
 
 from __future__ import annotations
@@ -17,28 +16,27 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
+from bridge.emulator.base_app import ProtocolApp
 from bridge.emulator.faults import FaultSpec
 from bridge.emulator.matching import choose_tool
 from bridge.emulator.openai_wire import RequestError, begin, error_response, json_response
-from bridge.emulator.planner import AnswerStep, ForcedTool, Planner, RunContext, Step
+from bridge.emulator.planner import AnswerStep, ForcedTool, RunContext, Step
 from bridge.emulator.scenario import Scenario
 from bridge.emulator.state import (
     ActiveRun,
     Conversation,
-    EmulatorState,
     MessageRecord,
     PendingCall,
 )
-from bridge.emulator.transport import DroppedConnectionError, protocol_app
+from bridge.emulator.transport import DroppedConnectionError
 
 __all__ = ["OpenAIApp", "file_run"]
 
 logger = logging.getLogger(__name__)
 
 
-class OpenAIApp:
+class OpenAIApp(ProtocolApp):
     """The ASGI app of one OpenAI emulator, with its inspectable `state`.
 
     A subclass sets `SERVES` (its endpoints, for the 404 page) and gives its own routes;
@@ -57,19 +55,9 @@ class OpenAIApp:
         faults: FaultSpec | None,
         routes: list[Route],
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
         self.model = model
-        self.faults = faults
-        self.planner = Planner(scenario)
-        self.state = EmulatorState()
         routes = [*routes, Route("/v1/models", self._models, methods=["GET"])]
-        self._asgi = protocol_app(
-            routes, state=self.state, http_error=self._http_error, crash=self._crash
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
+        super().__init__(token=token, scenario=scenario, faults=faults, routes=routes)
 
     async def _models(self, request: Request) -> Response:
         rid = request.state.request_id
@@ -81,12 +69,6 @@ class OpenAIApp:
         return json_response(rid, {"object": "list", "data": [model]})
 
     # --- one request ----------------------------------------------------------------------
-
-    def _fault(
-        self, header: FaultSpec | None, rule: FaultSpec | None, round_index: int
-    ) -> FaultSpec | None:
-        """The fault for this request: the header's, else the rule's, else the global one."""
-        return self.state.faults.pick(header, rule, self.faults, "runs", round_index)
 
     def _step(self, choice: str | dict[str, Any] | None, context: RunContext) -> Step:
         """The planner's next step, as ``tool_choice`` ``none`` (an answer) or ``required``

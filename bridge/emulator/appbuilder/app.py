@@ -24,13 +24,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from bridge.emulator.appbuilder import console, wire
 from bridge.emulator.appbuilder.components import (
@@ -59,12 +58,13 @@ from bridge.emulator.appbuilder.runs import (
     pending_run,
     take_outputs,
 )
+from bridge.emulator.base_app import ProtocolApp
 from bridge.emulator.faults import FaultSpec, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
-from bridge.emulator.planner import AnswerStep, Planner, RunContext, Step
+from bridge.emulator.planner import AnswerStep, RunContext, Step
 from bridge.emulator.scenario import App, Scenario, load_scenario
-from bridge.emulator.state import LOST, ActiveRun, Conversation, EmulatorState, MessageRecord
-from bridge.emulator.transport import DroppedConnectionError, admit, protocol_app
+from bridge.emulator.state import LOST, ActiveRun, Conversation, MessageRecord
+from bridge.emulator.transport import DroppedConnectionError, admit
 
 __all__ = ["EmulatorApp", "client_env", "create_app"]
 
@@ -76,11 +76,8 @@ APPS_PATH = wire.APPS_PATH
 CONSOLE_ACTIONS = ("DescribeApps", "DescribeApp")
 
 
-class EmulatorApp:
+class EmulatorApp(ProtocolApp):
     """The ASGI app of one emulator, with its configuration and inspectable `state`."""
-
-    SAVED: ClassVar[Mapping[str, Any]] = {}
-    """Kept in a state file besides the conversations (`bridge.emulator.saving`): nothing."""
 
     def __init__(
         self,
@@ -90,15 +87,11 @@ class EmulatorApp:
         scenario: Scenario | None,
         faults: FaultSpec | None,
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
         self.app_id = app_id
         self.scenario = scenario
-        self.faults = faults
-        self.planner = Planner(scenario)
         self.app = scenario.app if scenario is not None else App()
         self.updated = int(time.time())
         """The app's ``updateTime`` on the console: when this emulator started, in seconds."""
-        self.state = EmulatorState()
         routes = [
             Route(PREFIX, self._create, methods=["POST"]),
             Route(f"{PREFIX}/runs", self._runs, methods=["POST"]),
@@ -107,13 +100,7 @@ class EmulatorApp:
             Route(APP_PATH, self._console, methods=["POST"]),
             Route(APPS_PATH, self._app_list, methods=["GET"]),
         ]
-        self._asgi = protocol_app(
-            routes, state=self.state, http_error=self._http_error, crash=self._crash
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
+        super().__init__(token=token, scenario=scenario, faults=faults, routes=routes)
 
     # --- endpoints ------------------------------------------------------------------------
 
@@ -376,16 +363,6 @@ class EmulatorApp:
             return call_component(component, choice.function.input, query)
         except ComponentError as exc:
             raise ReplyError(400, str(exc)) from None
-
-    def _fault(
-        self,
-        header: FaultSpec | None,
-        rule: FaultSpec | None,
-        endpoint: str,
-        round_index: int | None,
-    ) -> FaultSpec | None:
-        """The fault that applies to this request, if any (header, then rule, then global)."""
-        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
 
     # --- error pages ----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from bridge.emulator.base_app import ProtocolApp
 from bridge.emulator.coze import wire
 from bridge.emulator.coze.bot import SECTION, BotConfig
 from bridge.emulator.coze.chats import (
@@ -61,14 +62,12 @@ from bridge.emulator.state import (
     LOST,
     ActiveRun,
     Conversation,
-    EmulatorState,
     FileRecord,
 )
 from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
     DroppedConnectionError,
     admit,
-    protocol_app,
 )
 from bridge.emulator.wire import format_validation_error
 
@@ -80,7 +79,7 @@ LOGID_HEADER = "x-tt-logid"
 _ACTIVE = frozenset({"created", "in_progress", "requires_action"})
 
 
-class CozeApp:
+class CozeApp(ProtocolApp):
     """The ASGI app of one Coze emulator (one bot), with its inspectable `state`."""
 
     SAVED: ClassVar[Mapping[str, Any]] = {
@@ -98,16 +97,12 @@ class CozeApp:
         bot: BotConfig,
         faults: FaultSpec | None,
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
         self.bot_id = bot_id
         self.bot = bot
-        self.faults = faults
-        self.planner = Planner(scenario)
         self.tools = tuple(tool_info(p.name, p.description, p.parameters) for p in bot.plugins)
         self.chat_only = False
         """True while the planner only says that the bot has no plugins (none declared yet)."""
         self._own_plugins = bool(bot.plugins)
-        self.state = EmulatorState()
         self.chats: dict[str, ChatRecord] = {}
         """Every chat by id (read under `state.lock`)."""
         self.files: dict[str, FileRecord] = {}
@@ -123,17 +118,9 @@ class CozeApp:
             Route("/v1/files/upload", self._upload, methods=["POST"]),
             Route("/v1/files/retrieve", self._file, methods=["GET"]),
         ]
-        self._asgi = protocol_app(
-            routes,
-            state=self.state,
-            http_error=self._http_error,
-            crash=self._crash,
-            wrap=_LogIdMiddleware,
+        super().__init__(
+            token=token, scenario=scenario, faults=faults, routes=routes, wrap=_LogIdMiddleware
         )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
 
     def configure(self, sections: Mapping[str, Any]) -> None:
         """Declare the bot's plugins from a scenario's ``coze`` section (the tools of a bridge
@@ -455,15 +442,6 @@ class CozeApp:
                 f"chat {chat_id!r} not found in conversation {conversation_id!r}",
             )
         return chat, conv
-
-    def _fault(
-        self,
-        header: FaultSpec | None,
-        rule: FaultSpec | None,
-        endpoint: str,
-        round_index: int | None,
-    ) -> FaultSpec | None:
-        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
 
     # --- error pages ----------------------------------------------------------------------
 

@@ -166,7 +166,7 @@ class ResponsesApp(OpenAIApp):
             query=run.query, tools=infos, forced=forced, match=match, rounds=run.rounds
         )
         rule_fault = match.rule.fault_spec if match else None
-        fault = self._fault(header_fault, rule_fault, len(run.rounds))
+        fault = self._fault(header_fault, rule_fault, "runs", len(run.rounds))
         if fault is not None and fault.rejects and fault.inband not in INCOMPLETE:
             return None, fault
         step = self._step(req.tool_choice, context)
