@@ -92,7 +92,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -117,6 +117,7 @@ __all__ = [
     "Settings",
     "Step",
     "load_scenario",
+    "split_section",
     "with_sections",
 ]
 
@@ -357,6 +358,50 @@ def with_sections(
     if not isinstance(data, dict):
         return source  # loading it says what is wrong, naming the file
     return {**sections, **data}
+
+
+C = TypeVar("C", bound=BaseModel)
+
+
+def split_section(
+    source: str | Path | Mapping[str, Any],
+    section: str,
+    config: type[C],
+    *,
+    whole_without_section: bool = False,
+) -> tuple[Scenario | None, C]:
+    """A protocol's own `section` of a scenario source (a `config`, its defaults when absent)
+    and the shared scenario in the rest (None when nothing else is there).
+
+    A source that is not a mapping is loaded as a whole, so loading it says what is wrong;
+    with `whole_without_section`, so is one without the section.
+
+    Raises:
+        ScenarioError: the file cannot be read or either part breaks its format; the message
+            names the file and the key.
+    """
+    label = "<scenario>"
+    data: Any
+    if isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        path = Path(source)
+        label = str(path)
+        data = _read_file(path)
+    if not isinstance(data, dict) or (whole_without_section and section not in data):
+        return load_scenario(source), config()
+    part = data.pop(section, None)
+    try:
+        parsed = config.model_validate(part or {})
+    except ValidationError as exc:
+        raise ScenarioError(f"{label}: {section}: {format_validation_error(exc)}") from None
+    if not data:
+        return None, parsed
+    try:
+        return load_scenario(data), parsed
+    except ScenarioError as exc:
+        # load_scenario names a mapping "<scenario>"; the person wrote a file.
+        raise ScenarioError(str(exc).replace("<scenario>", label, 1)) from None
 
 
 def _read_file(path: Path) -> Any:

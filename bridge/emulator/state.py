@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bridge.emulator.faults import FaultBook
-from bridge.emulator.planner import CompletedCall, RunContext
+from bridge.emulator.planner import CompletedAsk, CompletedCall, RunContext
 
 __all__ = [
     "LOST",
@@ -118,6 +118,19 @@ class ActiveRun:
     """The query of the current message when it is a reply (None: `context.query`)."""
     first_round: int = 0
     """Index in `context.rounds` of the first tool round of the current message."""
+
+    def take_answer(self, answer: str, message_id: str) -> None:
+        """Record the person's reply to the pending question; the run goes on as a new
+        message (`message_id`) whose query is the reply."""
+        question = self.pending_input
+        assert question is not None
+        self.context.answers.append(
+            CompletedAsk(question.interrupt_id, question.name, question.question, answer)
+        )
+        self.pending_input = None
+        self.message_id = message_id
+        self.query = answer
+        self.first_round = len(self.context.rounds)
 
 
 @dataclass

@@ -29,20 +29,27 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
 from bridge.emulator.state import EmulatorState, RecordedRequest
 
 __all__ = [
+    "JSON",
     "REQUEST_ID_HEADER",
+    "SSE",
     "BlockResponse",
     "DroppedConnectionError",
     "RecordingMiddleware",
+    "admit",
     "bearer_problem",
+    "fault_block",
     "install_drop_log_filter",
     "protocol_app",
     "sse_block",
 ]
 
 REQUEST_ID_HEADER = "X-Appbuilder-Request-Id"
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
 
 
 class DroppedConnectionError(Exception):
@@ -77,6 +84,33 @@ def bearer_problem(headers: Mapping[str, str], token: str) -> str | None:
     ):
         return "wrong"
     return None
+
+
+async def admit(
+    request: Request,
+    token: str,
+    *,
+    unauthorized: Callable[[str], Exception],
+    bad_request: Callable[[str], Exception],
+    read_body: bool = True,
+) -> FaultSpec | None:
+    """Read the body (so the log has it), check the bearer token and return the request's
+    ``X-Emulator-Fault``.
+
+    Raises:
+        Exception: the protocol's error, built by `unauthorized` from what is wrong with the
+            token (``missing`` or ``wrong``), or by `bad_request` from what is wrong with the
+            fault header.
+    """
+    if read_body:
+        await request.body()
+    problem = bearer_problem(request.headers, token)
+    if problem is not None:
+        raise unauthorized(problem)
+    try:
+        return header_faults(request.headers)
+    except FaultSpecError as exc:
+        raise bad_request(f"bad {HEADER} header: {exc.message}") from None
 
 
 ErrorPage = Callable[[Request, Exception], Awaitable[Response]]
@@ -289,3 +323,34 @@ def _json_or_none(body: bytes, headers: Mapping[str, str]) -> Any:
         return json.loads(body)
     except ValueError:
         return None
+
+
+def seconds_text(value: float) -> str:
+    """Seconds as a header writes them: ``2``, ``0.5``."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def fault_block(
+    fault: FaultSpec,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+    *,
+    seconds: Callable[[float], str] = seconds_text,
+) -> Response:
+    """A fault's HTTP status (``fault.status``) with the JSON `body`, ``Retry-After`` (the
+    fault's, or 1 s for a 429; written by `seconds`), and the fault's delay and drop."""
+    assert fault.status is not None
+    all_headers = dict(headers or {})
+    retry_after = fault.retry_after
+    if retry_after is None and fault.status == 429:
+        retry_after = 1
+    if retry_after is not None:
+        all_headers["Retry-After"] = seconds(retry_after)
+    return BlockResponse(
+        [body],
+        status_code=fault.status,
+        media_type=JSON,
+        headers=all_headers,
+        delay=fault.delay,
+        drop_after=fault.drop_after,
+    )

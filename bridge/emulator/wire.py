@@ -1,5 +1,5 @@
 """What the emulator's protocols share on the wire: JSON encoding, validation messages, the
-tool-name rule and manifest checks.
+tool-name rule, manifest checks and the check of submitted tool outputs.
 
 Each protocol's own request models and response builders are in its package (for example
 `bridge.emulator.appbuilder.wire`).
@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["TOOL_NAME_PATTERN", "encode_json", "format_validation_error", "schema_problems"]
+__all__ = [
+    "TOOL_NAME_PATTERN",
+    "encode_json",
+    "format_validation_error",
+    "output_problems",
+    "schema_problems",
+]
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -70,3 +76,19 @@ def schema_problems(schema: Any, path: str) -> list[str]:
 def encode_json(value: Any) -> bytes:
     """Compact UTF-8 JSON, non-ASCII kept as is (as the platform sends it)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def output_problems(expected: list[str], given: list[str]) -> list[str]:
+    """What keeps the call ids of submitted outputs (`given`) from answering exactly the
+    pending calls (`expected`): unknown, missing and repeated ids; empty when they do."""
+    problems = []
+    unknown = [i for i in given if i not in expected]
+    missing = [i for i in expected if i not in given]
+    repeated = sorted({i for i in given if given.count(i) > 1})
+    if unknown:
+        problems.append(f"unknown tool_call_id(s) {', '.join(unknown)}")
+    if missing:
+        problems.append(f"missing output(s) for tool_call_id(s) {', '.join(missing)}")
+    if repeated:
+        problems.append(f"repeated tool_call_id(s) {', '.join(repeated)}")
+    return problems

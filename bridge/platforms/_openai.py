@@ -3,9 +3,10 @@
 On top of the HTTP kernel: `read_openai_status_error` reads an `{"error": {"message", "type",
 "code"}}` answer (or the other shapes `error_details` knows) and adds what to check;
 `openai_transport` builds a `Transport` for one server. On the wire: `decode_object`,
-`error_details`, `add_usage`, `model_verdict`. In the adapters: the settings both read from
-``OPENAI_*``, the tool choice they can send, function tool names, pending-batch checks and
-fresh ids for reused call ids.
+`error_details`, `add_usage`, `model_verdict`. In the adapters: `OpenAIPlatform`, their base
+(the settings both read from ``OPENAI_*``, `describe`, the batch `submit` answers), the tool
+choice they can send, function tool names, pending-batch checks and fresh ids for reused call
+ids.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 import requests
 
@@ -40,14 +41,20 @@ from bridge.platforms._settings import (
     retry_policy_for,
 )
 from bridge.platforms._transport import ErrorAnswer, Transport, trim
-from bridge.platforms.base import parse_tool_choice
+from bridge.platforms.base import (
+    InMemoryPlatform,
+    PlatformDescription,
+    parse_tool_choice,
+    results_by_call,
+)
 from bridge.platforms.retry import RetryPolicy
-from bridge.types import ToolBatch, ToolCall, ToolChoice
+from bridge.types import ToolBatch, ToolCall, ToolChoice, ToolResult
 
 __all__ = [
     "CONFIG_HINT",
     "LABEL",
     "REQUEST_ID_HEADER",
+    "OpenAIPlatform",
     "OpenAISettings",
     "add_usage",
     "choice_name",
@@ -195,12 +202,15 @@ def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dic
     return summed
 
 
-def model_verdict(base_url: str, model: str, served: list[str]) -> str:
-    """What a ``GET /models`` listing `served` proves about `model`, in one sentence.
+def model_verdict(base_url: str, model: str, served: list[str] | None) -> str:
+    """What a ``GET /models`` listing `served` proves about `model`, in one sentence (`served`
+    None: the listing was not JSON).
 
     Raises:
         ConfigurationError: the server lists its models and `model` is not among them.
     """
+    if served is None:
+        return f"{base_url} answered (its /models reply is not JSON)"
     if served and model not in served:
         raise ConfigurationError(
             f"model {model!r} is not served by {base_url}; "
@@ -331,3 +341,94 @@ def follow_up_fields(turn_tools: Mapping[str, Any]) -> dict[str, Any]:
     if fields.get("tool_choice") not in (None, "auto", "none"):
         del fields["tool_choice"]
     return fields
+
+
+class _HoldsPending(Protocol):
+    pending: ToolBatch | None
+
+
+C = TypeVar("C", bound=_HoldsPending)
+
+
+class OpenAIPlatform(InMemoryPlatform[C]):
+    """What both OpenAI adapters share on `InMemoryPlatform`: the settings they read the same
+    way (`configure`), their `repr` (never the key), `describe`, and the batch `submit` answers
+    (`answering`)."""
+
+    base_url: str
+    model: str
+    extra_body: dict[str, Any]
+    system: str | None
+    _api_key: str | None
+    _url: str
+    repr_fields: ClassVar[tuple[str, ...]] = ()
+    """Attributes shown in `repr` between the model and the key."""
+
+    def configure(
+        self,
+        base_url: str | None,
+        model: str | None,
+        api_key: str | None,
+        *,
+        endpoint: str,
+        managed_keys: frozenset[str],
+        connect_timeout: float,
+        idle_timeout: float,
+        max_retries: int,
+        retry_policy: RetryPolicy | None,
+        extra_body: Mapping[str, Any] | None,
+        system: str | None,
+    ) -> RetryPolicy:
+        """Read and keep the settings (`OpenAISettings.read`) and the URL of `endpoint`; return
+        the retry policy to build the client with.
+
+        Raises:
+            ConfigurationError: A required setting is missing or malformed.
+        """
+        settings = OpenAISettings.read(
+            base_url,
+            model,
+            api_key,
+            endpoint=endpoint,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            extra_body=extra_body,
+            managed_keys=managed_keys,
+        )
+        self.base_url, self.model, self._api_key = (
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+        )
+        self.extra_body = settings.extra_body
+        self.system = system
+        self._url = self.base_url + endpoint
+        return settings.retry_policy
+
+    def __repr__(self) -> str:
+        key = "'[secure]'" if self._api_key else "None"
+        shown = "".join(f"{name}={getattr(self, name)!r}, " for name in self.repr_fields)
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
+            f"{shown}api_key={key})"
+        )
+
+    def describe(self) -> PlatformDescription:
+        """The server and model this adapter talks to."""
+        return PlatformDescription(base_url=self.base_url, model=self.model)
+
+    def answering(
+        self, conversation_id: str, batch: ToolBatch, results: Sequence[ToolResult]
+    ) -> tuple[C, ToolBatch, dict[str, ToolResult]]:
+        """The conversation's state, its pending batch (checked to be `batch`) and `results` by
+        call id (checked to answer each call once), for `submit`.
+
+        Raises:
+            UsageError: Unknown conversation, a batch that is not the pending one, or results
+                that do not answer each call of the batch exactly once.
+        """
+        state = self._state(conversation_id)
+        pending = pending_batch(conversation_id, state.pending, batch)
+        return state, pending, results_by_call(pending, results)

@@ -24,13 +24,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from bridge.emulator.appbuilder import console, wire
 from bridge.emulator.appbuilder.components import (
@@ -57,15 +56,15 @@ from bridge.emulator.appbuilder.runs import (
     forced_tool,
     paused_run,
     pending_run,
-    take_answer,
     take_outputs,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults, parse_faults
+from bridge.emulator.base_app import ProtocolApp
+from bridge.emulator.faults import FaultSpec, parse_faults
 from bridge.emulator.matching import ToolInfo, tool_info
-from bridge.emulator.planner import AnswerStep, Planner, RunContext, Step
+from bridge.emulator.planner import AnswerStep, RunContext, Step
 from bridge.emulator.scenario import App, Scenario, load_scenario
-from bridge.emulator.state import LOST, ActiveRun, Conversation, EmulatorState, MessageRecord
-from bridge.emulator.transport import DroppedConnectionError, bearer_problem, protocol_app
+from bridge.emulator.state import LOST, ActiveRun, Conversation, MessageRecord
+from bridge.emulator.transport import DroppedConnectionError, admit
 
 __all__ = ["EmulatorApp", "client_env", "create_app"]
 
@@ -77,11 +76,8 @@ APPS_PATH = wire.APPS_PATH
 CONSOLE_ACTIONS = ("DescribeApps", "DescribeApp")
 
 
-class EmulatorApp:
+class EmulatorApp(ProtocolApp):
     """The ASGI app of one emulator, with its configuration and inspectable `state`."""
-
-    SAVED: ClassVar[Mapping[str, Any]] = {}
-    """Kept in a state file besides the conversations (`bridge.emulator.saving`): nothing."""
 
     def __init__(
         self,
@@ -91,15 +87,11 @@ class EmulatorApp:
         scenario: Scenario | None,
         faults: FaultSpec | None,
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
         self.app_id = app_id
         self.scenario = scenario
-        self.faults = faults
-        self.planner = Planner(scenario)
         self.app = scenario.app if scenario is not None else App()
         self.updated = int(time.time())
         """The app's ``updateTime`` on the console: when this emulator started, in seconds."""
-        self.state = EmulatorState()
         routes = [
             Route(PREFIX, self._create, methods=["POST"]),
             Route(f"{PREFIX}/runs", self._runs, methods=["POST"]),
@@ -108,13 +100,7 @@ class EmulatorApp:
             Route(APP_PATH, self._console, methods=["POST"]),
             Route(APPS_PATH, self._app_list, methods=["GET"]),
         ]
-        self._asgi = protocol_app(
-            routes, state=self.state, http_error=self._http_error, crash=self._crash
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
+        super().__init__(token=token, scenario=scenario, faults=faults, routes=routes)
 
     # --- endpoints ------------------------------------------------------------------------
 
@@ -168,7 +154,7 @@ class EmulatorApp:
                         accepted = conv.accepted_outputs.get(output.tool_call_id, 0)
                         conv.accepted_outputs[output.tool_call_id] = accepted + 1
                 else:
-                    take_answer(run, req.query or "")
+                    run.take_answer(req.query or "", str(uuid.uuid4()))
                 if component is not None:
                     step: Step = AnswerStep(component.output)
                     before = component_events(component, conv.next_event_id)
@@ -317,20 +303,13 @@ class EmulatorApp:
 
     async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
         """Read the body (so the log has it), check the token, parse a fault header."""
-        if read_body:
-            await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem is not None:
-            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
-            raise ReplyError(
-                401,
-                f"没有权限 (permission denied): the Authorization header {what}; "
-                "expected 'Authorization: Bearer <token>'",
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise ReplyError(400, f"bad {HEADER} header: {exc.message}") from None
+        return await admit(
+            request,
+            self.token,
+            unauthorized=_unauthorized,
+            bad_request=lambda message: ReplyError(400, message),
+            read_body=read_body,
+        )
 
     def _check_app(self, app_id: str) -> None:
         if app_id != self.app_id:
@@ -385,16 +364,6 @@ class EmulatorApp:
         except ComponentError as exc:
             raise ReplyError(400, str(exc)) from None
 
-    def _fault(
-        self,
-        header: FaultSpec | None,
-        rule: FaultSpec | None,
-        endpoint: str,
-        round_index: int | None,
-    ) -> FaultSpec | None:
-        """The fault that applies to this request, if any (header, then rule, then global)."""
-        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
-
     # --- error pages ----------------------------------------------------------------------
 
     async def _http_error(self, request: Request, exc: Exception) -> Response:
@@ -421,6 +390,15 @@ class EmulatorApp:
             return error(rid, 500, "connection dropped on purpose")
         logger.error("emulator bug while serving %s: %r", request.url.path, exc)
         return error(rid, 500, f"the emulator failed: {type(exc).__name__}: {exc}")
+
+
+def _unauthorized(problem: str) -> ReplyError:
+    what = "is missing" if problem == "missing" else "does not carry this emulator's token"
+    return ReplyError(
+        401,
+        f"没有权限 (permission denied): the Authorization header {what}; "
+        "expected 'Authorization: Bearer <token>'",
+    )
 
 
 def create_app(

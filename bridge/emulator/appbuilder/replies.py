@@ -14,7 +14,7 @@ from starlette.responses import Response
 from bridge.emulator.appbuilder import wire
 from bridge.emulator.appbuilder.render import merge_chunks
 from bridge.emulator.faults import FaultSpec
-from bridge.emulator.transport import BlockResponse, sse_block
+from bridge.emulator.transport import JSON, SSE, BlockResponse, fault_block, sse_block
 from bridge.emulator.wire import encode_json, format_validation_error
 
 __all__ = [
@@ -30,8 +30,6 @@ __all__ = [
     "validate",
 ]
 
-JSON = "application/json"
-SSE = "text/event-stream; charset=utf-8"
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -68,22 +66,8 @@ def validate(model: type[_M], data: dict[str, Any]) -> _M:
 def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
     """The response of a fault that refuses the request before it is processed."""
     if fault.status is not None:
-        headers = {}
-        retry_after = fault.retry_after
-        if retry_after is None and fault.status == 429:
-            retry_after = 1
-        if retry_after is not None:
-            headers["Retry-After"] = _seconds(retry_after)
         message = fault.message or f"emulated fault: HTTP {fault.status}"
-        body = encode_json(wire.error_body(rid, fault.status, message))
-        return BlockResponse(
-            [body],
-            status_code=fault.status,
-            media_type=JSON,
-            headers=headers,
-            delay=fault.delay,
-            drop_after=fault.drop_after,
-        )
+        return fault_block(fault, encode_json(wire.error_body(rid, fault.status, message)))
     inband = inband_body(rid, fault)
     if stream and fault.json_error_on_stream:
         inband["content"] = None  # what AppBuilder sends when a workflow node fails
@@ -100,10 +84,6 @@ def inband_body(rid: str, fault: FaultSpec) -> dict[str, Any]:
         code = int(code)
     message = fault.message or "emulated in-band error"
     return {"request_id": rid, "code": code, "message": message, "content": []}
-
-
-def _seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def error(rid: str, status: int, message: str) -> Response:

@@ -2,23 +2,22 @@
 
 A new query when nothing is pending (the tools it sends checked, its forced tool named), the
 outputs of exactly the pending tool calls (`pending_run`, `take_outputs`), or the reply to a
-pending question (`paused_run`, `take_answer`); anything else is a `ReplyError` (400) that names
-what is pending and the id expected.
+pending question (`paused_run`, `ActiveRun.take_answer`); anything else is a `ReplyError` (400)
+that names what is pending and the id expected.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import uuid
 
 from bridge.emulator.appbuilder import wire
 from bridge.emulator.appbuilder.replies import ReplyError
 from bridge.emulator.matching import ToolInfo
-from bridge.emulator.planner import CompletedAsk, CompletedCall, ForcedTool
+from bridge.emulator.planner import CompletedCall, ForcedTool
 from bridge.emulator.scenario import App
 from bridge.emulator.state import ActiveRun, Conversation, PendingInput
-from bridge.emulator.wire import schema_problems
+from bridge.emulator.wire import output_problems, schema_problems
 
 __all__ = [
     "asking",
@@ -27,7 +26,6 @@ __all__ = [
     "forced_tool",
     "paused_run",
     "pending_run",
-    "take_answer",
     "take_outputs",
 ]
 
@@ -92,17 +90,7 @@ def pending_run(conv: Conversation, outputs: list[wire.ToolOutputItem]) -> Activ
             "were not expected; send a query instead",
         )
     expected = [p.call_id for p in run.pending]
-    given = [o.tool_call_id for o in outputs]
-    repeated = sorted({i for i in given if given.count(i) > 1})
-    unknown = [i for i in given if i not in expected]
-    missing = [i for i in expected if i not in given]
-    problems = []
-    if unknown:
-        problems.append(f"unknown tool_call_id(s) {', '.join(unknown)}")
-    if missing:
-        problems.append(f"missing output(s) for tool_call_id(s) {', '.join(missing)}")
-    if repeated:
-        problems.append(f"repeated tool_call_id(s) {', '.join(repeated)}")
+    problems = output_problems(expected, [o.tool_call_id for o in outputs])
     if problems:
         raise ReplyError(
             400,
@@ -157,19 +145,6 @@ def paused_run(conv: Conversation, action: wire.Action | None) -> ActiveRun:
             "interrupt_event_id of its last chatflow_interrupt event)",
         )
     return run
-
-
-def take_answer(run: ActiveRun, answer: str) -> None:
-    """Record the person's reply; the run goes on as a new message whose query is the reply."""
-    question = run.pending_input
-    assert question is not None
-    run.context.answers.append(
-        CompletedAsk(question.interrupt_id, question.name, question.question, answer)
-    )
-    run.pending_input = None
-    run.message_id = str(uuid.uuid4())
-    run.query = answer
-    run.first_round = len(run.context.rounds)
 
 
 def take_outputs(run: ActiveRun, outputs: list[wire.ToolOutputItem]) -> None:

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from bridge.emulator.base_app import ProtocolApp
 from bridge.emulator.coze import wire
 from bridge.emulator.coze.bot import SECTION, BotConfig
 from bridge.emulator.coze.chats import (
@@ -39,7 +40,6 @@ from bridge.emulator.coze.chats import (
     check_outputs,
     numeric_id,
     query_of,
-    take_answer,
 )
 from bridge.emulator.coze.files import file_object, read_upload
 from bridge.emulator.coze.render import chat_message, render_step
@@ -51,7 +51,7 @@ from bridge.emulator.coze.replies import (
     rejection,
     validate,
 )
-from bridge.emulator.faults import HEADER, FaultSpec, FaultSpecError, header_faults
+from bridge.emulator.faults import FaultSpec
 from bridge.emulator.planner import (
     CompletedCall,
     Planner,
@@ -62,14 +62,12 @@ from bridge.emulator.state import (
     LOST,
     ActiveRun,
     Conversation,
-    EmulatorState,
     FileRecord,
 )
 from bridge.emulator.toolinfo import tool_info
 from bridge.emulator.transport import (
     DroppedConnectionError,
-    bearer_problem,
-    protocol_app,
+    admit,
 )
 from bridge.emulator.wire import format_validation_error
 
@@ -81,7 +79,7 @@ LOGID_HEADER = "x-tt-logid"
 _ACTIVE = frozenset({"created", "in_progress", "requires_action"})
 
 
-class CozeApp:
+class CozeApp(ProtocolApp):
     """The ASGI app of one Coze emulator (one bot), with its inspectable `state`."""
 
     SAVED: ClassVar[Mapping[str, Any]] = {
@@ -99,16 +97,12 @@ class CozeApp:
         bot: BotConfig,
         faults: FaultSpec | None,
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
         self.bot_id = bot_id
         self.bot = bot
-        self.faults = faults
-        self.planner = Planner(scenario)
         self.tools = tuple(tool_info(p.name, p.description, p.parameters) for p in bot.plugins)
         self.chat_only = False
         """True while the planner only says that the bot has no plugins (none declared yet)."""
         self._own_plugins = bool(bot.plugins)
-        self.state = EmulatorState()
         self.chats: dict[str, ChatRecord] = {}
         """Every chat by id (read under `state.lock`)."""
         self.files: dict[str, FileRecord] = {}
@@ -124,17 +118,9 @@ class CozeApp:
             Route("/v1/files/upload", self._upload, methods=["POST"]),
             Route("/v1/files/retrieve", self._file, methods=["GET"]),
         ]
-        self._asgi = protocol_app(
-            routes,
-            state=self.state,
-            http_error=self._http_error,
-            crash=self._crash,
-            wrap=_LogIdMiddleware,
+        super().__init__(
+            token=token, scenario=scenario, faults=faults, routes=routes, wrap=_LogIdMiddleware
         )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
 
     def configure(self, sections: Mapping[str, Any]) -> None:
         """Declare the bot's plugins from a scenario's ``coze`` section (the tools of a bridge
@@ -197,7 +183,7 @@ class CozeApp:
                 if fault is not None and fault.rejects:
                     return rejection(logid, fault, stream=req.stream)
                 if run.pending_input is not None:
-                    take_answer(run, query)
+                    run.take_answer(query, numeric_id())
                 chat = ChatRecord(
                     chat_id=numeric_id(),
                     conversation_id=conv.conversation_id,
@@ -410,21 +396,13 @@ class CozeApp:
 
     async def _begin(self, request: Request, *, read_body: bool = True) -> FaultSpec | None:
         """Read the body (so the log has it), check the token, parse a fault header."""
-        if read_body:
-            await request.body()
-        problem = bearer_problem(request.headers, self.token)
-        if problem is not None:
-            what = "is missing" if problem == "missing" else "does not carry this emulator's token"
-            raise ReplyError(
-                wire.CODE_AUTH,
-                f"authentication is invalid: the Authorization header {what}; expected "
-                "'Authorization: Bearer <personal access token>'",
-                status=401,
-            )
-        try:
-            return header_faults(request.headers)
-        except FaultSpecError as exc:
-            raise ReplyError(wire.CODE_BAD_REQUEST, f"bad {HEADER} header: {exc.message}") from None
+        return await admit(
+            request,
+            self.token,
+            unauthorized=_unauthorized,
+            bad_request=lambda message: ReplyError(wire.CODE_BAD_REQUEST, message),
+            read_body=read_body,
+        )
 
     def _check_bot(self, bot_id: str) -> None:
         if bot_id != self.bot_id:
@@ -464,15 +442,6 @@ class CozeApp:
                 f"chat {chat_id!r} not found in conversation {conversation_id!r}",
             )
         return chat, conv
-
-    def _fault(
-        self,
-        header: FaultSpec | None,
-        rule: FaultSpec | None,
-        endpoint: str,
-        round_index: int | None,
-    ) -> FaultSpec | None:
-        return self.state.faults.pick(header, rule, self.faults, endpoint, round_index)
 
     # --- error pages ----------------------------------------------------------------------
 
@@ -524,3 +493,13 @@ class _LogIdMiddleware:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _unauthorized(problem: str) -> ReplyError:
+    what = "is missing" if problem == "missing" else "does not carry this emulator's token"
+    return ReplyError(
+        wire.CODE_AUTH,
+        f"authentication is invalid: the Authorization header {what}; expected "
+        "'Authorization: Bearer <personal access token>'",
+        status=401,
+    )

@@ -20,16 +20,14 @@ bot has no plugins and answers every query in plain text (or by the scenario's r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bridge.emulator.scenario import Scenario, ScenarioError, load_scenario
-from bridge.emulator.wire import TOOL_NAME_PATTERN, format_validation_error
+from bridge.emulator.scenario import Scenario, split_section
+from bridge.emulator.wire import TOOL_NAME_PATTERN
 
 __all__ = ["SECTION", "BotConfig", "PluginApi", "split_scenario"]
 
@@ -86,40 +84,4 @@ def split_scenario(
         return None, BotConfig()
     if isinstance(source, Scenario):
         return source, BotConfig()
-    label = "<scenario>"
-    if isinstance(source, Mapping):
-        data: Any = dict(source)
-    else:
-        path = Path(source)
-        label = str(path)
-        data = _read(path)
-    if not isinstance(data, dict):
-        # load_scenario says what is wrong with the file itself.
-        return load_scenario(source), BotConfig()
-    section = data.pop(SECTION, None)
-    try:
-        bot = BotConfig.model_validate(section or {})
-    except ValidationError as exc:
-        raise ScenarioError(f"{label}: {SECTION}: {format_validation_error(exc)}") from None
-    if not data:
-        return None, bot
-    try:
-        return load_scenario(data), bot
-    except ScenarioError as exc:
-        # load_scenario names a mapping "<scenario>"; the person wrote a file.
-        raise ScenarioError(str(exc).replace("<scenario>", label, 1)) from None
-
-
-def _read(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: scenario file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: not valid YAML/JSON: {exc}") from None
+    return split_section(source, SECTION, BotConfig)

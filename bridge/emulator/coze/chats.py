@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.emulator.coze import wire
-from bridge.emulator.planner import CompletedAsk, RunContext
+from bridge.emulator.planner import RunContext
 from bridge.emulator.render import estimate_tokens
 from bridge.emulator.state import ActiveRun, MessageRecord
+from bridge.emulator.wire import output_problems
 
 __all__ = [
     "ChatRecord",
@@ -22,7 +23,6 @@ __all__ = [
     "message_record",
     "numeric_id",
     "query_of",
-    "take_answer",
 ]
 
 
@@ -124,35 +124,13 @@ def check_outputs(chat: ChatRecord, outputs: list[wire.ToolOutputIn]) -> None:
             "auto_save_history=true",
         )
     expected = [p.call_id for p in run.pending]
-    given = [o.tool_call_id for o in outputs]
-    problems = []
-    unknown = [i for i in given if i not in expected]
-    missing = [i for i in expected if i not in given]
-    repeated = sorted({i for i in given if given.count(i) > 1})
-    if unknown:
-        problems.append(f"unknown tool_call_id(s) {', '.join(unknown)}")
-    if missing:
-        problems.append(f"missing output(s) for tool_call_id(s) {', '.join(missing)}")
-    if repeated:
-        problems.append(f"repeated tool_call_id(s) {', '.join(repeated)}")
+    problems = output_problems(expected, [o.tool_call_id for o in outputs])
     if problems:
         raise ReplyError(
             wire.CODE_BAD_REQUEST,
             "tool_outputs must answer every tool call of the chat in one request "
             f"({', '.join(expected)}): " + "; ".join(problems),
         )
-
-
-def take_answer(run: ActiveRun, answer: str) -> None:
-    question = run.pending_input
-    assert question is not None
-    run.context.answers.append(
-        CompletedAsk(question.interrupt_id, question.name, question.question, answer)
-    )
-    run.pending_input = None
-    run.message_id = numeric_id()
-    run.query = answer
-    run.first_round = len(run.context.rounds)
 
 
 def message_record(run: ActiveRun, answer: str, status: str) -> MessageRecord:

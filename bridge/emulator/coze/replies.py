@@ -13,7 +13,7 @@ from starlette.responses import Response
 from bridge.emulator.coze import wire
 from bridge.emulator.coze.chats import ChatRecord, ReplyError
 from bridge.emulator.faults import FaultSpec
-from bridge.emulator.transport import BlockResponse
+from bridge.emulator.transport import JSON, SSE, BlockResponse, fault_block
 from bridge.emulator.wire import encode_json, format_validation_error
 
 __all__ = [
@@ -28,8 +28,6 @@ __all__ = [
     "validate",
 ]
 
-JSON = "application/json"
-SSE = "text/event-stream; charset=utf-8"
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -69,22 +67,9 @@ def error_response(logid: str, reply: ReplyError) -> Response:
 def rejection(logid: str, fault: FaultSpec, *, stream: bool) -> Response:
     """A fault that refuses the request before it is processed (a stream's too: as JSON)."""
     if fault.status is not None:
-        headers = {}
-        retry_after = fault.retry_after if fault.retry_after is not None else None
-        if retry_after is None and fault.status == 429:
-            retry_after = 1
-        if retry_after is not None:
-            headers["Retry-After"] = f"{retry_after:g}"
         msg = fault.message or f"emulated fault: HTTP {fault.status}"
         body = encode_json(wire.error_envelope(wire.code_for_status(fault.status), msg, logid))
-        return BlockResponse(
-            [body],
-            status_code=fault.status,
-            media_type=JSON,
-            headers=headers,
-            delay=fault.delay,
-            drop_after=fault.drop_after,
-        )
+        return fault_block(fault, body, seconds=lambda seconds: f"{seconds:g}")
     body = encode_json(inband_error(logid, fault))
     return BlockResponse([body], media_type=JSON)
 

@@ -22,6 +22,7 @@ from typing import Any
 from bridge.emulator.faults import FaultSpec, parse_faults
 from bridge.emulator.openai_chat.app import ChatApp
 from bridge.emulator.openai_chat.model import ModelConfig, split_scenario
+from bridge.emulator.openai_wire import client_env
 from bridge.emulator.scenario import Scenario
 
 __all__ = ["ChatApp", "ModelConfig", "client_env", "create_app"]
@@ -51,12 +52,3 @@ def create_app(
     loaded, traits = split_scenario(scenario)
     spec = parse_faults(faults) if isinstance(faults, str) else faults
     return ChatApp(token=token, model=app_id, scenario=loaded, faults=spec, traits=traits)
-
-
-def client_env(base_url: str, token: str, app_id: str) -> dict[str, str]:
-    """The environment variables the openai package and toolbridge's adapter read."""
-    return {
-        "OPENAI_API_KEY": token,
-        "OPENAI_BASE_URL": base_url + "/v1",
-        "OPENAI_MODEL": app_id,
-    }

@@ -21,18 +21,16 @@ meaning here and is ignored.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from bridge.emulator.faults import FaultSpec
 from bridge.emulator.matching import choose_tool, tool_info
+from bridge.emulator.openai_app import OpenAIApp, file_run
 from bridge.emulator.openai_chat.messages import (
     ChatRequest,
     IssuedCall,
@@ -54,24 +52,20 @@ from bridge.emulator.openai_chat.replies import (
 )
 from bridge.emulator.openai_wire import (
     RequestError,
-    begin,
     error_response,
     json_object,
-    json_response,
     text_of,
 )
-from bridge.emulator.planner import AnswerStep, ForcedTool, PlannedCall, Planner, RunContext, Step
+from bridge.emulator.planner import ForcedTool, PlannedCall, RunContext, Step
 from bridge.emulator.scenario import Scenario
-from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
-from bridge.emulator.transport import DroppedConnectionError, protocol_app
 
 __all__ = ["ChatApp"]
 
-logger = logging.getLogger(__name__)
 
-
-class ChatApp:
+class ChatApp(OpenAIApp):
     """The ASGI app of one Chat Completions emulator, with its inspectable `state`."""
+
+    SERVES = "POST /v1/chat/completions and GET /v1/models"
 
     SAVED: ClassVar[Mapping[str, Any]] = {
         "_issued": dict[str, IssuedCall],
@@ -89,28 +83,14 @@ class ChatApp:
         faults: FaultSpec | None,
         traits: ModelConfig | None = None,
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
-        self.model = model
+        routes = [Route("/v1/chat/completions", self._create, methods=["POST"])]
+        super().__init__(token=token, model=model, scenario=scenario, faults=faults, routes=routes)
         self.traits = traits or ModelConfig()
-        self.faults = faults
-        self.planner = Planner(scenario)
-        self.state = EmulatorState()
         self._issued: dict[str, IssuedCall] = {}
         self._text_issued: dict[str, tuple[PlannedCall, ...]] = {}
         """Calls the emulator wrote as text, by the text of the reply that holds them."""
         self._call_conversation: dict[str, str] = {}
         """The emulator conversation of each call id, and of each reply with text calls."""
-        routes = [
-            Route("/v1/chat/completions", self._create, methods=["POST"]),
-            Route("/v1/models", self._models, methods=["GET"]),
-        ]
-        self._asgi = protocol_app(
-            routes, state=self.state, http_error=self._http_error, crash=self._crash
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
 
     def completion_conversation(self, completion_id: str) -> str:
         """The emulator conversation (`Emulator.conversation`) a completion was filed under.
@@ -170,15 +150,6 @@ class ChatApp:
             )
         return body_response(rid, rendered, fault)
 
-    async def _models(self, request: Request) -> Response:
-        rid = request.state.request_id
-        try:
-            await self._begin(request)
-        except RequestError as exc:
-            return error_response(rid, exc)
-        model = {"id": self.model, "object": "model", "created": 0, "owned_by": "emulator"}
-        return json_response(rid, {"object": "list", "data": [model]})
-
     # --- one completion -------------------------------------------------------------------
 
     def _run(
@@ -206,9 +177,7 @@ class ChatApp:
             query=run.query, tools=infos, forced=forced, match=match, rounds=run.rounds
         )
         rule_fault = match.rule.fault_spec if match else None
-        fault = self.state.faults.pick(
-            header_fault, rule_fault, self.faults, "runs", len(run.rounds)
-        )
+        fault = self._fault(header_fault, rule_fault, "runs", len(run.rounds))
         if fault is not None and fault.rejects and fault.inband not in CUT_SHORT:
             return None, fault
         step = self._step(choice, context)
@@ -218,23 +187,13 @@ class ChatApp:
         return rendered, fault
 
     def _step(self, choice: str | dict[str, Any] | None, context: RunContext) -> Step:
-        if choice == "none":
-            return AnswerStep(_plain_answer(self.planner, context.query))
-        if context.rounds and context.forced is None and context.match is None:
+        if choice != "none" and context.rounds and context.forced is None and context.match is None:
             # Clients send a forced choice with the first request only; the run's later
             # requests continue with the tool it forced (the planner then answers from it).
             first = context.rounds[0][0].name
             if choose_tool(context.query, context.tools) is None and context.tool(first):
                 context.forced = ForcedTool(name=first, input={})
-        step = self.planner.next_step(context)
-        if choice == "required" and not context.rounds and isinstance(step, AnswerStep):
-            tool = choose_tool(context.query, context.tools, minimum=0.0) or (
-                context.tools[0] if context.tools else None
-            )
-            if tool is not None:
-                context.forced = ForcedTool(name=tool.name, input={})
-                step = self.planner.next_step(context)
-        return step
+        return super()._step(choice, context)
 
     def _record(self, run: RunSoFar, context: RunContext, rendered: Rendered) -> None:
         known = [self._call_conversation[k] for k in run.links if k in self._call_conversation]
@@ -244,28 +203,18 @@ class ChatApp:
         for call_id in run.latest:
             conv.accepted_outputs[call_id] = conv.accepted_outputs.get(call_id, 0) + 1
         completion_id = str(rendered.body["id"])
-        if rendered.issued or rendered.text_calls:
-            pending = [
-                PendingCall(call_id, call.name, call.arguments, call.output_name)
-                for call_id, call in rendered.issued.items()
-            ]
-            pending += [
-                PendingCall(f"{completion_id}#{n}", call.name, call.arguments, call.output_name)
-                for n, call in enumerate(rendered.text_calls)
-            ]
-            conv.active = ActiveRun(message_id=completion_id, context=context, pending=pending)
-        else:
-            done = tuple(call for round_ in context.rounds for call in round_)
-            conv.messages.append(
-                MessageRecord(
-                    message_id=completion_id,
-                    query=context.query,
-                    answer=rendered.answer or "",
-                    status="error" if rendered.error is not None else "success",
-                    tool_calls=done,
-                )
-            )
-            conv.active = None
+        calls: list[tuple[str, IssuedCall | PlannedCall]] = [
+            *rendered.issued.items(),
+            *((f"{completion_id}#{n}", call) for n, call in enumerate(rendered.text_calls)),
+        ]
+        file_run(
+            conv,
+            completion_id,
+            context,
+            calls,
+            answer=rendered.answer,
+            failed=rendered.error is not None,
+        )
         for call_id, call in rendered.issued.items():
             self._issued[call_id] = call
             self._call_conversation[call_id] = conv.conversation_id
@@ -273,39 +222,6 @@ class ChatApp:
             reply = text_of(rendered.body["choices"][0]["message"]["content"])
             self._text_issued[reply] = rendered.text_calls
             self._call_conversation[reply] = conv.conversation_id
-
-    # --- shared checks ----------------------------------------------------------------------
-
-    async def _begin(self, request: Request) -> FaultSpec | None:
-        return await begin(request, self.token)
-
-    # --- error pages ----------------------------------------------------------------------
-
-    async def _http_error(self, request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        rid = request.state.request_id
-        if exc.status_code == 404:
-            message = (
-                f"Invalid URL ({request.method} {request.url.path}); the emulator serves "
-                "POST /v1/chat/completions and GET /v1/models"
-            )
-        elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
-        else:
-            message = str(exc.detail)
-        return error_response(rid, RequestError(exc.status_code, message))
-
-    async def _crash(self, request: Request, exc: Exception) -> Response:
-        rid = request.state.request_id
-        if isinstance(exc, DroppedConnectionError):
-            return error_response(rid, RequestError(500, "connection dropped on purpose"))
-        logger.error("emulator bug while serving %s: %r", request.url.path, exc)
-        return error_response(
-            rid,
-            RequestError(
-                500, f"the emulator failed: {type(exc).__name__}: {exc}", kind="server_error"
-            ),
-        )
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -331,11 +247,6 @@ def _forced(choice: str | dict[str, Any] | None, tools: tuple[Any, ...]) -> Forc
             param="tool_choice",
         )
     return ForcedTool(name=name, input={})
-
-
-def _plain_answer(planner: Planner, query: str) -> str:
-    step = planner.next_step(RunContext(query=query, tools=()))
-    return step.text if isinstance(step, AnswerStep) else query
 
 
 def _message_text(message: Mapping[str, Any]) -> str:

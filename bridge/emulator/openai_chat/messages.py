@@ -24,9 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from bridge.emulator.openai_wire import RequestError, strict_problem, text_of
+from bridge.emulator.openai_wire import (
+    OpenAIRequest,
+    RequestError,
+    completed_call,
+    strict_problem,
+    text_of,
+)
 from bridge.emulator.planner import CompletedCall, PlannedCall
 
 __all__ = [
@@ -52,12 +56,9 @@ RESULTS_HEADER = "Tool results:"
 """How the text tool protocol's user message with the results of a round opens."""
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(OpenAIRequest):
     """The fields of ``POST /v1/chat/completions`` the emulator acts on (others are accepted)."""
 
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1)
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
@@ -66,13 +67,6 @@ class ChatRequest(BaseModel):
     stream_options: dict[str, Any] | None = None
     n: int | None = None
     user: str | None = None
-
-    @field_validator("tool_choice")
-    @classmethod
-    def _known_choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
-        if isinstance(value, str) and value not in ("auto", "none", "required"):
-            raise ValueError(f"expected 'auto', 'none', 'required' or an object, got {value!r}")
-        return value
 
     @property
     def include_usage(self) -> bool:
@@ -90,16 +84,7 @@ class ChatRequest(BaseModel):
                 param="input",
                 code="unknown_parameter",
             )
-        try:
-            request = cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            loc = ".".join(str(part) for part in err.get("loc", ()))
-            if err.get("type") == "missing":
-                message = f"Missing required parameter: '{loc}'."
-            else:
-                message = f"Invalid value for '{loc}': {err.get('msg', 'invalid')}."
-            raise RequestError(400, message, param=loc or None) from None
+        request = cls.validated(data)
         if not request.messages:
             raise RequestError(
                 400,
@@ -304,14 +289,8 @@ def _query_index(messages: Sequence[Mapping[str, Any]], counts: Any) -> int:
 def _completed(
     call_id: str, name: str, raw_arguments: str, output: str, issued: IssuedCall | None
 ) -> CompletedCall:
-    try:
-        arguments = json.loads(raw_arguments) if raw_arguments else {}
-    except ValueError:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        arguments = {}
-    output_name = issued.output_name if issued is not None and issued.name == name else name
-    return CompletedCall(call_id, name, output_name, arguments, output)
+    output_name = issued.output_name if issued is not None and issued.name == name else None
+    return completed_call(call_id, name, raw_arguments, output, output_name)
 
 
 def check_tools(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:

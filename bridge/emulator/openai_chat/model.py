@@ -14,16 +14,13 @@ the native protocol fails the way it fails on such a server, so both sides can b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from bridge.emulator.scenario import Scenario, ScenarioError, load_scenario
-from bridge.emulator.wire import format_validation_error
+from bridge.emulator.scenario import Scenario, split_section
 
 __all__ = ["SECTION", "ModelConfig", "split_scenario"]
 
@@ -53,40 +50,4 @@ def split_scenario(
         return None, ModelConfig()
     if isinstance(source, Scenario):
         return source, ModelConfig()
-    label = "<scenario>"
-    data: Any
-    if isinstance(source, Mapping):
-        data = dict(source)
-    else:
-        path = Path(source)
-        label = str(path)
-        data = _read(path)
-    if not isinstance(data, dict) or SECTION not in data:
-        return load_scenario(source), ModelConfig()
-    section = data.pop(SECTION)
-    try:
-        model = ModelConfig.model_validate(section or {})
-    except ValidationError as exc:
-        raise ScenarioError(f"{label}: {SECTION}: {format_validation_error(exc)}") from None
-    if not data:
-        return None, model
-    try:
-        return load_scenario(data), model
-    except ScenarioError as exc:
-        # load_scenario names a mapping "<scenario>"; the person wrote a file.
-        raise ScenarioError(str(exc).replace("<scenario>", label, 1)) from None
-
-
-def _read(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: scenario file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: not valid YAML/JSON: {exc}") from None
+    return split_section(source, SECTION, ModelConfig, whole_without_section=True)

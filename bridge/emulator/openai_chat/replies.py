@@ -23,10 +23,12 @@ from bridge.emulator.openai_wire import (
     JSON,
     REQUEST_ID,
     RequestError,
+    body_block,
     encode,
     error_body,
     error_response,
     json_response,
+    sse_response,
     status_rejection,
 )
 from bridge.emulator.transport import BlockResponse, sse_block
@@ -38,7 +40,6 @@ __all__ = [
     "stream_response",
 ]
 
-SSE = "text/event-stream; charset=utf-8"
 DONE = b"data: [DONE]\n\n"
 CUT_SHORT = {"length": "length", "max_output_tokens": "length", "content_filter": "content_filter"}
 """``inband`` codes that end the completion with a ``finish_reason`` instead of an error."""
@@ -62,9 +63,7 @@ def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
         return BlockResponse(
             [encode(_inband(fault))], status_code=500, media_type=JSON, headers={REQUEST_ID: rid}
         )
-    return BlockResponse(
-        [frame(_inband(fault))], media_type=SSE, headers={REQUEST_ID: rid}, length=False
-    )
+    return sse_response(rid, [frame(_inband(fault))])
 
 
 def body_response(rid: str, rendered: Rendered, fault: FaultSpec | None) -> Response:
@@ -85,16 +84,7 @@ def body_response(rid: str, rendered: Rendered, fault: FaultSpec | None) -> Resp
             headers={REQUEST_ID: rid},
             delay=fault.delay,
         )
-    payload = encode(body)
-    if fault.malformed is not None:
-        payload = payload[:-1] + b", not JSON"
-    return BlockResponse(
-        [payload],
-        media_type=JSON,
-        headers={REQUEST_ID: rid},
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
+    return body_block(rid, body, fault)
 
 
 def stream_response(
@@ -117,22 +107,14 @@ def stream_response(
     blocks = [frame(chunk) for chunk in chunks]
     if rendered.error is None:
         blocks.append(DONE)
-    headers = {REQUEST_ID: rid}
     if fault is None:
-        return BlockResponse(blocks, media_type=SSE, headers=headers, length=False)
+        return sse_response(rid, blocks)
     if fault.malformed is not None:
         at = min(fault.malformed, len(blocks))
         blocks.insert(at, b"data: {this is not JSON\n\n")
     if fault.inband is not None and fault.inband not in CUT_SHORT:
         blocks = [*blocks[: fault.inband_after], frame(_inband(fault))]
-    return BlockResponse(
-        blocks,
-        media_type=SSE,
-        headers=headers,
-        length=False,
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
+    return sse_response(rid, blocks, fault)
 
 
 def _cut_short(body: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.emulator.faults import FaultSpec, parse_faults
+from bridge.emulator.openai_wire import client_env
 from bridge.emulator.responses.app import ResponsesApp
 from bridge.emulator.scenario import Scenario, load_scenario
 
@@ -43,12 +44,3 @@ def create_app(
     loaded = load_scenario(scenario) if scenario is not None else None
     spec = parse_faults(faults) if isinstance(faults, str) else faults
     return ResponsesApp(token=token, model=app_id, scenario=loaded, faults=spec)
-
-
-def client_env(base_url: str, token: str, app_id: str) -> dict[str, str]:
-    """The environment variables the openai package and toolbridge's adapter read."""
-    return {
-        "OPENAI_API_KEY": token,
-        "OPENAI_BASE_URL": base_url + "/v1",
-        "OPENAI_MODEL": app_id,
-    }

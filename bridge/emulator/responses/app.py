@@ -18,28 +18,25 @@ the number of tool rounds the transcript already holds; ``inband`` becomes an ``
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from bridge.emulator.faults import FaultSpec
-from bridge.emulator.matching import choose_tool, tool_info
+from bridge.emulator.matching import tool_info
+from bridge.emulator.openai_app import OpenAIApp, file_run
 from bridge.emulator.openai_wire import (
     RequestError,
-    begin,
     error_response,
     json_object,
     json_response,
     text_of,
 )
-from bridge.emulator.planner import AnswerStep, ForcedTool, Planner, RunContext, Step
+from bridge.emulator.planner import ForcedTool, RunContext
 from bridge.emulator.responses.items import (
     IssuedCall,
     ResponsesRequest,
@@ -57,12 +54,8 @@ from bridge.emulator.responses.replies import (
     stream_response,
 )
 from bridge.emulator.scenario import Scenario
-from bridge.emulator.state import ActiveRun, EmulatorState, MessageRecord, PendingCall
-from bridge.emulator.transport import DroppedConnectionError, protocol_app
 
 __all__ = ["ResponsesApp"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,8 +68,10 @@ class _Stored:
     stored: bool
 
 
-class ResponsesApp:
+class ResponsesApp(OpenAIApp):
     """The ASGI app of one Responses emulator, with its inspectable `state`."""
+
+    SERVES = "POST /v1/responses, GET /v1/responses/{id} and GET /v1/models"
 
     SAVED: ClassVar[Mapping[str, Any]] = {
         "_responses": dict[str, _Stored],
@@ -89,27 +84,15 @@ class ResponsesApp:
     def __init__(
         self, *, token: str, model: str, scenario: Scenario | None, faults: FaultSpec | None
     ) -> None:
-        self.token = token.removeprefix("Bearer ").strip()
-        self.model = model
-        self.faults = faults
-        self.planner = Planner(scenario)
-        self.state = EmulatorState()
+        routes = [
+            Route("/v1/responses", self._create, methods=["POST"]),
+            Route("/v1/responses/{response_id}", self._retrieve, methods=["GET"]),
+        ]
+        super().__init__(token=token, model=model, scenario=scenario, faults=faults, routes=routes)
         self._responses: dict[str, _Stored] = {}
         self._issued: dict[str, IssuedCall] = {}
         self._call_conversation: dict[str, str] = {}
         self._stored_reasoning: set[str] = set()
-        routes = [
-            Route("/v1/responses", self._create, methods=["POST"]),
-            Route("/v1/responses/{response_id}", self._retrieve, methods=["GET"]),
-            Route("/v1/models", self._models, methods=["GET"]),
-        ]
-        self._asgi = protocol_app(
-            routes, state=self.state, http_error=self._http_error, crash=self._crash
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        await self._asgi(scope, receive, send)
 
     def response_conversation(self, response_id: str) -> str:
         """The emulator conversation (`Emulator.conversation`) a response belongs to.
@@ -162,15 +145,6 @@ class ResponsesApp:
             return error_response(rid, exc)
         return json_response(rid, found.body)
 
-    async def _models(self, request: Request) -> Response:
-        rid = request.state.request_id
-        try:
-            await self._begin(request)
-        except RequestError as exc:
-            return error_response(rid, exc)
-        model = {"id": self.model, "object": "model", "created": 0, "owned_by": "emulator"}
-        return json_response(rid, {"object": "list", "data": [model]})
-
     # --- one response ---------------------------------------------------------------------
 
     def _run(
@@ -192,10 +166,10 @@ class ResponsesApp:
             query=run.query, tools=infos, forced=forced, match=match, rounds=run.rounds
         )
         rule_fault = match.rule.fault_spec if match else None
-        fault = self._fault(header_fault, rule_fault, len(run.rounds))
+        fault = self._fault(header_fault, rule_fault, "runs", len(run.rounds))
         if fault is not None and fault.rejects and fault.inband not in INCOMPLETE:
             return None, fault
-        step = self._step(req, context)
+        step = self._step(req.tool_choice, context)
         prompt = " ".join(_item_text(item) for item in transcript)
         raw_tools = [dict(t) for t in req.tools or []]
         rendered = render_response(step, req, prompt_text=prompt, tools=raw_tools)
@@ -222,19 +196,6 @@ class ResponsesApp:
         check_chained_outputs(given)
         return found
 
-    def _step(self, req: ResponsesRequest, context: RunContext) -> Step:
-        if req.tool_choice == "none":
-            return AnswerStep(_plain_answer(self.planner, context.query))
-        step = self.planner.next_step(context)
-        if req.tool_choice == "required" and not context.rounds and isinstance(step, AnswerStep):
-            tool = choose_tool(context.query, context.tools, minimum=0.0) or (
-                context.tools[0] if context.tools else None
-            )
-            if tool is not None:
-                context.forced = ForcedTool(name=tool.name, input={})
-                step = self.planner.next_step(context)
-        return step
-
     def _record(
         self,
         req: ResponsesRequest,
@@ -260,24 +221,14 @@ class ResponsesApp:
             if item["type"] == "function_call_output" and call_id in latest:
                 conv.accepted_outputs[call_id] = conv.accepted_outputs.get(call_id, 0) + 1
         response_id = str(rendered.body["id"])
-        if rendered.issued:
-            pending = [
-                PendingCall(call_id, call.name, call.arguments, call.output_name)
-                for call_id, call in rendered.issued.items()
-            ]
-            conv.active = ActiveRun(message_id=response_id, context=context, pending=pending)
-        else:
-            done = tuple(call for round_ in context.rounds for call in round_)
-            conv.messages.append(
-                MessageRecord(
-                    message_id=response_id,
-                    query=context.query,
-                    answer=rendered.answer or "",
-                    status="error" if rendered.body["status"] == "failed" else "success",
-                    tool_calls=done,
-                )
-            )
-            conv.active = None
+        file_run(
+            conv,
+            response_id,
+            context,
+            rendered.issued.items(),
+            answer=rendered.answer,
+            failed=rendered.body["status"] == "failed",
+        )
         for call_id, call in rendered.issued.items():
             self._issued[call_id] = call
             self._call_conversation[call_id] = conv.conversation_id
@@ -290,45 +241,6 @@ class ResponsesApp:
             items=[*transcript, *rendered.output],
             conversation_id=conv.conversation_id,
             stored=req.stored,
-        )
-
-    # --- shared checks ----------------------------------------------------------------------
-
-    async def _begin(self, request: Request) -> FaultSpec | None:
-        return await begin(request, self.token)
-
-    def _fault(
-        self, header: FaultSpec | None, rule: FaultSpec | None, round_index: int
-    ) -> FaultSpec | None:
-        """The fault for this request: the header's, else the rule's, else the global one."""
-        return self.state.faults.pick(header, rule, self.faults, "runs", round_index)
-
-    # --- error pages ----------------------------------------------------------------------
-
-    async def _http_error(self, request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        rid = request.state.request_id
-        if exc.status_code == 404:
-            message = (
-                f"Invalid URL ({request.method} {request.url.path}); the emulator serves "
-                "POST /v1/responses, GET /v1/responses/{id} and GET /v1/models"
-            )
-        elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
-        else:
-            message = str(exc.detail)
-        return error_response(rid, RequestError(exc.status_code, message))
-
-    async def _crash(self, request: Request, exc: Exception) -> Response:
-        rid = request.state.request_id
-        if isinstance(exc, DroppedConnectionError):
-            return error_response(rid, RequestError(500, "connection dropped on purpose"))
-        logger.error("emulator bug while serving %s: %r", request.url.path, exc)
-        return error_response(
-            rid,
-            RequestError(
-                500, f"the emulator failed: {type(exc).__name__}: {exc}", kind="server_error"
-            ),
         )
 
 
@@ -353,11 +265,6 @@ def _forced(choice: str | dict[str, Any] | None, tools: tuple[Any, ...]) -> Forc
             param="tool_choice",
         )
     return ForcedTool(name=name, input={})
-
-
-def _plain_answer(planner: Planner, query: str) -> str:
-    step = planner.next_step(RunContext(query=query, tools=()))
-    return step.text if isinstance(step, AnswerStep) else query
 
 
 def _item_text(item: Mapping[str, Any]) -> str:

@@ -21,9 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from bridge.emulator.openai_wire import RequestError, strict_problem, text_of
+from bridge.emulator.openai_wire import (
+    OpenAIRequest,
+    RequestError,
+    completed_call,
+    strict_problem,
+    text_of,
+)
 from bridge.emulator.planner import CompletedCall
 
 __all__ = [
@@ -42,12 +46,9 @@ __all__ = [
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 
 
-class ResponsesRequest(BaseModel):
+class ResponsesRequest(OpenAIRequest):
     """The fields of ``POST /v1/responses`` the emulator acts on (others are accepted)."""
 
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1)
     input: str | list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
@@ -57,13 +58,6 @@ class ResponsesRequest(BaseModel):
     previous_response_id: str | None = None
     instructions: str | None = None
     include: list[str] | None = None
-
-    @field_validator("tool_choice")
-    @classmethod
-    def _known_choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
-        if isinstance(value, str) and value not in ("auto", "none", "required"):
-            raise ValueError(f"expected 'auto', 'none', 'required' or an object, got {value!r}")
-        return value
 
     @property
     def stored(self) -> bool:
@@ -95,16 +89,7 @@ class ResponsesRequest(BaseModel):
                 "'previous_response_id', or resend the items with 'store': false.",
                 param="conversation",
             )
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            loc = ".".join(str(part) for part in err.get("loc", ()))
-            if err.get("type") == "missing":
-                message = f"Missing required parameter: '{loc}'."
-            else:
-                message = f"Invalid value for '{loc}': {err.get('msg', 'invalid')}."
-            raise RequestError(400, message, param=loc or None) from None
+        return cls.validated(data)
 
 
 @dataclass(frozen=True)
@@ -231,14 +216,8 @@ def read_run(transcript: Sequence[Mapping[str, Any]], issued: Mapping[str, Issue
 
 def _completed(item: Mapping[str, Any], output: str, issued: IssuedCall | None) -> CompletedCall:
     name = str(item["name"])
-    try:
-        arguments = json.loads(item["arguments"]) if item["arguments"] else {}
-    except ValueError:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        arguments = {}
-    output_name = issued.output_name if issued is not None and issued.name == name else name
-    return CompletedCall(str(item["call_id"]), name, output_name, arguments, output)
+    output_name = issued.output_name if issued is not None and issued.name == name else None
+    return completed_call(str(item["call_id"]), name, item["arguments"], output, output_name)
 
 
 def _output_text(output: Any) -> str:

@@ -16,9 +16,11 @@ from bridge.emulator.openai_wire import (
     JSON,
     REQUEST_ID,
     RequestError,
+    body_block,
     encode,
     error_body,
     json_response,
+    sse_response,
     status_rejection,
 )
 from bridge.emulator.responses.render import Rendered, frame, stream_events
@@ -32,7 +34,6 @@ __all__ = [
     "stream_response",
 ]
 
-SSE = "text/event-stream; charset=utf-8"
 INCOMPLETE = frozenset({"max_output_tokens", "content_filter"})
 """``inband`` codes that end the response ``incomplete`` with that reason instead of failing."""
 
@@ -43,7 +44,7 @@ def rejection(rid: str, fault: FaultSpec, *, stream: bool) -> Response:
     headers = {REQUEST_ID: rid}
     event = inband_event(fault, 0)
     if stream:
-        return BlockResponse([frame(event)], media_type=SSE, headers=headers, length=False)
+        return sse_response(rid, [frame(event)])
     return BlockResponse(
         [encode(error_body(RequestError(500, event["message"], kind="server_error")))],
         status_code=500,
@@ -73,16 +74,7 @@ def body_response(rid: str, body: dict[str, Any], fault: FaultSpec | None) -> Re
             "status": "failed",
             "error": {"code": fault.inband, "message": fault.message or "emulated in-band error"},
         }
-    payload = encode(body)
-    if fault.malformed is not None:
-        payload = payload[:-1] + b", not JSON"
-    return BlockResponse(
-        [payload],
-        media_type=JSON,
-        headers={REQUEST_ID: rid},
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
+    return body_block(rid, body, fault)
 
 
 def stream_response(
@@ -90,9 +82,8 @@ def stream_response(
 ) -> Response:
     events = stream_events(rendered, chunk_chars)
     blocks = [frame(event) for event in events]
-    headers = {REQUEST_ID: rid}
     if fault is None:
-        return BlockResponse(blocks, media_type=SSE, headers=headers, length=False)
+        return sse_response(rid, blocks)
     if fault.malformed is not None:
         at = min(fault.malformed, len(blocks))
         blocks.insert(at, b"event: response.output_text.delta\ndata: {this is not JSON\n\n")
@@ -104,14 +95,7 @@ def stream_response(
     elif fault.inband is not None:
         kept = blocks[: fault.inband_after]
         blocks = [*kept, frame(inband_event(fault, len(kept)))]
-    return BlockResponse(
-        blocks,
-        media_type=SSE,
-        headers=headers,
-        length=False,
-        delay=fault.delay,
-        drop_after=fault.drop_after,
-    )
+    return sse_response(rid, blocks, fault)
 
 
 def _incomplete(body: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -31,20 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bridge.errors import ProtocolError, UsageError
 from bridge.platforms._limits import StreamLimits
 from bridge.platforms._openai import (
-    OpenAISettings,
+    OpenAIPlatform,
     add_usage,
     choice_name,
     follow_up_fields,
     model_verdict,
-    pending_batch,
     renamed_calls,
 )
-from bridge.platforms.base import (
-    InMemoryPlatform,
-    PlatformDescription,
-    PlatformLimits,
-    results_by_call,
-)
+from bridge.platforms.base import PlatformLimits
 from bridge.platforms.openai_chat import models
 from bridge.platforms.openai_chat.client import ChatClient, ChatTransport
 from bridge.platforms.openai_chat.models import ChatConversation, Completion
@@ -69,7 +63,7 @@ _ENDPOINT = "/chat/completions"
 _MANAGED_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream"})
 
 
-class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
+class OpenAIChatPlatform(OpenAIPlatform[ChatConversation]):
     """A `Platform` speaking OpenAI-compatible Chat Completions, history kept client-side.
 
     Args:
@@ -138,30 +132,23 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
                 f"described in the prompt, calls read from the reply), got {tool_protocol!r}"
             )
         self.tool_protocol = tool_protocol
-        settings = OpenAISettings.read(
+        retry_policy = self.configure(
             base_url,
             model,
             api_key,
             endpoint=_ENDPOINT,
+            managed_keys=_MANAGED_KEYS,
             connect_timeout=connect_timeout,
             idle_timeout=idle_timeout,
             max_retries=max_retries,
             retry_policy=retry_policy,
             extra_body=extra_body,
-            managed_keys=_MANAGED_KEYS,
+            system=system,
         )
-        self.base_url, self.model, self._api_key = (
-            settings.base_url,
-            settings.model,
-            settings.api_key,
-        )
-        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         self.stream_limits = StreamLimits.from_options(
             run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
         )
-        self.system = system
         self.stream_usage = stream_usage
-        self._url = self.base_url + _ENDPOINT
         http = ChatTransport(
             self._url,
             api_key=self._api_key,
@@ -180,12 +167,6 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
             stream_limits=self.stream_limits,
         )
         self._text = TextToolProtocol(self.client, self._lock) if tool_protocol == "text" else None
-
-    def __repr__(self) -> str:
-        key = "'[secure]'" if self._api_key else "None"
-        return (
-            f"OpenAIChatPlatform(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
-        )
 
     # --- conversations --------------------------------------------------------------------------
 
@@ -313,9 +294,7 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
             UsageError: Unknown conversation, a batch that is not the pending one, or results
                 that do not answer each call of the batch exactly once.
         """
-        state = self._state(conversation_id)
-        pending = pending_batch(conversation_id, state.pending, batch)
-        by_id = results_by_call(pending, results)
+        state, pending, by_id = self.answering(conversation_id, batch, results)
         if self._text is not None:
             return self._text.submit(state, pending, by_id, end_user_id=end_user_id, stream=stream)
         tool_messages = [
@@ -325,10 +304,6 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
         messages = [*state.messages, *tool_messages]
         tool_fields = follow_up_fields(state.turn_tools)
         return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
-
-    def describe(self) -> PlatformDescription:
-        """The server and model this adapter talks to."""
-        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one `GET /models`.
@@ -345,7 +320,7 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
             with self.client.http.errors():
                 body = response.json()
         except ProtocolError:
-            return f"{self.base_url} answered (its /models reply is not JSON)"
+            return model_verdict(self.base_url, self.model, None)
         finally:
             response.close()
         models = body.get("data") if isinstance(body, dict) else None
@@ -429,11 +404,7 @@ class OpenAIChatPlatform(InMemoryPlatform[ChatConversation]):
                 }
                 for call in calls
             ]
-            batch = ToolBatch(
-                batch_id=completion_id,
-                calls=calls,
-                resume={"request_id": request_id, "completion_id": completion_id},
-            )
+            batch = models.completion_batch(completion_id, calls, request_id)
             with self._lock:
                 state.messages = [*messages, assistant]
                 state.pending = batch

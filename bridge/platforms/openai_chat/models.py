@@ -24,6 +24,7 @@ __all__ = [
     "Completion",
     "PartialCall",
     "ToolCallAssembler",
+    "completion_batch",
     "tool_fields",
 ]
 
@@ -205,6 +206,17 @@ class ChatConversation:
     """Token usage summed over every completion of the current turn."""
     text_turn: Any = None
     """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
+
+
+def completion_batch(
+    completion_id: str, calls: tuple[ToolCall, ...], request_id: str | None
+) -> ToolBatch:
+    """The batch of the calls one completion asks for (its id is the completion's)."""
+    return ToolBatch(
+        batch_id=completion_id,
+        calls=calls,
+        resume={"request_id": request_id, "completion_id": completion_id},
+    )
 
 
 def tool_fields(tools: Sequence[dict[str, Any]], tool_choice: str | None) -> dict[str, Any]:

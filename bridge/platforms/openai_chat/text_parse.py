@@ -443,6 +443,16 @@ def _next_opening(text: str, position: int) -> int:
 
 def _balanced_end(text: str, start: int, budget: _Budget) -> int:
     """Where the object opened at `start` closes (or the end of its paragraph if never)."""
+    close = _depth_zero(text, start, budget, "{[", "}]")
+    if close >= 0:
+        return close + 1
+    paragraph = text.find("\n\n", start)
+    return paragraph if paragraph >= 0 else len(text)
+
+
+def _depth_zero(text: str, start: int, budget: _Budget, opening: str, closing: str) -> int:
+    """Where the bracket at `start` is closed: the index of the first of the `closing`
+    characters, outside quotes, that brings the depth back to zero; -1 if none does."""
     depth, quote, escaped = 0, "", False
     index = start
     for index in range(start, len(text)):
@@ -457,16 +467,15 @@ def _balanced_end(text: str, start: int, budget: _Budget) -> int:
             continue
         if char in "\"'":
             quote = char
-        elif char in "{[":
+        elif char in opening:
             depth += 1
-        elif char in "}]":
+        elif char in closing:
             depth -= 1
             if depth == 0:
                 budget.scan(index - start)
-                return index + 1
+                return index
     budget.scan(index - start)
-    paragraph = text.find("\n\n", start)
-    return paragraph if paragraph >= 0 else len(text)
+    return -1
 
 
 # --- name(arguments) ---------------------------------------------------------------------------
@@ -516,29 +525,8 @@ def _call_pattern(names: frozenset[str]) -> re.Pattern[str]:
 
 
 def _closing_paren(text: str, open_paren: int, budget: _Budget) -> int:
-    depth, quote, escaped = 0, "", False
-    index = open_paren
-    for index in range(open_paren, len(text)):
-        char = text[index]
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
-        if char in "\"'":
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                budget.scan(index - open_paren)
-                return index if char == ")" else -1
-    budget.scan(index - open_paren)
-    return -1
+    close = _depth_zero(text, open_paren, budget, "([{", ")]}")
+    return close if close >= 0 and text[close] == ")" else -1
 
 
 _JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}

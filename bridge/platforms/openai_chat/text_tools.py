@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from bridge.platforms._openai import add_usage
 from bridge.platforms.openai_chat.client import ChatClient
-from bridge.platforms.openai_chat.models import ChatConversation, tool_fields
+from bridge.platforms.openai_chat.models import ChatConversation, completion_batch, tool_fields
 from bridge.platforms.openai_chat.text_parse import ParsedReply, parse_reply
 from bridge.types import (
     Event,
@@ -219,11 +219,7 @@ class TextToolProtocol:
             # The history is committed before the last event is yielded: a consumer that stops
             # reading at the pause must still find the conversation in its new state.
             if calls:
-                batch = ToolBatch(
-                    batch_id=completion_id,
-                    calls=calls,
-                    resume={"request_id": request_id, "completion_id": completion_id},
-                )
+                batch = completion_batch(completion_id, calls, request_id)
                 with self._lock:
                     state.messages = [*messages, assistant]
                     state.pending = batch

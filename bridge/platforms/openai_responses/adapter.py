@@ -39,21 +39,17 @@ from bridge.errors import (
 )
 from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai import (
-    OpenAISettings,
+    OpenAIPlatform,
     add_usage,
     choice_name,
     follow_up_fields,
     function_tool_name,
     model_verdict,
-    pending_batch,
     renamed_calls,
 )
 from bridge.platforms.base import (
-    InMemoryPlatform,
-    PlatformDescription,
     PlatformLimits,
     PlatformState,
-    results_by_call,
     state_field,
 )
 from bridge.platforms.openai_responses.client import ResponsesClient
@@ -87,7 +83,7 @@ STATE_VERSION = 1
 """The `export_state` format; `import_state` refuses others."""
 
 
-class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
+class OpenAIResponsesPlatform(OpenAIPlatform[ResponsesConversation]):
     """A `Platform` speaking the Responses API.
 
     Args:
@@ -117,6 +113,7 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
     limits = PlatformLimits()
     never_pauses = "a response never pauses for human input"
     client: ResponsesClient
+    repr_fields = ("store",)
     lost_hint = (
         "call create_conversation() first, or import_state() the state exported before a restart"
     )
@@ -141,29 +138,22 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
         max_tool_calls: int | None = None,
     ) -> None:
         super().__init__()
-        settings = OpenAISettings.read(
+        retry_policy = self.configure(
             base_url,
             model,
             api_key,
             endpoint=_ENDPOINT,
+            managed_keys=_MANAGED_KEYS,
             connect_timeout=connect_timeout,
             idle_timeout=idle_timeout,
             max_retries=max_retries,
             retry_policy=retry_policy,
             extra_body=extra_body,
-            managed_keys=_MANAGED_KEYS,
+            system=system,
         )
-        self.base_url, self.model, self._api_key = (
-            settings.base_url,
-            settings.model,
-            settings.api_key,
-        )
-        retry_policy, self.extra_body = settings.retry_policy, settings.extra_body
         if not isinstance(store, bool):
             raise ConfigurationError(f"store must be True or False, got {store!r}")
         self.store = store
-        self.system = system
-        self._url = self.base_url + _ENDPOINT
         self.client = ResponsesClient(
             self.base_url,
             api_key=self._api_key,
@@ -174,13 +164,6 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
             limits=StreamLimits.from_options(
                 run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls
             ),
-        )
-
-    def __repr__(self) -> str:
-        key = "'[secure]'" if self._api_key else "None"
-        return (
-            f"OpenAIResponsesPlatform(base_url={self.base_url!r}, model={self.model!r}, "
-            f"store={self.store}, api_key={key})"
         )
 
     # --- conversations --------------------------------------------------------------------------
@@ -250,9 +233,7 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
             UsageError: Unknown conversation, a batch that is not the pending one, or results
                 that do not answer each call of the batch exactly once.
         """
-        state = self._state(conversation_id)
-        pending = pending_batch(conversation_id, state.pending, batch)
-        by_id = results_by_call(pending, results)
+        state, pending, by_id = self.answering(conversation_id, batch, results)
         given = [
             {
                 "type": "function_call_output",
@@ -263,10 +244,6 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
         ]
         fields = follow_up_fields(state.turn_tools)
         return self._respond(state, given, fields, end_user_id=end_user_id, stream=stream)
-
-    def describe(self) -> PlatformDescription:
-        """The server and model this adapter talks to."""
-        return PlatformDescription(base_url=self.base_url, model=self.model)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one ``GET /models``; for a
@@ -280,8 +257,6 @@ class OpenAIResponsesPlatform(InMemoryPlatform[ResponsesConversation]):
             served = self.client.models()
         except NotFoundError:
             return self._check_response()
-        if served is None:
-            return f"{self.base_url} answered (its /models reply is not JSON)"
         return model_verdict(self.base_url, self.model, served)
 
     def _check_response(self) -> str:

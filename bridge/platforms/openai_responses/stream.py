@@ -132,14 +132,18 @@ class StreamAssembler:
             )
         self._last_sequence = number
 
-    def _add(self, event: Mapping[str, Any]) -> None:
+    def _placed(self, event: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], int]:
+        """The item of an output item event and its output_index, both required."""
         item = event.get("item")
         index = event.get("output_index")
         if not isinstance(item, Mapping) or not isinstance(index, int):
             raise ProtocolError(
-                f"{self.where}: response.output_item.added without an item and an output_index: "
-                f"{dict(event)!r:.200}"
+                f"{self.where}: {kind} without an item and an output_index: {dict(event)!r:.200}"
             )
+        return item, index
+
+    def _add(self, event: Mapping[str, Any]) -> None:
+        item, index = self._placed(event, "response.output_item.added")
         held = self._items.get(index)
         if held is not None and held.get("id") != item.get("id"):
             # Deltas find their item by id through its index: a second item at the same index
@@ -156,13 +160,7 @@ class StreamAssembler:
             self._index_of[item["id"]] = index
 
     def _done(self, event: Mapping[str, Any]) -> None:
-        item = event.get("item")
-        index = event.get("output_index")
-        if not isinstance(item, Mapping) or not isinstance(index, int):
-            raise ProtocolError(
-                f"{self.where}: response.output_item.done without an item and an output_index: "
-                f"{dict(event)!r:.200}"
-            )
+        item, index = self._placed(event, "response.output_item.done")
         assembled = self._items.get(index, {})
         whole = {**assembled, **item}
         if not whole.get("arguments") and assembled.get("arguments"):
