@@ -13,10 +13,10 @@ import pytest
 import requests
 from typer.testing import CliRunner
 
-from bridge import Bridge
+from bridge import Bridge, open_platform
 from bridge.cli import app
 from bridge.emulator import Emulator
-from bridge.platforms import create_platform, open_platform
+from bridge.platforms import create_platform
 from bridge.types import RunFinished, ToolCallsRequested, ToolResult
 
 TIMEOUT = 30
@@ -642,7 +642,7 @@ def test_serve_runs_a_conversation_on_the_emulator(tmp_path: Path) -> None:
         for line in daemon.stdout:  # ends when the process does: a failed start fails here
             log.append(line)
             if "listening on http://" in line:
-                url = line.split("listening on ", 1)[1].strip()
+                url = line.split("listening on ", 1)[1].split()[0]
                 break
         else:
             raise AssertionError("the daemon did not start:\n" + "".join(log))
