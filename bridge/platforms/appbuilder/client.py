@@ -93,8 +93,13 @@ class AppBuilderClient:
         retry_policy: Full control of retries and backoff.
         session: A `requests.Session` to use (not closed by `close()`); default: a new one.
         sleep: Waits between attempts (tests inject one that does not).
-        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
-            every answer stream (`StreamLimits.from_options`).
+        run_timeout: Seconds one answer stream (a query, tool outputs or a reply) may last
+            (the bounds of every answer stream: `StreamLimits.from_options`).
+        max_answer_chars: Characters of answer text (reasoning included) one answer stream
+            may carry.
+        max_arguments_chars: Characters of tool-call arguments one answer stream may carry,
+            all its calls together.
+        max_tool_calls: Tool calls one answer stream may ask for.
 
     Raises:
         ConfigurationError: The app id or token is missing, or a timeout is not positive.

@@ -91,8 +91,13 @@ class CozePlatform(PlatformBase):
         poll_interval: Seconds between two ``retrieve`` polls of a non-streamed chat.
         poll_timeout: Seconds a non-streamed chat may take before it is cancelled.
         sleep: Waits between polls and retries (tests pass a no-op).
-        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
-            every answer stream (`StreamLimits.from_options`).
+        run_timeout: Seconds one answer stream (a query, tool outputs or a reply) may last
+            (the bounds of every answer stream: `StreamLimits.from_options`).
+        max_answer_chars: Characters of answer text (reasoning included) one answer stream
+            may carry.
+        max_arguments_chars: Characters of tool-call arguments one answer stream may carry,
+            all its calls together.
+        max_tool_calls: Tool calls one answer stream may ask for.
 
     Raises:
         ConfigurationError: the token or bot id is missing, or a setting is malformed.

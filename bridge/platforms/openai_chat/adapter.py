@@ -86,8 +86,13 @@ class OpenAIChatPlatform(OpenAIPlatform[ChatConversation]):
             ``text`` describes them in the system prompt and reads the calls the model writes
             in its reply, for models and servers without native tool calls (see
             `bridge.platforms.openai_chat.text_tools`).
-        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
-            every answer stream (`StreamLimits.from_options`).
+        run_timeout: Seconds one answer stream (a query, tool outputs or a reply) may last
+            (the bounds of every answer stream: `StreamLimits.from_options`).
+        max_answer_chars: Characters of answer text (reasoning included) one answer stream
+            may carry.
+        max_arguments_chars: Characters of tool-call arguments one answer stream may carry,
+            all its calls together.
+        max_tool_calls: Tool calls one answer stream may ask for.
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.

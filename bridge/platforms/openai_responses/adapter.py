@@ -101,8 +101,13 @@ class OpenAIResponsesPlatform(OpenAIPlatform[ResponsesConversation]):
         system: Instructions sent with every request (``instructions`` is not carried over by
             ``previous_response_id``).
         retry_policy: Full control over retries and backoff.
-        run_timeout, max_answer_chars, max_arguments_chars, max_tool_calls: The bounds of
-            every answer stream (`StreamLimits.from_options`).
+        run_timeout: Seconds one answer stream (a query, tool outputs or a reply) may last
+            (the bounds of every answer stream: `StreamLimits.from_options`).
+        max_answer_chars: Characters of answer text (reasoning included) one answer stream
+            may carry.
+        max_arguments_chars: Characters of tool-call arguments one answer stream may carry,
+            all its calls together.
+        max_tool_calls: Tool calls one answer stream may ask for.
 
     Raises:
         ConfigurationError: A required setting is missing or malformed.
