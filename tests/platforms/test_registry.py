@@ -130,7 +130,7 @@ def test_the_readme_table_is_the_registry() -> None:
 
     from bridge.platforms.registry import settings_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     begin = "<!-- platform-settings: generated from bridge/platforms/registry.py"
     assert begin in readme, "README.md lost its platform settings table"
     table = readme.split(begin, 1)[1].split("-->", 1)[1].split("<!-- /platform-settings -->")[0]
