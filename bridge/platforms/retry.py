@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 
 __all__ = [
+    "BACKOFF_ENV",
     "DEFAULT_BACKOFF_BASE",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_JITTER",
@@ -34,6 +36,10 @@ DEFAULT_BACKOFF_BASE = 0.5
 DEFAULT_BACKOFF_MAX = 8.0
 DEFAULT_JITTER = 0.25
 DEFAULT_MAX_RETRY_AFTER = 120.0
+
+BACKOFF_ENV = "TOOLBRIDGE_RETRY_BACKOFF"
+"""Seconds before the first retry when a policy is not given one (default
+`DEFAULT_BACKOFF_BASE`): a process-wide setting, for instance so tests do not wait."""
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses worth another attempt: rate limiting and transient server failures."""
@@ -75,13 +81,25 @@ class RetryNotice:
         return f"{what}, retrying in {self.delay:.1f} s (attempt {self.attempt} of {self.attempts})"
 
 
+def _backoff_base() -> float:
+    """`DEFAULT_BACKOFF_BASE`, or the seconds `BACKOFF_ENV` gives."""
+    value = os.environ.get(BACKOFF_ENV, "").strip()
+    if not value:
+        return DEFAULT_BACKOFF_BASE
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{BACKOFF_ENV}={value!r}: expected seconds, e.g. 0.5") from None
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """A shareable, immutable retry policy (exponential backoff with jitter, `Retry-After`).
 
     Attributes:
         max_retries: Retries after the first attempt (0 disables retrying).
-        backoff_base: Delay before the first retry, doubled for each further retry.
+        backoff_base: Delay before the first retry, doubled for each further retry (default:
+            `DEFAULT_BACKOFF_BASE`, or ``$TOOLBRIDGE_RETRY_BACKOFF`` seconds when set).
         backoff_max: Upper bound of the backoff delay.
         jitter: Fraction of the backoff delay removed at random (0 = none, 0.25 = up to 25 %),
             so that many clients do not retry in lockstep.
@@ -93,7 +111,7 @@ class RetryPolicy:
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
-    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_base: float = field(default_factory=_backoff_base)
     backoff_max: float = DEFAULT_BACKOFF_MAX
     jitter: float = DEFAULT_JITTER
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from bridge.cli import app
 from bridge.emulator import Emulator
 from bridge.platforms.registry import PLATFORMS
+from bridge.platforms.retry import BACKOFF_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,6 +82,11 @@ def clean_env(**extra: str) -> dict[str, str]:
         if not k.startswith(("APPBUILDER_", "GATEWAY_", "OPENAI_", "TOOLBRIDGE_"))
     }
     return {**env, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra}
+
+
+def no_backoff(**extra: str) -> dict[str, str]:
+    """`clean_env`, retrying at once: the retries happen and are told, without the waits."""
+    return clean_env(**{BACKOFF_ENV: "0.001", **extra})
 
 
 def toolbridge(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -161,7 +167,7 @@ def test_chat_reports_a_tool_failure_in_one_line(emulator: Emulator, tools_file:
 
 
 def test_a_busy_platform_is_retried_visibly(emulator: Emulator, tools_file: str) -> None:
-    done = toolbridge("run", "busy", "-t", tools_file, env=clean_env(**emulator.env()))
+    done = toolbridge("run", "busy", "-t", tools_file, env=no_backoff(**emulator.env()))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "finally"
     assert re.search(
@@ -177,14 +183,14 @@ def test_an_unreachable_platform_is_named_in_plain_words(platform: str, tools_fi
     else:
         flags = ["--platform", "openai", "--base-url", f"http://127.0.0.1:{port}/v1"]
         flags += ["--model", "m"]
-    done = toolbridge("run", "hi", "-t", tools_file, *flags, env=clean_env())
+    done = toolbridge("run", "hi", "-t", tools_file, *flags, env=no_backoff())
     assert done.returncode == 4, done.stderr
     assert f"cannot connect to http://127.0.0.1:{port} (connection refused)" in done.stderr
     assert "HTTPConnectionPool" not in done.stderr and "Traceback" not in done.stderr
     retries = [line for line in done.stderr.splitlines() if "retrying in" in line]
     assert [line.split("(attempt ")[1] for line in retries] == ["2 of 4)", "3 of 4)", "4 of 4)"]
     assert all(f"cannot connect to http://127.0.0.1:{port}" in line for line in retries)
-    as_json = toolbridge("run", "hi", "-t", tools_file, *flags, "--json", env=clean_env())
+    as_json = toolbridge("run", "hi", "-t", tools_file, *flags, "--json", env=no_backoff())
     error = json.loads(as_json.stdout)["error"]
     assert error["exit_code"] == 4 and "HTTPConnectionPool" not in error["message"]
     assert f"cannot connect to http://127.0.0.1:{port} (connection refused)" in error["message"]

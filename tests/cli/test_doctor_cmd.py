@@ -18,6 +18,7 @@ from bridge._serve import serve_in_thread
 from bridge.cli import app
 from bridge.emulator import Emulator
 from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.retry import BACKOFF_ENV
 
 runner = CliRunner()
 GOOD_TOKEN = "bce-v3/ALTAK-abc123/0123456789abcdef"
@@ -108,7 +109,7 @@ def test_an_unknown_app_exits_1_with_a_hint(emulator: Emulator) -> None:
 
 def test_an_unreachable_gateway_exits_4(emulator: Emulator) -> None:
     env = {**emulator.env(), "GATEWAY_URL_V2": f"http://127.0.0.1:{free_port()}"}
-    result = invoke([], env)
+    result = invoke([], {**env, BACKOFF_ENV: "0.001"})  # retried at once
     assert result.exit_code == 4
     assert "check the gateway/base URL" in result.stdout
 

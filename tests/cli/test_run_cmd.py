@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from bridge.cli import app
 from bridge.emulator import Emulator
+from bridge.platforms.retry import BACKOFF_ENV
 
 TOOLS = '''
 from bridge import manifest
@@ -279,6 +280,7 @@ def test_exit_4_when_the_gateway_is_unreachable(tools_file: str) -> None:
         "APPBUILDER_TOKEN": "t0ken",
         "APPBUILDER_APP_ID": "app",
         "GATEWAY_URL_V2": f"http://127.0.0.1:{port}",
+        BACKOFF_ENV: "0.001",  # retried at once
     }
     result = invoke(["run", "hi", "-t", tools_file], env)
     assert result.exit_code == 4

@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from bridge.emulator import Emulator
+from bridge.platforms.retry import BACKOFF_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,7 +195,7 @@ def test_an_unreachable_platform_is_not_ready_and_named_in_plain_words(
     gateway = f"http://127.0.0.1:{port}"
     args = ["serve", "--port", "0", "--db", ":memory:", "--tools", tools_file]
     args += ["--token", "t0ken-abcdefgh", "--app-id", "app", "--base-url", gateway]
-    daemon = Serve(*args, env=clean_env(tmp_path))
+    daemon = Serve(*args, env=clean_env(tmp_path, **{BACKOFF_ENV: "0.001"}))  # retried at once
     try:
         got = wait_for_ready(daemon.url, 503)
         assert got.status_code == 503, got.text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,20 +336,41 @@ def test_narrow_layouts_have_no_horizontal_scroll(
 def test_without_the_event_stream_the_page_polls(
     browser: BrowserContext, daemon: DaemonProcess
 ) -> None:
-    """A proxy that cannot stream: the page says so, and still shows other clients' work."""
+    """A proxy that cannot stream: the page says so, and still shows other clients' work.
+
+    The page's clock is Playwright's: it runs as usual, and the test moves it on instead of
+    waiting out the reconnection delays and the polling interval (what is checked is that the
+    page falls back to polling and that a poll shows the change).
+    """
+    browser.clock.install()
     page = browser.new_page()
+
+    def moved(until: Callable[[], bool]) -> Callable[[], bool]:
+        def check() -> bool:
+            browser.clock.fast_forward(1000)
+            return until()
+
+        return check
+
     try:
         page.route("**/v1/events*", lambda route: route.abort())
         page.goto(daemon.url + "/")
         page.fill("#key-input", API_KEY)
         page.click("#key-form button")
-        expect(page.get_by_test_id("live-state")).to_have_text("polling", timeout=TIMEOUT)
+        live = page.get_by_test_id("live-state")
+        wait_for(moved(lambda: live.inner_text() == "polling"), "the page to poll")
         cid = daemon.new_conversation()
         item = page.locator(f'[data-testid="conversation-item"][data-id="{cid}"]')
-        expect(item).to_be_visible(timeout=TIMEOUT)
+        wait_for(moved(item.is_visible), "a poll to list the new conversation")
         item.get_by_role("button").click()
         assert daemon.ask(cid, "what is the weather in Oslo?").status_code == 200
-        expect(page.get_by_test_id("answer")).to_contain_text("Oslo: 4 degrees", timeout=TIMEOUT)
+        answers = page.get_by_test_id("answer")
+
+        def shown() -> bool:
+            return "Oslo: 4 degrees" in " ".join(answers.all_inner_texts())
+
+        wait_for(moved(shown), "a poll to show the answer")
+        expect(answers).to_contain_text("Oslo: 4 degrees")
         expect(page.get_by_test_id("tool-output")).to_contain_text('"temp": 4')
     finally:
         page.close()

@@ -33,6 +33,7 @@ from bridge.daemon.settings import DaemonSettings
 from bridge.emulator import Emulator
 from bridge.emulator.protocols import PROTOCOLS
 from tests.daemon.conftest import TOOLS, DaemonProcess, executions, wait_for
+from tests.daemon.inprocess import InProcessDaemon, marker_of
 from tests.daemon.test_crash_matrix import _in_background
 from tests.platforms.openai_fakes import Reply, ScriptedServer, text_stream, tool_call_stream
 from tests.support.postgres import PostgresServer
@@ -175,54 +176,109 @@ LOOKUP_K2 = [Reply(stream=tool_call_stream("call_k2", "lookup", {"key": "k2"}))]
 LOOKUP_K2 += [Reply(stream=text_stream("result: value of k2"))]
 
 
-@pytest.mark.parametrize("step", ["received", "submitting"])
-@pytest.mark.parametrize("backend", PLATFORMS, indirect=True)
-def test_kill_9_mid_conversation_then_the_conversation_goes_on(
-    backend: Backend, step: str, tmp_path: Path
+STEPS = ("received", "started", "finished", "submitting", "submitted")
+"""The journal steps of a tool call, each a failpoint the daemon is stopped at."""
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., InProcessDaemon]]:
+    """Start in-process daemons on a backend; each is stopped (or buried) after the test."""
+    started: list[InProcessDaemon] = []
+
+    def start(backend: Backend, tmp_path: Path, failpoint: str | None = None) -> InProcessDaemon:
+        tools = tmp_path / "tools"
+        tools.mkdir(exist_ok=True)
+        (tools / "daemon_tools.py").write_text(TOOLS, encoding="utf-8")
+        argv = ["--tools", str(tools / "daemon_tools.py"), "--db", str(tmp_path / "journal.db")]
+        env = {**backend.env, "TB_TOOLS_DIR": str(tools)}
+        daemon = InProcessDaemon(
+            [*argv, *backend.argv], env=env, monkeypatch=monkeypatch, failpoint=failpoint
+        )
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in reversed(started):
+        daemon.bury()
+
+
+def _crash_cases() -> list[Any]:
+    cases: list[Any] = []
+    for platform in PLATFORMS:
+        for step in STEPS:
+            marks = []
+            if (platform, step) == ("openai", "submitted"):
+                marks.append(
+                    pytest.mark.xfail(
+                        strict=True,
+                        reason="the OpenAI-compatible adapter's journaled history still holds "
+                        "the batch whose outputs were accepted, so the next message is refused "
+                        "(400: waiting for the results of tool calls)",
+                    )
+                )
+            cases.append(pytest.param(platform, step, marks=marks, id=f"{platform}-{step}"))
+    return cases
+
+
+@pytest.mark.parametrize(("backend", "step"), _crash_cases(), indirect=["backend"])
+def test_a_crash_mid_conversation_then_the_conversation_goes_on(
+    backend: Backend,
+    step: str,
+    tmp_path: Path,
+    in_process: Callable[..., InProcessDaemon],
 ) -> None:
-    marker = tmp_path / "hit"
-    # The failpoint fires at the first write of the step: message 1's is "received" too, so
-    # it is armed for message 2 only, in a daemon started for it.
+    """Stopped dead right after each journal step of message 2's call, in process (the
+    daemon's failpoint, then no more journal writes); a real `kill -9` at each of these steps
+    is `test_crash_matrix.py`'s, on AppBuilder."""
     backend.script(LOOKUP_K1)
-    first = _daemon(backend, tmp_path)
-    try:
-        cid = first.new_conversation()
-        assert _ask(first, cid, "lookup k1") == "result: value of k1"
-    finally:
-        first.stop()
+    first = in_process(backend, tmp_path)
+    cid = first.new_conversation()
+    assert _ask(first, cid, "lookup k1") == "result: value of k1"
+    first.stop()
 
     backend.script(CHARGE_3)
-    killed = _daemon(backend, tmp_path, {"TOOLBRIDGE_FAILPOINT": f"{step}:{marker}"})
-    try:
-        worker = _in_background(lambda: killed.ask(cid, "charge 3"))
-        wait_for(lambda: marker.exists() or not worker.is_alive(), f"the {step!r} step")
-        assert marker.exists(), killed.log
-        killed.kill9()
-    finally:
-        killed.stop()
-    assert executions(tmp_path / "tools").count("charge 3") == (step == "submitting")
+    failpoint, marker = marker_of(tmp_path, step)
+    killed = in_process(backend, tmp_path, failpoint)
+    worker = _in_background(lambda: killed.ask(cid, "charge 3"))
+    wait_for(lambda: marker.exists() or not worker.is_alive(), f"the {step!r} step")
+    assert marker.exists(), killed.log
+    killed.crash()
+    ran = step in ("finished", "submitting", "submitted")  # "started" is held before it runs
+    assert executions(tmp_path / "tools").count("charge 3") == ran
 
-    backend.script([*CHARGED, *LOOKUP_K2])
-    second = _daemon(backend, tmp_path)
-    try:
+    # Once the platform took the output ("submitted"), its answer went to a stream nobody
+    # read: the message ends interrupted and the platform has nothing more to say about it.
+    answered = step != "submitted"
+    backend.script([*CHARGED, *LOOKUP_K2] if answered else LOOKUP_K2)
+    second = in_process(backend, tmp_path)
 
-        def ended() -> bool:
-            return all(m["status"] != "running" for m in _detail(second, cid)["messages"])
+    def ended() -> bool:
+        return all(m["status"] != "running" for m in _detail(second, cid)["messages"])
 
-        wait_for(ended, "the interrupted message to end", timeout=60)
-        interrupted = _detail(second, cid)["messages"][1]
+    wait_for(ended, "the interrupted message to end", timeout=60)
+    interrupted = _detail(second, cid)["messages"][1]
+    if step == "submitted":
+        assert (interrupted["status"], interrupted["error_code"]) == ("failed", "interrupted")
+    elif step == "started":
+        # Not idempotent and maybe run: never run again, the platform is told it was cut.
+        assert interrupted["status"] == "finished", interrupted
+    else:
         assert (interrupted["status"], interrupted["answer"]) == (
             "finished",
             "result: charged 3",
         ), interrupted
-        assert _ask(second, cid, "lookup k2") == "result: value of k2"
-        detail = _detail(second, cid)
-    finally:
-        second.stop()
-    assert executions(tmp_path / "tools").count("charge 3") == 1
-    assert len(detail["platform_conversations"]) == 1, detail["platform_conversations"]
-    assert [m["status"] for m in detail["messages"]] == ["finished"] * 3
-    _check_history(backend, cid, ["lookup k1", "charge 3", "lookup k2"])
+    assert _ask(second, cid, "lookup k2") == "result: value of k2", second.log
+    detail = _detail(second, cid)
+    second.stop()
+    # Run once in all, or never when it may have run ("started": it had not, here).
+    assert executions(tmp_path / "tools").count("charge 3") == (step != "started")
+    # A Responses chain cannot go on from the response that asked for the outputs once they
+    # went with another request (the one whose answer nobody read): a new chain takes over.
+    replaced = (backend.platform, step) == ("responses", "submitted")
+    assert len(detail["platform_conversations"]) == 1 + replaced, detail["platform_conversations"]
+    assert [m["status"] for m in detail["messages"]][::2] == ["finished"] * 2
+    if step not in ("started", "submitted"):
+        _check_history(backend, cid, ["lookup k1", "charge 3", "lookup k2"])
 
 
 @pytest.mark.parametrize("backend", PLATFORMS, indirect=True)

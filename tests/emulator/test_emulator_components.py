@@ -1,6 +1,6 @@
 """tool_choice naming one of the app's own components (scenario ``app.components``), raw HTTP.
 
-The official SDK's view of the same events is in tests/test_conformance_sdk.py.
+The official SDK's view of the same events is in tests/platforms/appbuilder/test_conformance_sdk.py.
 """
 
 from __future__ import annotations

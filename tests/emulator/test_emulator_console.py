@@ -1,7 +1,7 @@
 """The console endpoints over real HTTP: DescribeApps, DescribeApp, GET /v2/apps.
 
-The official SDK's own calls are in tests/test_conformance_sdk.py; here the edges it never
-sends (cursors, bad bodies, bad tokens) and the scenario's ``app`` section.
+The official SDK's own calls are in tests/platforms/appbuilder/test_conformance_sdk.py; here
+the edges it never sends (cursors, bad bodies, bad tokens) and the scenario's ``app`` section.
 """
 
 from __future__ import annotations

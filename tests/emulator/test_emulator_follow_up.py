@@ -1,7 +1,7 @@
 """Scripted FollowUpQuery and multiple_dialog_event events (scenario ``follow_up``,
 ``app.follow_up_queries``, ``multiple_dialog_event``), raw HTTP.
 
-The official SDK reads them in tests/test_conformance_sdk.py.
+The official SDK reads them in tests/platforms/appbuilder/test_conformance_sdk.py.
 """
 
 from __future__ import annotations

@@ -149,8 +149,10 @@ def test_value_size_is_bounded(database: Path, call: Call) -> None:
     assert bomb.output == VALUE_TOO_BIG
 
 
-def test_memory_is_bounded(database: Path, call: Call) -> None:
-    # Each value is under the length limit; together they pass SQLite's heap limit.
+def test_memory_is_bounded(database: Path, call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each value is under the length limit; together they pass SQLite's heap limit. The time
+    # limit is out of the way, so a busy machine cannot make it stop the query first.
+    monkeypatch.setenv("TOOLBRIDGE_SQLITE_TIME_LIMIT", "60")
     wide = call("sqlite_query", {"sql": "SELECT " + ", ".join(["randomblob(9000000)"] * 60)})
     assert wide.output == (
         "MemoryError: the query needed more than 128 MB of memory, the limit of this tool, and "
@@ -185,7 +187,8 @@ for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux only")
-def test_bombs_do_not_balloon_memory(database: Path) -> None:
+def test_bombs_do_not_balloon_memory(database: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLBRIDGE_SQLITE_TIME_LIMIT", "60")  # the memory limits stop them
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, str(MANIFESTS / "sqlite_query.py"), json.dumps(BOMBS)],
         capture_output=True,

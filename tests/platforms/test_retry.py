@@ -9,7 +9,7 @@ from email.utils import format_datetime
 import pytest
 
 from bridge.platforms.appbuilder import RetryPolicy
-from bridge.platforms.retry import RetryNotice
+from bridge.platforms.retry import BACKOFF_ENV, RetryNotice
 
 NOW = 1_700_000_000.0
 """The frozen clock (epoch seconds)."""
@@ -122,11 +122,25 @@ def test_policy_is_frozen_and_comparable() -> None:
     assert RetryPolicy(max_retries=1) != RetryPolicy()
 
 
-def test_defaults() -> None:
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BACKOFF_ENV, raising=False)
     policy = RetryPolicy()
     assert (policy.max_retries, policy.backoff_base, policy.backoff_max) == (3, 0.5, 8.0)
     assert policy.max_retry_after == 120.0
     assert 0 < policy.delay(0) <= 0.5
+
+
+def test_the_environment_sets_the_first_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BACKOFF_ENV, "0.01")
+    assert RetryPolicy(jitter=0).delay(0) == 0.01
+    assert RetryPolicy(jitter=0).delay(2) == 0.04
+    assert RetryPolicy(backoff_base=2, jitter=0).delay(0) == 2  # a given one wins
+    monkeypatch.setenv(BACKOFF_ENV, "soon")
+    with pytest.raises(ValueError, match="TOOLBRIDGE_RETRY_BACKOFF='soon': expected seconds"):
+        RetryPolicy()
+    monkeypatch.setenv(BACKOFF_ENV, "-1")
+    with pytest.raises(ValueError, match="backoff_base and backoff_max must be >= 0"):
+        RetryPolicy()
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ pytest: it imports only cozepy and the standard library. The emulator is found t
 coze-py's ``examples/chat_local_plugin.py`` finds the real service: ``COZE_API_BASE``,
 ``COZE_API_TOKEN`` and ``COZE_BOT_ID`` in the environment. The bot's local plugins
 (``get_weather``, ``get_time``) are declared by the test's scenario. Each check records what
-the SDK saw; ``tests/test_conformance_cozepy.py`` asserts on it.
+the SDK saw; ``tests/platforms/coze/test_conformance_cozepy.py`` asserts on it.
 """
 
 from __future__ import annotations

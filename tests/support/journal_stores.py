@@ -1,10 +1,10 @@
 """The journal stores the behavioural suites run against, one entry per store.
 
-Each entry makes an empty store (`tests/test_journal.py` and `tests/test_journal_behaviour.py`
-take the `journal` fixture below, parametrised over `STORES`); a store that needs a server gets
-it from the pytest `request` (e.g. ``request.getfixturevalue("postgres")``, the real
-PostgreSQL server of `tests/support/postgres.py`), so PostgreSQL joins with one entry here and
-no test changes.
+Each entry makes an empty store (`tests/journal/test_journal.py` and
+`tests/journal/test_journal_behaviour.py` take the `journal` fixture below, parametrised over
+`STORES`); a store that needs a server gets it from the pytest `request` (e.g.
+``request.getfixturevalue("postgres")``, the real PostgreSQL server of
+`tests/support/postgres.py`), so PostgreSQL joins with one entry here and no test changes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Drive the Responses emulator with the OFFICIAL openai package, in its own venv.
 
-Run by tests/test_conformance_openai.py as ``.venv-openai/bin/python openai_drive.py``, with
-OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL pointing at the emulator. Each part uses only
-the package's public API and records what it saw; the last line printed is one JSON object
-(a part that raised records {"crashed": traceback}). Not imported by toolbridge: this file must
-run on the venv's interpreter alone.
+Run by tests/platforms/test_conformance_openai.py as ``.venv-openai/bin/python
+openai_drive.py``, with OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL pointing at the
+emulator. Each part uses only the package's public API and records what it saw; the last line
+printed is one JSON object (a part that raised records {"crashed": traceback}). Not imported by
+toolbridge: this file must run on the venv's interpreter alone.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Run by the SDK venv's python (``tests/support/sdk_venv.py``), never imported by pytest: it
 imports only the SDK and the standard library. The emulator is found the way the SDK finds the
 real platform: ``GATEWAY_URL_V2`` and ``APPBUILDER_TOKEN`` in the environment. Argument: the
-app id. The conformance scenario (``tests/test_conformance_sdk.py``) scripts the rules used here.
+app id. The conformance scenario (``tests/platforms/appbuilder/test_conformance_sdk.py``)
+scripts the rules used here.
 Each check records what the SDK saw; the test asserts on it.
 """
 

@@ -230,8 +230,22 @@ def _lock(sdk: SdkVenv) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-if __name__ == "__main__":  # `python -m tests.support.sdk_venv [appbuilder|coze|openai]`
-    _chosen = {"appbuilder": APPBUILDER, "coze": COZE, "openai": OPENAI}
-    sys.stdout.write(
-        f"{ensure_sdk_venv(_chosen[sys.argv[1] if len(sys.argv) > 1 else 'appbuilder'])}\n"
-    )
+def _main(names: list[str]) -> int:
+    """Build (or check) the named venvs: an SDK's name or its folder (what `make sdk-venvs`
+    passes); prints each venv's python."""
+    chosen = {"appbuilder": APPBUILDER, "coze": COZE, "openai": OPENAI}
+    chosen.update({sdk.directory: sdk for sdk in (APPBUILDER, COZE, OPENAI)})
+    for name in names or ["appbuilder"]:
+        if name not in chosen:
+            sys.stderr.write(f"unknown SDK {name!r}; one of {', '.join(chosen)}\n")
+            return 2
+        try:
+            sys.stdout.write(f"{ensure_sdk_venv(chosen[name])}\n")
+        except SdkVenvError as exc:
+            sys.stderr.write(f"{exc}\n")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":  # `python -m tests.support.sdk_venv [appbuilder|coze|openai|FOLDER]...`
+    sys.exit(_main(sys.argv[1:]))

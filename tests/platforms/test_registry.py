@@ -138,7 +138,7 @@ def test_the_documented_table_is_the_registry() -> None:
 
     from bridge.platforms.registry import settings_table
 
-    page = Path(__file__).resolve().parents[1] / "docs" / "platforms.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "platforms.md"
     text = page.read_text(encoding="utf-8")
     begin = "<!-- platform-settings: generated from bridge/platforms/registry.py"
     assert begin in text, "docs/platforms.md lost its platform settings table"

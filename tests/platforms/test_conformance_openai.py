@@ -26,7 +26,7 @@ from tests.support.sdk_venv import OPENAI, ensure_sdk_venv
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(1800)]
 
-SCRIPT = Path(__file__).parent / "support" / "openai_drive.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "openai_drive.py"
 Seen = tuple[dict[str, Any], Emulator, list[RecordedRequest]]
 
 

@@ -23,7 +23,7 @@ from tests.support.sdk_venv import ensure_sdk_venv
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(1800)]
 
-SCRIPT = Path(__file__).parent / "support" / "sdk_drive.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "support" / "sdk_drive.py"
 
 SCENARIO: dict[str, Any] = {
     "settings": {"chunk_chars": 5},

@@ -27,7 +27,7 @@ from tests.support.sdk_venv import COZE, ensure_sdk_venv
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(1800)]
 
-SCRIPT = Path(__file__).parent / "support" / "cozepy_drive.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "support" / "cozepy_drive.py"
 
 
 def get_weather(city: str) -> str:

@@ -1,7 +1,7 @@
 """What every journal store must do, run unchanged against each (`tests/support/journal_stores`).
 
-`tests/test_journal.py` holds the older behaviours on the same fixture (and the SQLite file's
-own tests); these pin the rest of the `Journal` interface, so a new store (PostgreSQL) that
+`tests/journal/test_journal.py` holds the older behaviours on the same fixture (and the SQLite
+file's own tests); these pin the rest of the `Journal` interface, so a new store (PostgreSQL) that
 passes both behaves as the loop, recovery and the daemon expect.
 """
 
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from bridge.errors import UsageError
 from bridge.journal import Journal, Ledger, MessageEnd, PendingBatch
-from tests.test_journal import BATCH, _run
+from tests.journal.test_journal import BATCH, _run
 
 
 def test_a_message_end_is_written_whole(journal: Journal) -> None:

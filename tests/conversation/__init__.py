@@ -1,0 +1,1 @@
+"""Tests of the conversation loop: Bridge, Conversation, options, tool choice, resume."""

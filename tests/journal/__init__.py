@@ -1,0 +1,1 @@
+"""Tests of bridge/journal/: the stores, their migrations, owners and leases."""
