@@ -34,9 +34,8 @@ def _platform(name: str, agent: str) -> Any:
         ("coze", "7446000000000000000", "app_id", False),
         ("responses", EMULATOR_APP_ID, "model", True),
         ("responses", "gpt-4.1", "model", False),
-        # Chat Completions has no emulator protocol: a model named like the emulator's id is
-        # still a real server.
-        ("openai", EMULATOR_APP_ID, "model", False),
+        ("openai", EMULATOR_APP_ID, "model", True),
+        ("openai", "qwen2.5-7b-instruct", "model", False),
     ],
 )
 def test_info_names_the_agent_and_tells_the_emulator(
