@@ -37,8 +37,15 @@ STEPS = (
 )
 
 
-def failpoint_from_env(env: Mapping[str, str] | None = None) -> Callable[[str], None] | None:
+def failpoint_from_env(
+    env: Mapping[str, str] | None = None, *, release: threading.Event | None = None
+) -> Callable[[str], None] | None:
     """The journal `on_write` hook the environment asks for, or None.
+
+    Args:
+        env: default `os.environ`.
+        release: lets a held thread go on once set (a test that runs the daemon in its own
+            process and ends it); default: held until the process is killed.
 
     Raises:
         UsageError: the variable is set but malformed.
@@ -64,6 +71,6 @@ def failpoint_from_env(env: Mapping[str, str] | None = None) -> Callable[[str], 
         if marker is None:
             return
         marker.write_text(f"{name} {os.getpid()}\n", encoding="utf-8")
-        threading.Event().wait()  # until the test kills the process
+        (release or threading.Event()).wait()  # until the test kills the process
 
     return hold

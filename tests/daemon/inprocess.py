@@ -7,7 +7,7 @@ failpoint hook (`bridge.daemon.failpoints`, the ``STEP:MARKER`` of ``TOOLBRIDGE_
 the writing thread holds right after that journal step and creates MARKER. `crash()` then does
 to the journal what `kill -9` does to the process: no write commits any more (a write already
 queued may still commit, as one may in the instant before a kill). Its threads, connections and
-the requests it was serving are left as a dead process leaves them, until the test process ends.
+the requests it was serving are left as a dead process leaves them, until the test ends.
 
 A real `kill -9` per journal step runs on the AppBuilder platform (`test_crash_matrix.py`); the
 other platforms go through the same steps here, without a process start per daemon.
@@ -82,10 +82,12 @@ class InProcessDaemon:
         logging.getLogger("bridge").addHandler(self._handler)
         # grace 0: a stop leaves a held run as it is (`bury`), as a crash does.
         settings = load_settings({"grace": 0.0, **_flags(argv)}, config=None)
-        hold = failpoint_from_env({ENV_VAR: failpoint}) if failpoint else None
-        self.journal = open_journal(settings.db, on_write=hold, pool_size=settings.workers + 4)
         self._frozen = threading.Event()
         self._released = threading.Event()
+        hold = None
+        if failpoint:
+            hold = failpoint_from_env({ENV_VAR: failpoint}, release=self._released)
+        self.journal = open_journal(settings.db, on_write=hold, pool_size=settings.workers + 4)
         sock = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(
@@ -150,9 +152,9 @@ class InProcessDaemon:
             self._thread.join(timeout=60)
 
     def bury(self) -> None:
-        """After the test: a crashed daemon's writes fail instead of waiting, and its server
-        stops (grace 0: the held run is left as it is), so nothing of it outlives the test
-        but the thread the failpoint holds."""
+        """After the test: the thread the failpoint held goes on, every write of the crashed
+        daemon fails instead of waiting, and its server stops (grace 0), so nothing of it
+        outlives the test (a thread left waiting would keep the test process from exiting)."""
         if not self._frozen.is_set():
             return self.stop()
         self._released.set()

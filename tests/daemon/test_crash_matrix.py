@@ -20,7 +20,7 @@ import random
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,15 @@ from playwright.sync_api import expect
 
 from bridge.daemon.failpoints import STEPS
 from bridge.emulator import Emulator
-from tests.daemon.conftest import TOOLS, DaemonProcess, executions, start_daemon, wait_for
+from tests.daemon.conftest import (
+    TOOLS,
+    DaemonProcess,
+    daemon_env,
+    executions,
+    start_daemon,
+    wait_for,
+)
+from tests.daemon.inprocess import InProcessDaemon
 from tests.daemon.test_console import chromium
 
 SCENARIO: dict[str, Any] = {
@@ -180,13 +188,56 @@ def _next_message_works(daemon: DaemonProcess, cid: str, amount: int) -> None:
     assert reply.json()["answer"] == f"paid: charged {amount}"
 
 
+CALL_STEPS = ("received", "started", "finished", "submitting", "submitted")
+"""A tool call's journal steps: at each, the daemon process is killed for real (`kill -9`).
+At the other steps the daemon runs in process and stops dead there (`tests/daemon/inprocess.py`,
+the same failpoint), as on the other platforms."""
+
+
 @pytest.mark.parametrize("step", STEPS)
 def test_kill_9_right_after_each_journal_step(
-    step: str, emulator: Emulator, tools_dir: Path, tmp_path: Path
+    step: str,
+    emulator: Emulator,
+    tools_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     db = tmp_path / "journal.db"
     marker = tmp_path / f"hit-{step}"
-    first = start_daemon(emulator, tools_dir, db, env={"TOOLBRIDGE_FAILPOINT": f"{step}:{marker}"})
+    failpoint = f"{step}:{marker}"
+    buried: list[InProcessDaemon] = []
+
+    def start(failpoint: str | None = None) -> DaemonProcess | InProcessDaemon:
+        if step in CALL_STEPS:
+            env = {"TOOLBRIDGE_FAILPOINT": failpoint} if failpoint else {}
+            return start_daemon(emulator, tools_dir, db, env=env)
+        argv = ["--tools", str(tools_dir / "daemon_tools.py"), "--db", str(db)]
+        daemon = InProcessDaemon(
+            argv,
+            env=daemon_env(emulator, tools_dir),
+            monkeypatch=monkeypatch,
+            failpoint=failpoint,
+        )
+        buried.append(daemon)
+        return daemon
+
+    try:
+        _each_step(step, start, db, marker, emulator, tools_dir, failpoint)
+    finally:
+        for daemon in buried:
+            daemon.bury()
+
+
+def _each_step(
+    step: str,
+    start: Callable[..., DaemonProcess | InProcessDaemon],
+    db: Path,
+    marker: Path,
+    emulator: Emulator,
+    tools_dir: Path,
+    failpoint: str,
+) -> None:
+    first = start(failpoint)
     try:
         worker = _in_background(
             lambda: first.ask(first.new_conversation(), "pair 3 bob").raise_for_status()
@@ -197,7 +248,10 @@ def test_kill_9_right_after_each_journal_step(
         unreached = ("platform_conversation", "platform_state")
         assert marker.exists() == (step not in unreached), first.log
         if marker.exists():
-            first.kill9()
+            if isinstance(first, DaemonProcess):
+                first.kill9()
+            else:
+                first.crash()
     finally:
         first.stop()
     before = Journal(db).call_states()
@@ -205,7 +259,7 @@ def test_kill_9_right_after_each_journal_step(
         # Calls are journaled "started" one at a time, right before each runs: the kill came
         # after the first, so the second is still "received" and simply runs after restart.
         assert sorted(before.values()) == ["received", "started"], before
-    second = start_daemon(emulator, tools_dir, db)
+    second = start()
     try:
         _wait_all_ended(second)
         _check_delivery(second, emulator, tools_dir, before)
