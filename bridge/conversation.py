@@ -459,7 +459,9 @@ class Conversation:
             raise RunInterruptedError(
                 INTERRUPTED_MESSAGE, conversation_id=self._id, request_id=exc.request_id
             ) from None
-        ledger.submit(batch)
+        # With the platform's state as it is now: a client-side history holds the outputs
+        # once submitted, so after a crash here the conversation goes on from them.
+        ledger.submit(batch, self._snapshot())
         return events
 
     def _on_platform(self, send: Callable[[str], Iterator[Event]]) -> Iterator[Event]:

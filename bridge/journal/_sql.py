@@ -365,17 +365,29 @@ class SQLJournal(Journal, Generic[C]):
     def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
         self._mark_batch(conversation_id, batch, "submitting", ("finished",))
 
-    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
-        self._mark_batch(conversation_id, batch, "submitted", ("finished", "submitting"))
+    def submit(
+        self, conversation_id: str, batch: ToolBatch, *, state: StateSnapshot | None = None
+    ) -> None:
+        self._mark_batch(
+            conversation_id, batch, "submitted", ("finished", "submitting"), snapshot=state
+        )
 
     def _mark_batch(
-        self, conversation_id: str, batch: ToolBatch, state: str, before: tuple[str, ...]
+        self,
+        conversation_id: str,
+        batch: ToolBatch,
+        state: str,
+        before: tuple[str, ...],
+        *,
+        snapshot: StateSnapshot | None = None,
     ) -> None:
         stamp = now().isoformat()
         column = f"{state}_at"  # a column name of ours, never input
         was, was_params = self._any("state", before)
 
         def op(db: C) -> None:
+            if snapshot is not None:
+                self._upsert_state(db, conversation_id, snapshot, stamp)
             self._execute(
                 db,
                 f"UPDATE batches SET {column} = ? WHERE seq = (SELECT max(seq) FROM batches "

@@ -116,8 +116,12 @@ class Journal(ABC):
         """Mark a batch's outputs "submitting": written before they are posted."""
 
     @abstractmethod
-    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
-        """Mark a batch's outputs "submitted": written once the platform accepted them."""
+    def submit(
+        self, conversation_id: str, batch: ToolBatch, *, state: StateSnapshot | None = None
+    ) -> None:
+        """Mark a batch's outputs "submitted": written once the platform accepted them, with
+        the platform's state that holds them (`state`, if the platform keeps any), in one
+        write."""
 
     @abstractmethod
     def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:

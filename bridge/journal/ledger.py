@@ -109,9 +109,10 @@ class Ledger:
         """Mark the batch "submitting" before its outputs are posted."""
         self.journal.submitting(self.conversation_id, batch)
 
-    def submit(self, batch: ToolBatch) -> None:
-        """Mark the batch "submitted" once the platform accepted its outputs."""
-        self.journal.submit(self.conversation_id, batch)
+    def submit(self, batch: ToolBatch, state: StateSnapshot | None = None) -> None:
+        """Mark the batch "submitted" once the platform accepted its outputs, with the
+        platform's state that holds them (`state`, if the platform keeps any)."""
+        self.journal.submit(self.conversation_id, batch, state=state)
 
 
 def _interrupted_run(call: ToolCall, started_at: datetime | None) -> ToolRun:

@@ -262,8 +262,13 @@ class MemoryJournal(LocalLeases):
     def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
         self._mark_batch(conversation_id, batch, "submitting")
 
-    def submit(self, conversation_id: str, batch: ToolBatch) -> None:
-        self._mark_batch(conversation_id, batch, "submitted")
+    def submit(
+        self, conversation_id: str, batch: ToolBatch, *, state: StateSnapshot | None = None
+    ) -> None:
+        with self._lock:
+            if state is not None:
+                self._save_state(self._conv(conversation_id), state)
+            self._mark_batch(conversation_id, batch, "submitted")
 
     def _mark_batch(
         self, conversation_id: str, batch: ToolBatch, state: Literal["submitting", "submitted"]

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from bridge.errors import UsageError
 from bridge.journal import Journal, Ledger, MessageEnd, PendingBatch
-from tests.journal.test_journal import BATCH, _run
+from tests.journal.test_journal import BATCH, _run, _snapshot
 
 
 def test_a_message_end_is_written_whole(journal: Journal) -> None:
@@ -95,6 +95,17 @@ def test_a_batch_is_pending_until_submitted(journal: Journal) -> None:
     assert journal.pending_batch(message) == BATCH
     journal.submit("conv", BATCH)
     assert journal.pending(message) is None and journal.pending_batch(message) is None
+
+
+def test_submitted_is_written_with_the_platform_state_that_holds_the_outputs(
+    journal: Journal,
+) -> None:
+    message = journal.begin_message("conv", "q")
+    journal.receive("conv", BATCH, message_id=message, state=_snapshot(["q", "calls"]))
+    journal.submit("conv", BATCH, state=_snapshot(["q", "calls", "outputs"]))
+    assert journal.pending(message) is None
+    record = journal.platform_state("conv", "conv")
+    assert record is not None and record.state["messages"] == ["q", "calls", "outputs"]
 
 
 def test_a_finished_call_is_never_started_again(journal: Journal) -> None:

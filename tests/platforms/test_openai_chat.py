@@ -676,6 +676,28 @@ class TestSubmitValidation:
             "assistant",
         ]
 
+    def test_submitted_outputs_are_in_the_exported_history_before_the_answer_is_read(
+        self,
+        server: ScriptedServer,
+        platform: OpenAIChatPlatform,
+        pending: tuple[str, ToolBatch],
+    ) -> None:
+        # What the loop journals when it marks the outputs "submitted": a process that dies
+        # before reading the answer leaves a history that goes on from the outputs.
+        conv, batch = pending
+        server.script(Reply(json=completion("It is noon.")))
+        events = platform.submit(conv, batch, _results(batch, "12:00", "12:00"), stream=False)
+        exported = platform.export_state(conv)
+        assert exported is not None
+        other = OpenAIChatPlatform(server.base_url, "m")
+        try:
+            other.import_state(conv, exported)
+            assert [m["role"] for m in other.history(conv)] == ["user", "assistant", "tool", "tool"]
+            other.start(conv, "and now?", tools=[], stream=False)  # not refused: nothing pending
+        finally:
+            other.close()
+        assert isinstance(_run(events)[-1], RunFinished)
+
     def test_forget_drops_the_history(
         self, platform: OpenAIChatPlatform, pending: tuple[str, ToolBatch]
     ) -> None:

@@ -1,6 +1,7 @@
 """Drive the Chat Completions emulator with the OFFICIAL openai package, in its own venv.
 
-Run by tests/platforms/test_conformance_openai_chat.py as ``.venv-openai/bin/python openai_chat_drive.py``,
+Run by tests/platforms/test_conformance_openai_chat.py as
+``.venv-openai/bin/python openai_chat_drive.py``,
 with OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL pointing at the emulator. Each part uses
 only the package's public API and records what it saw; the last line printed is one JSON object
 (a part that raised records {"crashed": traceback}). Not imported by toolbridge: this file must

@@ -308,7 +308,10 @@ class OpenAIChatPlatform(OpenAIPlatform[ChatConversation]):
         ]
         messages = [*state.messages, *tool_messages]
         tool_fields = follow_up_fields(state.turn_tools)
-        return self._complete(state, messages, tool_fields, end_user_id=end_user_id, stream=stream)
+        events = self._complete(
+            state, messages, tool_fields, end_user_id=end_user_id, stream=stream
+        )
+        return models.delivering(state, messages, self._lock, events)
 
     def check(self) -> str:
         """Prove the server answers and serves the model, with one `GET /models`.

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "PartialCall",
     "ToolCallAssembler",
     "completion_batch",
+    "delivering",
     "tool_fields",
 ]
 
@@ -206,6 +208,43 @@ class ChatConversation:
     """Token usage summed over every completion of the current turn."""
     text_turn: Any = None
     """The text tool protocol's state of the current turn (`tool_protocol="text"` only)."""
+
+
+def delivering(
+    state: ChatConversation,
+    messages: list[dict[str, Any]],
+    lock: AbstractContextManager[Any],
+    events: Iterator[Event],
+) -> Iterator[Event]:
+    """Write a batch's outputs into the history now (`messages`: the history with them), and
+    yield `events`, the request that sends them; undone if that request fails.
+
+    With a client-side history, delivering outputs is writing them into it. The loop journals
+    the state as it is when it marks the outputs "submitted" (before the request is read), so
+    a conversation whose answer stream dies with the process goes on from the outputs instead
+    of waiting for a batch it already answered. A request that fails in this process leaves
+    the batch pending again, so it can be sent again.
+    """
+    with lock:
+        previous = (state.messages, state.pending)
+        state.messages, state.pending = messages, None
+    return _undone_on_failure(state, messages, lock, previous, events)
+
+
+def _undone_on_failure(
+    state: ChatConversation,
+    messages: list[dict[str, Any]],
+    lock: AbstractContextManager[Any],
+    previous: tuple[list[dict[str, Any]], ToolBatch | None],
+    events: Iterator[Event],
+) -> Iterator[Event]:
+    try:
+        yield from events
+    except BaseException:
+        with lock:
+            if state.messages is messages:  # no answer was committed after the outputs
+                state.messages, state.pending = previous
+        raise
 
 
 def completion_batch(

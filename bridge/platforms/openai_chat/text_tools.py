@@ -34,7 +34,12 @@ from typing import Any, TypeVar
 
 from bridge.platforms._openai import add_usage
 from bridge.platforms.openai_chat.client import ChatClient
-from bridge.platforms.openai_chat.models import ChatConversation, completion_batch, tool_fields
+from bridge.platforms.openai_chat.models import (
+    ChatConversation,
+    completion_batch,
+    delivering,
+    tool_fields,
+)
 from bridge.platforms.openai_chat.text_parse import ParsedReply, parse_reply
 from bridge.types import (
     Event,
@@ -155,7 +160,8 @@ class TextToolProtocol:
         messages = [*state.messages, {"role": "user", "content": content}]
         # A forced choice said again would force another call after every result.
         turn = replace(turn, force=None, notes=())
-        return self._converse(state, turn, messages, end_user_id=end_user_id, stream=stream)
+        events = self._converse(state, turn, messages, end_user_id=end_user_id, stream=stream)
+        return delivering(state, messages, self._lock, events)
 
     # --- one reply, with its corrections ---------------------------------------------------------
 
