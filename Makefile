@@ -11,7 +11,7 @@ SDK_STAMPS := $(SDK_VENVS:%=%/.toolbridge-sdk-stamp)
 # so twice the cores of a 2-core machine (measured faster than one per core, `-n auto`).
 TEST_WORKERS ?= 4
 
-.PHONY: demo test lint docs bench clean postgresql-server sdk-venvs
+.PHONY: demo test test-setup lint docs bench clean postgresql-server sdk-venvs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,8 @@ $(CHROMIUM):
 # The PostgreSQL tests start their own throwaway server from Debian's binaries, which
 # live in /usr/lib/postgresql/<version>/bin (a version-numbered path, hence a check, not a file
 # target). The package also sets up Debian's default cluster; the tests never use it.
-postgresql-server:
+# (After chromium's check: two apt-get runs at once would fight over dpkg's lock.)
+postgresql-server: | $(CHROMIUM)
 	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 			apt-get update -qq && apt-get install -y -qq postgresql; \
@@ -62,12 +63,15 @@ $(SDK_STAMPS): %/.toolbridge-sdk-stamp: tests/support/sdk_venv.py
 demo: $(CORE)
 	$(BIN)/toolbridge demo
 
-test: $(STAMP) $(CHROMIUM) postgresql-server sdk-venvs
+# What the tests need, side by side: the project's venv, the SDK venvs (built by the system
+# Python, not the project's venv) and the Debian packages are independent of each other.
+test-setup:
+	@$(MAKE) --no-print-directory -j5 $(STAMP) postgresql-server $(SDK_STAMPS)
+
+# pytest, then the documentation build and the linters side by side; any failure fails it.
+test: test-setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
-	$(MAKE) docs
-	$(BIN)/ruff check bridge tests examples bench manifests
-	$(BIN)/ruff format --check bridge tests examples bench manifests
-	$(BIN)/mypy --strict bridge
+	@$(MAKE) --no-print-directory -j2 docs lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests examples bench manifests
