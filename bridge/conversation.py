@@ -47,7 +47,12 @@ from bridge.journal.ledger import Ledger, MessageTrail
 from bridge.journal.records import INTERRUPTED_MESSAGE, MessageRecord, StateSnapshot
 from bridge.options import BridgeOptions
 from bridge.platform_state import restore_state, snapshot
-from bridge.platforms.base import Platform, ToolChoiceLike, knows_conversation
+from bridge.platforms.base import (
+    Platform,
+    ToolChoiceLike,
+    holds_submitted_outputs,
+    knows_conversation,
+)
 from bridge.tools.context import ConversationScope
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.toolbox import Toolbox
@@ -459,9 +464,10 @@ class Conversation:
             raise RunInterruptedError(
                 INTERRUPTED_MESSAGE, conversation_id=self._id, request_id=exc.request_id
             ) from None
-        # With the platform's state as it is now: a client-side history holds the outputs
-        # once submitted, so after a crash here the conversation goes on from them.
-        ledger.submit(batch, self._snapshot())
+        # With the platform's state when it holds the outputs from now on (a client-side
+        # history): after a crash here the conversation goes on from them.
+        state = self._snapshot() if holds_submitted_outputs(self._platform) else None
+        ledger.submit(batch, state)
         return events
 
     def _on_platform(self, send: Callable[[str], Iterator[Event]]) -> Iterator[Event]:

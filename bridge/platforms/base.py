@@ -30,6 +30,7 @@ __all__ = [
     "DeclaresTools",
     "DescribesItself",
     "HasPlatformTools",
+    "HoldsSubmittedOutputs",
     "InMemoryPlatform",
     "KeepsState",
     "KnowsConversations",
@@ -44,6 +45,7 @@ __all__ = [
     "declare_tools_to",
     "export_state_of",
     "exports_state",
+    "holds_submitted_outputs",
     "import_state_into",
     "knows_conversation",
     "limits_of",
@@ -171,6 +173,11 @@ def exports_state(platform: object) -> bool:
       A state it cannot use is refused with `UsageError` (see `state_field`).
     """
     return isinstance(platform, KeepsState)
+
+
+def holds_submitted_outputs(platform: object) -> bool:
+    """True when the adapter's state changes on submit (`HoldsSubmittedOutputs`)."""
+    return isinstance(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
 
 
 def export_state_of(platform: object, conversation_id: str) -> PlatformState | None:
@@ -451,6 +458,16 @@ class KeepsState(Protocol):
     def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
         """Take over a conversation's exported state."""
         ...
+
+
+@runtime_checkable
+class HoldsSubmittedOutputs(Protocol):
+    """An adapter whose exported state holds a batch's outputs from the moment they are
+    submitted (a client-side history): the loop journals that state together with the
+    "submitted" step, so a conversation goes on from the outputs after a crash there. Other
+    adapters' state does not change on submit, and is not exported again then."""
+
+    outputs_in_state: bool
 
 
 @runtime_checkable

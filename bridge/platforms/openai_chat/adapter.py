@@ -101,6 +101,8 @@ class OpenAIChatPlatform(OpenAIPlatform[ChatConversation]):
 
     name = "openai"
     dialect = "openai"
+    outputs_in_state = True
+    """Submitted outputs are written into the client-side history (`HoldsSubmittedOutputs`)."""
     limits = PlatformLimits()
     """None known: servers differ (context length is the model's, not a fixed query size)."""
     never_pauses = "Chat Completions never pauses for human input"
