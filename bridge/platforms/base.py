@@ -1,3 +1,5 @@
+# The feature protocols are passed to `implements` as values (mypy calls them abstract types).
+# mypy: disable-error-code="type-abstract"
 """The seam between the loop and a platform adapter.
 
 A platform turns one of its conversations into a sequence of neutral events (`bridge.types`).
@@ -13,7 +15,17 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, get_args, runtime_checkable
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Protocol,
+    TypeGuard,
+    TypeVar,
+    cast,
+    get_args,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel
 from typing_extensions import Self
@@ -115,12 +127,28 @@ def _violation(name: str, actual: int, low: int | None, high: int | None) -> Lim
     return LimitViolation(name, limit, actual)
 
 
+_P = TypeVar("_P")
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def implements(platform: object, protocol: type[_P]) -> TypeGuard[_P]:
+    """``isinstance(platform, protocol)`` for the feature protocols below, remembered per
+    adapter class: a runtime-checkable protocol's check looks up every member each time
+    (several microseconds), and the loop asks a few times per round. An adapter class either
+    has a feature or not; its instances do not differ."""
+    key = (type(platform), protocol)
+    found = _IMPLEMENTS.get(key)
+    if found is None:
+        found = _IMPLEMENTS[key] = isinstance(platform, protocol)
+    return found
+
+
 NO_LIMITS = PlatformLimits()
 
 
 def limits_of(platform: object) -> PlatformLimits:
     """The platform's `limits` attribute, or `NO_LIMITS` for an adapter that declares none."""
-    if isinstance(platform, DeclaresLimits) and isinstance(platform.limits, PlatformLimits):
+    if implements(platform, DeclaresLimits) and isinstance(platform.limits, PlatformLimits):
         return platform.limits
     return NO_LIMITS
 
@@ -135,7 +163,7 @@ def knows_conversation(platform: object, conversation_id: str) -> bool:
     A platform without the method keeps its state server-side: True. (Not part of the
     `Platform` protocol, which is runtime-checkable: adapters without it stay platforms.)
     """
-    if isinstance(platform, KnowsConversations):
+    if implements(platform, KnowsConversations):
         return bool(platform.knows(conversation_id))
     return True
 
@@ -147,7 +175,7 @@ def declare_tools_to(platform: object, tools: Sequence[Mapping[str, Any]]) -> No
     bot's plugins. A real platform has no such method: its agent is configured on the platform.
     (Not part of the `Platform` protocol, as `knows_conversation`.)
     """
-    if isinstance(platform, DeclaresTools) and callable(platform.declare_tools):
+    if implements(platform, DeclaresTools) and callable(platform.declare_tools):
         platform.declare_tools(list(tools))
 
 
@@ -172,12 +200,12 @@ def exports_state(platform: object) -> bool:
       answers True. Called before the conversation is used in a process that does not know it.
       A state it cannot use is refused with `UsageError` (see `state_field`).
     """
-    return isinstance(platform, KeepsState)
+    return implements(platform, KeepsState)
 
 
 def holds_submitted_outputs(platform: object) -> bool:
     """True when the adapter's state changes on submit (`HoldsSubmittedOutputs`)."""
-    return isinstance(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
+    return implements(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
 
 
 def export_state_of(platform: object, conversation_id: str) -> PlatformState | None:
@@ -188,7 +216,7 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     Raises:
         UsageError: the adapter returned something other than a dict of JSON values or None.
     """
-    if not isinstance(platform, KeepsState):
+    if not implements(platform, KeepsState):
         return None
     state = platform.export_state(conversation_id)
     if state is None:
@@ -216,7 +244,7 @@ def import_state_into(platform: object, conversation_id: str, state: Mapping[str
     Raises:
         UsageError: the state is not a dict, or the adapter refused it.
     """
-    if not isinstance(platform, KeepsState):
+    if not implements(platform, KeepsState):
         return False
     if not isinstance(state, Mapping):
         raise UsageError(
@@ -341,7 +369,7 @@ def _appbuilder_choice(value: Mapping[Any, Any], what: str) -> ToolChoice | Tool
 def platform_tool_types_of(platform: object) -> frozenset[str]:
     """The platform's own tool types it can run for the agent (`platform_tool_types`), e.g.
     AppBuilder's `code_interpreter`; empty for an adapter that declares none."""
-    if isinstance(platform, HasPlatformTools) and isinstance(
+    if implements(platform, HasPlatformTools) and isinstance(
         platform.platform_tool_types, frozenset
     ):
         return platform.platform_tool_types
