@@ -134,8 +134,9 @@ _IMPLEMENTS: dict[tuple[type, type], bool] = {}
 def implements(platform: object, protocol: type[_P]) -> TypeGuard[_P]:
     """``isinstance(platform, protocol)`` for the feature protocols below, remembered per
     adapter class: a runtime-checkable protocol's check looks up every member each time
-    (several microseconds), and the loop asks a few times per round. An adapter class either
-    has a feature or not; its instances do not differ."""
+    (several microseconds), and the loop asks a few times per round. Only for features an
+    adapter class has or lacks as a whole: `DeclaresTools`, which `open_platform` sets on one
+    emulated instance, is checked with `isinstance` itself."""
     key = (type(platform), protocol)
     found = _IMPLEMENTS.get(key)
     if found is None:
@@ -175,7 +176,7 @@ def declare_tools_to(platform: object, tools: Sequence[Mapping[str, Any]]) -> No
     bot's plugins. A real platform has no such method: its agent is configured on the platform.
     (Not part of the `Platform` protocol, as `knows_conversation`.)
     """
-    if implements(platform, DeclaresTools) and callable(platform.declare_tools):
+    if isinstance(platform, DeclaresTools) and callable(platform.declare_tools):
         platform.declare_tools(list(tools))
 
 

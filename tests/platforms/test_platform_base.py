@@ -108,3 +108,18 @@ def test_the_platforms_layer_imports_nothing_above_it() -> None:
                 if any(n == a or n.startswith(a + ".") for a in above)
             ]
     assert found == []
+
+
+def test_a_feature_set_on_one_instance_is_seen_after_another_instance_lacked_it() -> None:
+    from bridge.platforms.base import declare_tools_to, exports_state
+
+    class Adapter:
+        name = "fake"
+
+    plain, emulated = Adapter(), Adapter()
+    declared: list[Any] = []
+    declare_tools_to(plain, [{"name": "t"}])  # no declare_tools: nothing happens
+    emulated.declare_tools = declared.extend  # type: ignore[attr-defined]
+    declare_tools_to(emulated, [{"name": "t"}])
+    assert declared == [{"name": "t"}]
+    assert not exports_state(plain)
