@@ -11,8 +11,6 @@ what it saw as JSON. If the venv cannot be built these tests fail loudly; they n
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ import pytest
 from bridge.bridge import Bridge
 from bridge.emulator import Emulator, RecordedRequest
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
-from tests.support.sdk_venv import OPENAI, ensure_sdk_venv
+from tests.support.openai_sdk import run_openai_drive
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(1800)]
 
@@ -38,24 +36,8 @@ def emu() -> Iterator[Emulator]:
 
 @pytest.fixture(scope="module")
 def conformance(emu: Emulator) -> Seen:
-    """Build the SDK venv, run the SDK script against the emulator, return what it saw."""
-    python = ensure_sdk_venv(OPENAI)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(emu.env())
-    done = subprocess.run(
-        [str(python), str(SCRIPT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, f"SDK script failed:\n{done.stdout}\n{done.stderr}"
-    results: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    crashed = {k: v for k, v in results.items() if isinstance(v, dict) and "crashed" in v}
-    assert not crashed, json.dumps(crashed, indent=2, ensure_ascii=False)
-    return results, emu, emu.requests
+    """Run the SDK script against the emulator; what it saw."""
+    return run_openai_drive(SCRIPT, emu.env()), emu, emu.requests
 
 
 def weather(city: str) -> str:
