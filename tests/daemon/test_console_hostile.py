@@ -60,8 +60,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
 
 
 def enter_key(page: Page) -> None:
-    """The key, unless the browser still holds it from an earlier page."""
-    page.wait_for_load_state("load")
+    """The key, unless the browser still holds it from an earlier page.
+
+    The form shows only once the daemon has answered 401, after the page's load event, so
+    wait for either outcome rather than looking once (which raced the first API request).
+    """
+    page.wait_for_function(
+        "() => !document.getElementById('key-form').hidden"
+        " || document.getElementById('live-state').textContent === 'live'",
+        timeout=TIMEOUT,
+    )
     if page.locator("#key-input").is_visible():
         page.fill("#key-input", API_KEY)
         page.click("#key-form button")
