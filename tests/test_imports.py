@@ -62,6 +62,9 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "sources": frozenset({"platforms", "daemon", "cli", "conversation", "emulator", "journal"}),
     # the loop drives a platform and the tools; it is driven by the daemon and the CLI
     "conversation": frozenset({"daemon", "cli", "emulator"}),
+    # the door decides who may do what; it knows neither platforms nor wire formats, and is
+    # used by the loop, the daemon and the CLI rather than using them
+    "access": frozenset({"platforms", "emulator", "daemon", "cli", "conversation"}),
     "daemon": frozenset({"cli"}),
 }
 

@@ -85,3 +85,7 @@ class ToolSpec:
     """The name of the toolkit (class) this tool is one API of, if any."""
     toolkit_description: str | None = None
     """That toolkit's own description, kept for manifests and the console."""
+    source: str = ""
+    """The name of the tool source it was loaded from (a `--tools` SPEC's ``source=NAME``, else
+    derived from the SPEC); empty for a Python function registered directly. Callers' tool
+    lists (``source:NAME``) and policies (`Source::"NAME"`) name tools by it."""
