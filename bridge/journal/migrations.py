@@ -170,5 +170,22 @@ MIGRATIONS: list[str] = [
         expires_at TEXT NOT NULL
     );
     """,
+    # 8 -> 9: who owns a conversation (the caller who created it), and the audit record: one
+    # hash chain per writer (``chain``: "local" for a file journal, the replica id on
+    # PostgreSQL), each entry carrying the previous entry's hash.
+    """
+    ALTER TABLE conversations ADD COLUMN created_by TEXT;
+    CREATE TABLE audit (
+        chain TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        PRIMARY KEY (chain, seq)
+    );
+    CREATE INDEX audit_by_time ON audit (at);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
