@@ -4,6 +4,7 @@ the policy decision on a call's arguments (Cedar), and the hash-chained audit re
 Used by every entry point: the daemon, `mcp-serve`, `toolbridge call` and the `Bridge` library.
 """
 
+from bridge.access.callers import CallerFileError, Callers, parse_callers, parse_rate
 from bridge.access.decision import (
     ALLOW,
     AuditEvent,
@@ -13,6 +14,7 @@ from bridge.access.decision import (
     Records,
     source_of,
 )
+from bridge.access.door import Door, TokenVerifier
 from bridge.access.errors import AccessError, ForbiddenError, RateLimitedError, UnauthenticatedError
 from bridge.access.principal import (
     ALL_TOOLS,
@@ -25,6 +27,7 @@ from bridge.access.principal import (
     RateLimits,
     ToolPatterns,
 )
+from bridge.access.rates import RateLimiter
 
 __all__ = [
     "ALLOW",
@@ -35,16 +38,23 @@ __all__ = [
     "AuditEvent",
     "Authenticates",
     "CallFacts",
+    "CallerFileError",
+    "Callers",
     "Decides",
+    "Door",
     "ForbiddenError",
     "Permission",
     "PolicyDecision",
     "Principal",
     "Rate",
     "RateLimitedError",
+    "RateLimiter",
     "RateLimits",
     "Records",
+    "TokenVerifier",
     "ToolPatterns",
     "UnauthenticatedError",
+    "parse_callers",
+    "parse_rate",
     "source_of",
 ]
