@@ -105,9 +105,9 @@ class Door:
             return ANONYMOUS
         scheme, _, credential = (authorization or "").strip().partition(" ")
         credential = credential.strip()
-        if not scheme:
+        if not scheme or (scheme.lower() == "bearer" and not credential):
             raise UnauthenticatedError(_MISSING)
-        if scheme.lower() != "bearer" or not credential:
+        if scheme.lower() != "bearer":
             raise UnauthenticatedError(
                 'unsupported credentials: send "Authorization: Bearer <key or token>"'
             )
