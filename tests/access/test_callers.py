@@ -287,11 +287,12 @@ def test_a_key_file_loads_as_callers_with_every_permission(tmp_path: Path) -> No
 
 def test_a_key_file_keeps_its_messages(tmp_path: Path) -> None:
     path = write(tmp_path, f"alice: {ALICE}\nbob: short\nal ice: {BOB}\n", "keys.txt")
-    with pytest.raises(CallerFileError) as caught:
-        Callers(api_key_file=path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}: line 2: the key of 'bob' must be at least 16")
-    assert "line 3: the name 'al ice' is not 1 to 64 letters" in message
+    for given in ({"api_key_file": path}, {"callers_file": path}):
+        with pytest.raises(CallerFileError) as caught:
+            Callers(**given)  # type: ignore[arg-type]
+        message = str(caught.value)
+        assert message.startswith(f"{path}: line 2: the key of 'bob' must be at least 16")
+        assert "line 3: the name 'al ice' is not 1 to 64 letters" in message
     with pytest.raises(CallerFileError, match="cannot read the key file"):
         Callers(api_key_file=tmp_path / "absent.txt")
     with pytest.raises(CallerFileError, match="cannot read the caller file"):
