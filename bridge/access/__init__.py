@@ -4,6 +4,16 @@ the policy decision on a call's arguments (Cedar), and the hash-chained audit re
 Used by every entry point: the daemon, `mcp-serve`, `toolbridge call` and the `Bridge` library.
 """
 
+from bridge.access.audit import (
+    AuditLog,
+    AuditProblem,
+    AuditWriteError,
+    ChainHead,
+    ExpectedHead,
+    VerifyReport,
+    export_audit,
+    verify_audit,
+)
 from bridge.access.decision import (
     ALLOW,
     AuditEvent,
@@ -33,9 +43,14 @@ __all__ = [
     "LOCAL",
     "AccessError",
     "AuditEvent",
+    "AuditLog",
+    "AuditProblem",
+    "AuditWriteError",
     "Authenticates",
     "CallFacts",
+    "ChainHead",
     "Decides",
+    "ExpectedHead",
     "ForbiddenError",
     "Permission",
     "PolicyDecision",
@@ -46,5 +61,8 @@ __all__ = [
     "Records",
     "ToolPatterns",
     "UnauthenticatedError",
+    "VerifyReport",
+    "export_audit",
     "source_of",
+    "verify_audit",
 ]
