@@ -20,7 +20,7 @@ from bridge.cli.db_cmd import DbOpt, _target
 from bridge.errors import UsageError
 
 if TYPE_CHECKING:
-    from bridge.journal.audit_store import AuditReader
+    from bridge.journal.audit_readers import AuditReader
 
 __all__ = ["audit_app", "parse_since"]
 
@@ -65,7 +65,7 @@ def parse_since(text: str, *, now: datetime | None = None) -> datetime:
 
 
 def _reader(db: str | None) -> AuditReader:
-    from bridge.journal.audit_store import open_audit_reader
+    from bridge.journal.audit_readers import open_audit_reader
 
     return open_audit_reader(_target(db))
 

@@ -1,39 +1,36 @@
-"""The audit table's rows, as every store keeps them, and read-only readers of a journal's
-audit record for the commands that check or export it.
+"""The audit table's rows, as every store keeps them, and the statements that read them.
 
 The journal only stores rows: one hash chain per writer (``chain``: "local" for a memory or
 SQLite journal, the replica id on PostgreSQL), each row an entry's sequence number, time,
 kind, canonical JSON text and the hashes linking it to the previous row. What the hashes are
 and how a chain is checked belongs to `bridge.access.audit`.
 
-`open_audit_reader` reads a SQLite file without opening it as a journal (a read-only
-connection: a daemon may own the file meanwhile), or a PostgreSQL database without migrating
-it.
+`bridge.journal.audit_readers` reads them without opening a journal (for the commands that
+check or export the record).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
-
-from bridge.errors import UsageError
 
 __all__ = [
     "AUDIT_PAGE",
-    "AuditReader",
     "AuditRow",
     "AuditStore",
+    "Query",
+    "audit_row",
     "audit_time",
-    "open_audit_reader",
+    "chains_of",
+    "iter_rows",
+    "page_query",
+    "tail_of",
 ]
 
 AUDIT_PAGE = 1000
 """Rows read per query when walking a chain (a long chain is never held in memory at once)."""
 
-LOCAL_CHAIN = "local"
 
 COLUMNS = "chain, seq, at, kind, entry, prev_hash, hash"
 TAIL_SQL = f"SELECT {COLUMNS} FROM audit WHERE chain = ? ORDER BY seq DESC LIMIT 1"
@@ -133,7 +130,8 @@ def chains_of(query: Query) -> list[str]:
 
 @runtime_checkable
 class AuditStore(Protocol):
-    """What reads an audit record: every `Journal`, and the readers of `open_audit_reader`."""
+    """What reads an audit record: every `Journal`, and the readers of
+    `bridge.journal.audit_readers.open_audit_reader`."""
 
     def audit_chains(self) -> list[str]:
         """The chains the record holds, sorted."""
@@ -148,107 +146,3 @@ class AuditStore(Protocol):
     ) -> Iterator[AuditRow]:
         """Rows ordered by chain then seq (only `chain`'s; only those at or after `since`)."""
         ...
-
-
-class AuditReader:
-    """A read-only `AuditStore` over one connection (see `open_audit_reader`); close it."""
-
-    def __init__(self, label: str, query: Query, close: Callable[[], None]) -> None:
-        self.label = label
-        self._query = query
-        self._close = close
-
-    def __enter__(self) -> AuditReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._close()
-
-    def audit_chains(self) -> list[str]:
-        return chains_of(self._query)
-
-    def audit_tail(self, chain: str) -> AuditRow | None:
-        return tail_of(self._query, chain)
-
-    def audit_entries(
-        self, *, chain: str | None = None, since: datetime | None = None
-    ) -> Iterator[AuditRow]:
-        return iter_rows(self._query, chain, since)
-
-
-def open_audit_reader(target: str) -> AuditReader:
-    """A read-only reader of the audit record of the journal `target` names: a SQLite file
-    (read while a daemon may own it) or a ``postgresql://`` URL (never migrated).
-
-    Raises:
-        UsageError: no such journal, not a toolbridge journal, unreachable, or one without an
-            audit record yet (an older schema: ``toolbridge db upgrade``).
-    """
-    from bridge.journal.stores import db_label, is_postgres_url
-
-    if is_postgres_url(target):
-        return _postgres_reader(target, db_label(target))
-    return _sqlite_reader(target)
-
-
-def _sqlite_reader(path: str) -> AuditReader:
-    if path == ":memory:" or not Path(path).is_file():
-        raise UsageError(f"no journal at {path}")
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        found = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit'"
-        ).fetchone()
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    except sqlite3.Error as exc:
-        raise UsageError(f"cannot read the journal {path}: {exc}") from None
-    if found is None:
-        db.close()
-        raise UsageError(_no_audit(path, version))
-
-    def query(sql: str, params: Sequence[Any]) -> list[Any]:
-        try:
-            return db.execute(sql, list(params)).fetchall()
-        except sqlite3.Error as exc:
-            raise UsageError(f"cannot read the journal {path}: {exc}") from None
-
-    return AuditReader(path, query, db.close)
-
-
-def _postgres_reader(dsn: str, label: str) -> AuditReader:
-    from bridge.journal.postgres_connect import clean_error, connect, load_psycopg, pg_sql
-
-    psycopg = load_psycopg()
-    from psycopg.rows import dict_row
-
-    conn = connect(dsn)
-    try:
-        conn.row_factory = dict_row
-        found = conn.execute("SELECT to_regclass('audit') AS t").fetchone()
-    except psycopg.Error as exc:
-        conn.close()
-        raise UsageError(f"cannot read the journal {label}: {clean_error(dsn, exc)}") from None
-    if found is None or found["t"] is None:
-        conn.close()
-        raise UsageError(_no_audit(label, None))
-
-    def query(sql: str, params: Sequence[Any]) -> list[Any]:
-        try:
-            rows: list[Any] = conn.execute(pg_sql(sql), list(params)).fetchall()
-        except psycopg.Error as exc:
-            raise UsageError(f"cannot read the journal {label}: {clean_error(dsn, exc)}") from None
-        return rows
-
-    return AuditReader(label, query, conn.close)
-
-
-def _no_audit(label: str, version: int | None) -> str:
-    at = f" (schema version {version})" if version is not None else ""
-    return (
-        f"the journal {label}{at} has no audit record yet: it predates it; "
-        "`toolbridge db upgrade` adds it"
-    )
