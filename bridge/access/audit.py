@@ -91,8 +91,8 @@ def arguments_sha256(arguments: Mapping[str, Any] | str | None) -> str | None:
     return _sha256(canonical_json(_plain(arguments)))
 
 
-def _plain(arguments: Mapping[str, Any] | str) -> Any:
-    return arguments if isinstance(arguments, str) else dict(arguments)
+def _plain(arguments: Any) -> Any:
+    return dict(arguments) if isinstance(arguments, Mapping) else arguments
 
 
 def _redacted(arguments: Mapping[str, Any] | str | None) -> Any:
@@ -102,7 +102,7 @@ def _redacted(arguments: Mapping[str, Any] | str | None) -> Any:
         return None
     if isinstance(arguments, str):
         return redact(valid_text(arguments))
-    text = valid_text(canonical_json(dict(arguments)))
+    text = valid_text(canonical_json(_plain(arguments)))
     masked = redact(text)
     try:
         return json.loads(masked)
@@ -183,7 +183,11 @@ class AuditLog:
                 (`STRICT_KINDS`); for other kinds the failure is logged as an error.
         """
         pending = _Pending(event)
-        pending.body = self._body(event)  # redaction and hashing outside the lock
+        try:
+            pending.body = self._body(event)  # redaction and hashing outside the lock
+        except Exception as exc:  # an event that cannot be written down, e.g. its detail
+            self._failed(event, exc)
+            return
         with self._queue_lock:
             self._queue.append(pending)
         with self._lock:

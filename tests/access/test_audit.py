@@ -102,6 +102,18 @@ def test_arguments_are_kept_masked_with_the_hash_of_the_real_ones(journal: Journ
     assert exported["hash"] == row.hash and exported["seq"] == 1
 
 
+def test_arguments_that_are_not_an_object_are_kept_as_text() -> None:
+    # A model may send arguments that are not a JSON object: they are masked and hashed as
+    # the JSON string they are.
+    register_secret(SECRET)
+    journal = MemoryJournal()
+    raw = f'{{"query": "{SECRET}"'  # not even JSON
+    AuditLog(journal).record(AuditEvent(kind="tool", outcome="error", tool="t", arguments=raw))
+    (exported,) = export_audit(journal)
+    assert exported["arguments"] == '{"query": "[secure]"'
+    assert exported["arguments_sha256"] == hashlib.sha256(json.dumps(raw).encode()).hexdigest()
+
+
 def test_many_threads_make_one_valid_chain(tmp_path: Path) -> None:
     journal = SQLiteJournal(tmp_path / "j.db")
     log = AuditLog(journal)
