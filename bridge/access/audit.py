@@ -159,7 +159,8 @@ class AuditLog:
         self._loaded = False
 
     def __repr__(self) -> str:
-        return f"AuditLog({self.journal!r}, chain={self.chain!r})"
+        # Not `self.chain`: that would settle the chain before the journal is bound.
+        return f"AuditLog({self.journal!r}, chain={self._chain!r})"
 
     @property
     def chain(self) -> str:

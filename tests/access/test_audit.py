@@ -21,6 +21,7 @@ from bridge.access import (
     AuditLog,
     AuditWriteError,
     ExpectedHead,
+    Records,
     export_audit,
     verify_audit,
 )
@@ -50,6 +51,7 @@ def _policy(
 
 def test_a_chain_over_each_store(journal: Journal) -> None:
     log = AuditLog(journal)
+    assert isinstance(log, Records)
     for n in range(1, 6):
         log.record(_policy(n))
     log.record(AuditEvent(kind="tool", outcome="ok", caller="alice", tool="transfer"))
@@ -177,9 +179,10 @@ def test_two_replicas_on_postgres_keep_a_chain_each(postgres: PostgresServer) ->
     dsn = postgres.create_database(f"a_{uuid.uuid4().hex[:12]}")
     one, two = PostgresJournal(dsn), PostgresJournal(dsn)
     try:
+        log_a = AuditLog(one)  # made before the journal is bound: its chain is settled later
         one.bind_replica("replica-a")
         two.bind_replica("replica-b")
-        log_a, log_b = AuditLog(one), AuditLog(two)
+        log_b = AuditLog(two)
         assert (log_a.chain, log_b.chain) == ("replica-a", "replica-b")
         for n in range(3):
             log_a.record(_policy(n))
