@@ -25,7 +25,7 @@ from bridge.access import (
     export_audit,
     verify_audit,
 )
-from bridge.access.audit import GENESIS, canonical_json
+from bridge.access.audit import GENESIS, canonical_json, entry_hash
 from bridge.errors import UsageError, register_secret
 from bridge.journal import Journal, MemoryJournal, SQLiteJournal
 from tests.support.postgres import PostgresServer
@@ -273,3 +273,42 @@ def test_expected_heads_are_parsed_strictly() -> None:
     for bad in ("7", f"x:{digest}", "7:abc", f"0:{digest}"):
         with pytest.raises(UsageError, match="expected"):
             ExpectedHead.parse(bad)
+
+
+def _rewrite(journal: MemoryJournal, change: dict[int, dict[str, Any]]) -> None:
+    """Rewrite the local chain as a forger with write access would: entries changed, every
+    hash after them recomputed so that the chain alone holds together."""
+    rows = journal._audit["local"]
+    prev = GENESIS
+    for index, row in enumerate(rows):
+        entry = {**json.loads(row.entry), **change.get(row.seq, {}), "prev_hash": prev}
+        text = canonical_json(entry)
+        digest = entry_hash(prev, text)
+        rows[index] = row._replace(entry=text, prev_hash=prev, hash=digest, at=entry["at"])
+        prev = digest
+
+
+def test_a_rewritten_chain_is_caught_only_against_an_expected_head() -> None:
+    journal = MemoryJournal()
+    log = AuditLog(journal)
+    for n in range(1, 6):
+        log.record(_policy(n))
+    head = log.head()
+    assert head is not None
+
+    _rewrite(journal, {2: {"outcome": "refuse"}})
+    assert verify_audit(journal).ok  # every hash recomputed: the documented limit
+    (found,) = verify_audit(journal, expect=[ExpectedHead.parse(head.token())]).problems
+    assert (found.seq, found.problem) == (5, "edited")
+    assert "rewritten" in found.what
+
+
+def test_time_going_backwards_is_named() -> None:
+    journal = MemoryJournal()
+    log = AuditLog(journal)
+    for n in range(1, 4):
+        log.record(_policy(n))
+    _rewrite(journal, {3: {"at": "2000-01-01T00:00:00.000000+00:00"}})
+    (found,) = verify_audit(journal).problems
+    assert (found.seq, found.problem) == (3, "reordered")
+    assert "before entry 2" in found.what
