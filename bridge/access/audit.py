@@ -151,10 +151,11 @@ class AuditLog:
         self.journal = journal
         self._chain = chain
         self.strict_kinds = frozenset(strict_kinds)
-        self._lock = threading.Lock()
-        """Held by the thread appending (the tail and the journal write)."""
-        self._queue_lock = threading.Lock()
+        self._turn = threading.Condition(threading.Lock())
+        """Guards the queue and `_writing`; notified when a write ends."""
         self._queue: list[_Pending] = []
+        self._writing = False
+        """Whether a thread is writing (the tail and the journal are its own meanwhile)."""
         self._tail: AuditRow | None = None
         self._loaded = False
 
@@ -170,14 +171,20 @@ class AuditLog:
         return self._chain
 
     def head(self) -> ChainHead | None:
-        """The chain's last entry as written by this log (or read at the first `record`)."""
-        with self._lock:
+        """The chain's last entry as written by this log (or read from the journal)."""
+        self._take_turn()
+        try:
             self._load()
             tail = self._tail
+        finally:
+            self._end_turn()
         return None if tail is None else ChainHead(tail.chain, tail.seq, tail.hash, tail.seq)
 
     def record(self, event: AuditEvent) -> None:
         """Append `event` to the chain; durable when this returns.
+
+        Group commit: while one thread writes, the events recorded meanwhile wait; the next
+        writer appends all of them in one transaction.
 
         Raises:
             AuditWriteError: the entry could not be written and its kind is strict
@@ -185,19 +192,35 @@ class AuditLog:
         """
         pending = _Pending(event)
         try:
-            pending.body = self._body(event)  # redaction and hashing outside the lock
+            pending.body = self._body(event)  # redaction and hashing before waiting
         except Exception as exc:  # an event that cannot be written down, e.g. its detail
             self._failed(event, exc)
             return
-        with self._queue_lock:
+        with self._turn:
             self._queue.append(pending)
-        with self._lock:
-            if not pending.done:
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
+            while not pending.done and self._writing:
+                self._turn.wait()
+            if not pending.done:  # nobody writing: this thread writes what waits
+                self._writing = True
+                batch, self._queue = self._queue, []
+        if not pending.done:
+            try:
                 self._append(batch)
+            finally:
+                self._end_turn()
         if pending.error is not None:
             self._failed(event, pending.error)
+
+    def _take_turn(self) -> None:
+        with self._turn:
+            while self._writing:
+                self._turn.wait()
+            self._writing = True
+
+    def _end_turn(self) -> None:
+        with self._turn:
+            self._writing = False
+            self._turn.notify_all()
 
     def _body(self, event: AuditEvent) -> dict[str, Any]:
         return {
@@ -210,7 +233,7 @@ class AuditLog:
             "tool": _text(event.tool),
             "arguments": _redacted(event.arguments),
             "arguments_sha256": arguments_sha256(event.arguments),
-            "detail": redact_data(dict(event.detail)),
+            "detail": _redacted(event.detail) if event.detail else {},
         }
 
     def _load(self) -> None:
@@ -231,11 +254,13 @@ class AuditLog:
                 self._tail = self.journal.audit_tail(chain)
                 rows = self._rows(chain, batch)
                 self.journal.append_audit(chain, rows)
-        except Exception as exc:
+        except BaseException as exc:
             self._loaded = False  # read the tail again next time
             for pending in batch:
                 pending.error = exc
                 pending.done = True
+            if not isinstance(exc, Exception):
+                raise
             return
         self._tail = rows[-1]
         for pending in batch:
