@@ -4,6 +4,16 @@ the policy decision on a call's arguments (Cedar), and the hash-chained audit re
 Used by every entry point: the daemon, `mcp-serve`, `toolbridge call` and the `Bridge` library.
 """
 
+from bridge.access.audit import (
+    AuditLog,
+    AuditProblem,
+    AuditWriteError,
+    ChainHead,
+    ExpectedHead,
+    VerifyReport,
+    export_audit,
+    verify_audit,
+)
 from bridge.access.callers import CallerFileError, Callers, parse_callers, parse_rate
 from bridge.access.decision import (
     ALLOW,
@@ -36,12 +46,17 @@ __all__ = [
     "LOCAL",
     "AccessError",
     "AuditEvent",
+    "AuditLog",
+    "AuditProblem",
+    "AuditWriteError",
     "Authenticates",
     "CallFacts",
     "CallerFileError",
     "Callers",
+    "ChainHead",
     "Decides",
     "Door",
+    "ExpectedHead",
     "ForbiddenError",
     "Permission",
     "PolicyDecision",
@@ -54,7 +69,10 @@ __all__ = [
     "TokenVerifier",
     "ToolPatterns",
     "UnauthenticatedError",
+    "VerifyReport",
+    "export_audit",
     "parse_callers",
     "parse_rate",
     "source_of",
+    "verify_audit",
 ]

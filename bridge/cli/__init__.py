@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bridge.cli import (  # noqa: F401
+    audit_cmd,
     call_cmd,
     db_cmd,
     demo_cmd,
