@@ -13,14 +13,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from bridge.access.audit import export_audit
 from bridge.access.decision import CallFacts, Decides, Effect, PolicyDecision
 from bridge.access.principal import Principal
+from bridge.journal.audit_store import AuditStore
 from bridge.journal.base import Journal
 from bridge.tools.spec import ToolSpec
 
-__all__ = ["ReplayChange", "ReplayReport", "ReplayedCall", "journaled_calls", "replay"]
+__all__ = [
+    "ReplayChange",
+    "ReplayReport",
+    "ReplayedCall",
+    "decisions_on_record",
+    "journaled_calls",
+    "replay",
+]
 
 _PAGE = 200
 
@@ -178,3 +187,17 @@ def replay(
             if len(kept) < examples:
                 kept.append(ReplayChange(call, decision))
     return report
+
+
+def decisions_on_record(store: AuditStore) -> dict[tuple[str, str], Effect]:
+    """The policy decision the audit record holds for each call, by (conversation id or "" for
+    a direct call, call id); the latest one when a call was decided more than once."""
+    found: dict[tuple[str, str], Effect] = {}
+    for entry in export_audit(store):
+        if entry.get("kind") != "policy" or not entry.get("call_id"):
+            continue
+        outcome = entry.get("outcome")
+        if outcome in _EFFECTS:
+            key = (str(entry.get("conversation_id") or ""), str(entry["call_id"]))
+            found[key] = cast("Effect", outcome)
+    return found
