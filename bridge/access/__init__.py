@@ -14,6 +14,7 @@ from bridge.access.decision import (
     source_of,
 )
 from bridge.access.errors import AccessError, ForbiddenError, RateLimitedError, UnauthenticatedError
+from bridge.access.oidc import OidcVerifier, RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     ANONYMOUS,
@@ -37,6 +38,7 @@ __all__ = [
     "CallFacts",
     "Decides",
     "ForbiddenError",
+    "OidcVerifier",
     "Permission",
     "PolicyDecision",
     "Principal",
@@ -44,6 +46,7 @@ __all__ = [
     "RateLimitedError",
     "RateLimits",
     "Records",
+    "RoleGrant",
     "ToolPatterns",
     "UnauthenticatedError",
     "source_of",
