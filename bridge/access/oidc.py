@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -138,7 +139,7 @@ def _number(claims: Mapping[str, Any], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise UnauthenticatedError(f"token claim {name!r} is not a time (seconds since 1970)")
     return float(value)
 
@@ -231,7 +232,9 @@ class OidcVerifier:
         except jwt.PyJWTError:
             raise UnauthenticatedError("malformed token (not a signed JWT)") from None
         alg = header.get("alg")
-        if not isinstance(alg, str) or alg.lower() == "none":
+        if not isinstance(alg, str) or not alg:
+            raise UnauthenticatedError("malformed token (its header names no algorithm)")
+        if alg.lower() == "none":
             raise UnauthenticatedError("unsigned token refused")
         if alg not in ACCEPTED_ALGORITHMS:
             raise UnauthenticatedError(
@@ -314,6 +317,18 @@ class OidcVerifier:
 
     # -- the keys ----------------------------------------------------------------------------
 
+    def prefetch(self) -> None:
+        """Fetch the discovery document and the JWKS now (at startup), so a misconfigured or
+        unreachable identity provider shows at once rather than at the first token.
+
+        Raises:
+            UnauthenticatedError: the identity provider cannot be reached, or its discovery
+                document names another issuer.
+        """
+        self._refresh(prompted=True)
+        if self._failure is not None:
+            raise UnauthenticatedError(str(self._failure))
+
     def _key_for(self, kid: str, alg: str) -> Any:
         group = self._group(self._current_keys(), kid, alg)
         if not group and self._may_refetch():
@@ -333,7 +348,7 @@ class OidcVerifier:
             )
         try:
             return jwt.PyJWK(fitting[0], algorithm=alg).key
-        except jwt.PyJWTError:
+        except (jwt.PyJWTError, ValueError, TypeError, KeyError):
             raise UnauthenticatedError(
                 f"the issuer's key {_plain(kid)} cannot be used for {alg}"
             ) from None
@@ -369,7 +384,7 @@ class OidcVerifier:
             # Another thread may have fetched while this one waited for the lock.
             if self._last_attempt is not None and now - self._last_attempt < self.refetch_seconds:
                 if keys is None and self._failure is not None:
-                    raise self._failure
+                    raise UnauthenticatedError(str(self._failure))
                 return keys
             if not prompted and keys is not None and now - keys.fetched_at < self.cache_seconds:
                 return keys
@@ -429,6 +444,10 @@ class OidcVerifier:
                     body += chunk
                     if len(body) > _MAX_DOCUMENT:
                         raise unreachable(f"its {what} is larger than {_MAX_DOCUMENT} bytes")
+        except requests.Timeout:
+            raise unreachable(f"no answer within {self.timeout:g} s") from None
+        except requests.ConnectionError:
+            raise unreachable("the connection failed") from None
         except requests.RequestException as error:
             raise unreachable(type(error).__name__) from None
         try:

@@ -434,3 +434,36 @@ def test_any_tampering_of_a_valid_token_is_refused(
     assert tampered != token
     with pytest.raises(UnauthenticatedError):
         verifier.verify(tampered)
+
+
+# -- more hostile headers and claims ----------------------------------------------------------
+
+
+def test_critical_header_extensions_are_refused(
+    verifier: OidcVerifier, idp: IdentityProvider
+) -> None:
+    # PyJWT refuses extensions it does not implement while reading the header.
+    assert refused(verifier, idp.token(headers={"crit": ["exp"]})).startswith("malformed token")
+
+
+def test_an_infinite_expiry_is_refused(verifier: OidcVerifier, idp: IdentityProvider) -> None:
+    # JSON as Python writes it takes Infinity and NaN; a token that never expires is refused.
+    for name, value in (("exp", float("inf")), ("nbf", float("nan")), ("exp", "tomorrow")):
+        token = idp.sign({**idp.claims(), name: value})
+        assert (
+            refused(verifier, token) == f"token claim {name!r} is not a time (seconds since 1970)"
+        )
+
+
+def test_prefetch_reports_an_unreachable_or_misconfigured_idp_at_once(
+    idp: IdentityProvider,
+) -> None:
+    good = OidcVerifier(idp.issuer, idp.audience)
+    good.prefetch()
+    assert idp.jwks_fetches == 1
+    idp.discovery_issuer = idp.issuer + "/"
+    with pytest.raises(UnauthenticatedError, match="names issuer"):
+        OidcVerifier(idp.issuer, idp.audience).prefetch()
+    idp.stop()
+    with pytest.raises(UnauthenticatedError, match="cannot reach the identity provider"):
+        OidcVerifier(idp.issuer, idp.audience).prefetch()

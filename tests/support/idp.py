@@ -203,14 +203,24 @@ class IdentityProvider:
     ) -> str:
         """A token signed with `key` (the current RSA key by default); `alg` and `kid` override
         the header's (`kid=""` leaves it out), `headers` adds to it, the rest are `claims`."""
+        return self.sign(self.claims(**claims), key=key, alg=alg, kid=kid, headers=headers)
+
+    def sign(
+        self,
+        claims: Mapping[str, Any],
+        *,
+        key: SigningKey | None = None,
+        alg: str | None = None,
+        kid: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> str:
+        """`claims` exactly as given, signed as `token` signs."""
         key = key or self.current
         header: dict[str, Any] = {"kid": key.kid if kid is None else kid}
         if not header["kid"]:
             del header["kid"]
         header.update(headers or {})
-        return jwt.encode(
-            self.claims(**claims), key.private, algorithm=alg or key.alg, headers=header
-        )
+        return jwt.encode(dict(claims), key.private, algorithm=alg or key.alg, headers=header)
 
     def ec_token(self, **claims: Any) -> str:
         return self.token(key=self.ec, **claims)
