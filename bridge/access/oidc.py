@@ -62,6 +62,7 @@ _KEY_TYPES: dict[str, tuple[str, frozenset[str] | None]] = {
     "EdDSA": ("OKP", frozenset({"Ed25519", "Ed448"})),
 }
 
+NO_TOOLS = ToolPatterns(())
 _MAX_TOKEN = 16 * 1024
 _MAX_DOCUMENT = 1024 * 1024
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_.:+/=-]{1,64}")
@@ -79,10 +80,10 @@ class GrantsRole(Protocol):
 
 @dataclass(frozen=True)
 class RoleGrant:
-    """One role's permissions and the tools it may see and run."""
+    """One role's permissions and the tools it may see and run (none unless given)."""
 
     permissions: frozenset[Permission] = frozenset()
-    tools: ToolPatterns = ALL_TOOLS
+    tools: ToolPatterns = NO_TOOLS
 
 
 RoleTable = Mapping[str, "GrantsRole | tuple[frozenset[Permission], ToolPatterns]"]
@@ -161,8 +162,11 @@ class OidcVerifier:
         caller_claim: The claim naming the caller (a dotted path for nested claims).
         roles_claim: The claim listing its roles: a list of strings or a space-separated string;
             a dotted path for nested claims (Keycloak's ``realm_access.roles``).
-        roles: The roles table: role name -> what it grants. Roles a token lists that are not
-            in it grant nothing (and are not among the principal's roles).
+        roles: The roles table: role name -> what it grants (a `RoleGrant`, anything with
+            ``permissions`` and ``tools``, or a ``(permissions, tools)`` pair), or a function
+            returning the table in use (read on every token, so a reloaded caller file counts).
+            Roles a token lists that are not in it grant nothing (and are not among the
+            principal's roles).
         lookup: The caller file: a caller of that name there takes that entry's roles,
             permissions, tools and rate limits instead of the token's roles.
         leeway: Seconds of clock difference allowed on ``exp``, ``nbf`` and ``iat``.
@@ -182,7 +186,7 @@ class OidcVerifier:
         *,
         caller_claim: str = "sub",
         roles_claim: str = "roles",
-        roles: RoleTable | None = None,
+        roles: RoleTable | Callable[[], RoleTable] | None = None,
         lookup: Callable[[str], Principal | None] | None = None,
         leeway: float = 30.0,
         timeout: float = 5.0,
@@ -199,7 +203,7 @@ class OidcVerifier:
         self.audience = audience
         self.caller_claim = caller_claim
         self.roles_claim = roles_claim
-        self._roles = {name: _grant(entry) for name, entry in (roles or {}).items()}
+        self._roles_table = roles
         self._lookup = lookup
         self.leeway = leeway
         self.timeout = timeout
@@ -300,18 +304,19 @@ class OidcVerifier:
             known = self._lookup(name)
             if known is not None:
                 return replace(known, name=name, via="oidc")
-        roles = sorted(_roles(_claim(claims, self.roles_claim)) & self._roles.keys())
+        table = self._roles_table() if callable(self._roles_table) else self._roles_table or {}
+        roles = sorted(_roles(_claim(claims, self.roles_claim)) & table.keys())
         permissions: set[Permission] = set()
         patterns: list[str] = []
         for role in roles:
-            grant = self._roles[role]
+            grant = _grant(table[role])
             permissions |= grant.permissions
             patterns.extend(p for p in grant.tools.patterns if p not in patterns)
         return Principal(
             name=name,
             roles=frozenset(roles),
             permissions=frozenset(permissions),
-            tools=ToolPatterns(tuple(patterns)),
+            tools=ALL_TOOLS if "*" in patterns else ToolPatterns(tuple(patterns)),
             via="oidc",
         )
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.access import (
+    ALL_TOOLS,
     OidcVerifier,
     Permission,
     Principal,
@@ -467,3 +468,16 @@ def test_prefetch_reports_an_unreachable_or_misconfigured_idp_at_once(
     idp.stop()
     with pytest.raises(UnauthenticatedError, match="cannot reach the identity provider"):
         OidcVerifier(idp.issuer, idp.audience).prefetch()
+
+
+def test_the_roles_table_may_be_read_on_every_token(idp: IdentityProvider) -> None:
+    table: dict[str, RoleGrant] = {"operator": RoleGrant(frozenset({Permission.CONVERSE}))}
+    verifier = OidcVerifier(idp.issuer, idp.audience, roles=lambda: table)
+    token = idp.token(roles=["operator"])
+    first = verifier.verify(token)
+    assert first.permissions == {Permission.CONVERSE}
+    assert not first.may_run("anything")  # a role grants no tools unless it names them
+    table["operator"] = RoleGrant(frozenset({Permission.ADMIN}), ALL_TOOLS)  # a reload
+    second = verifier.verify(token)
+    assert second.permissions == {Permission.ADMIN}
+    assert second.tools == ALL_TOOLS
