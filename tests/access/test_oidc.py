@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +27,7 @@ from bridge.access import (
 )
 from tests.support.idp import IdentityProvider, b64url, running
 
-ROLES = {
+ROLES: dict[str, RoleGrant | tuple[frozenset[Permission], ToolPatterns]] = {
     "operator": RoleGrant(
         frozenset({Permission.CONVERSE, Permission.CALL_TOOLS}), ToolPatterns(("crm_*",))
     ),
@@ -44,6 +46,18 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class CountingSession(requests.Session):
+    """A real session that counts the requests it makes (to a server that is gone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        self.requests += 1
+        return super().request(*args, **kwargs)
 
 
 @pytest.fixture
@@ -118,7 +132,7 @@ def test_roles_claim_as_a_dotted_path_keycloak_style(idp: IdentityProvider) -> N
 def test_a_claim_name_with_dots_is_taken_literally_first(idp: IdentityProvider) -> None:
     claim = "https://example.com/roles"
     verifier = OidcVerifier(idp.issuer, idp.audience, roles_claim=claim, roles=ROLES)
-    assert verifier.verify(idp.token(**{claim: ["operator"]})).roles == {"operator"}
+    assert verifier.verify(idp.sign({**idp.claims(), claim: ["operator"]})).roles == {"operator"}
 
 
 def test_the_caller_claim_can_be_another_claim(idp: IdentityProvider) -> None:
@@ -353,7 +367,10 @@ def test_cached_keys_keep_working_while_the_idp_is_down(
 def test_an_unreachable_idp_without_cached_keys_refuses_saying_so(
     idp: IdentityProvider, clock: Clock
 ) -> None:
-    verifier = OidcVerifier(idp.issuer, idp.audience, roles=ROLES, clock=clock, timeout=2)
+    session = CountingSession()
+    verifier = OidcVerifier(
+        idp.issuer, idp.audience, roles=ROLES, clock=clock, timeout=2, session=session
+    )
     token = idp.token()
     idp.stop()
     message = refused(verifier, token)
@@ -361,8 +378,14 @@ def test_an_unreachable_idp_without_cached_keys_refuses_saying_so(
         f"cannot reach the identity provider at {idp.issuer}/.well-known/openid-configuration: "
     )
     assert message.endswith("(tokens cannot be checked until it answers)")
+    assert session.requests == 1
     # Within the refetch interval the failure is answered without trying again.
+    for _ in range(20):
+        assert refused(verifier, token) == message
+    assert session.requests == 1
+    clock.advance(10)
     assert refused(verifier, token) == message
+    assert session.requests == 2
 
 
 def test_concurrent_verification_fetches_the_jwks_once(
@@ -481,3 +504,15 @@ def test_the_roles_table_may_be_read_on_every_token(idp: IdentityProvider) -> No
     second = verifier.verify(token)
     assert second.permissions == {Permission.ADMIN}
     assert second.tools == ALL_TOOLS
+
+
+def test_a_token_without_kid_takes_the_one_key_that_fits(
+    verifier: OidcVerifier, idp: IdentityProvider
+) -> None:
+    # The JWKS holds one RSA and one EC key: each algorithm fits exactly one of them.
+    assert verifier.verify(idp.token(kid="", sub="rsa")).name == "rsa"
+    assert verifier.verify(idp.token(key=idp.ec, kid="", sub="ec")).name == "ec"
+    idp.published = [*idp.published, idp.stranger()]  # now two RSA keys: which one is unsaid
+    verifier_after = OidcVerifier(idp.issuer, idp.audience)
+    message = refused(verifier_after, idp.token(kid=""))
+    assert message == "token has no kid and the issuer's JWKS has no single key for RS256"
