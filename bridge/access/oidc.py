@@ -64,6 +64,7 @@ _KEY_TYPES: dict[str, tuple[str, frozenset[str] | None]] = {
 
 NO_TOOLS = ToolPatterns(())
 _MAX_TOKEN = 16 * 1024
+_MAX_NAME = 256
 _MAX_DOCUMENT = 1024 * 1024
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_.:+/=-]{1,64}")
 
@@ -294,11 +295,18 @@ class OidcVerifier:
 
     def _principal(self, claims: Mapping[str, Any]) -> Principal:
         name = _claim(claims, self.caller_claim)
-        if not isinstance(name, str) or not name.strip():
+        if name is None or name == "":
             raise UnauthenticatedError(
                 f"token has no {self.caller_claim!r} claim naming the caller"
-                if name is None or name == ""
-                else f"token claim {self.caller_claim!r} is not a caller name (a string)"
+            )
+        if not isinstance(name, str) or not name.strip():
+            raise UnauthenticatedError(
+                f"token claim {self.caller_claim!r} is not a caller name (a string)"
+            )
+        if len(name) > _MAX_NAME or not name.isprintable():
+            raise UnauthenticatedError(
+                f"token claim {self.caller_claim!r} is not a caller name (at most {_MAX_NAME} "
+                "printable characters)"
             )
         if self._lookup is not None:
             known = self._lookup(name)

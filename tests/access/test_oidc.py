@@ -275,6 +275,10 @@ def test_a_token_without_the_caller_claim_is_refused(
     assert (
         refused(verifier, idp.token(sub=7)) == "token claim 'sub' is not a caller name (a string)"
     )
+    for name in ("  ", "alice\nbob", "x" * 257):
+        assert "is not a caller name" in refused(verifier, idp.token(sub=name))
+    odd = "auth0|5f7c8ec7c33c6c004bbafe82"
+    assert verifier.verify(idp.token(sub=odd)).name == odd
 
 
 @pytest.mark.parametrize("token", ["", "abc", "a.b.c", "e30.e30.", "x" * 20000])
