@@ -26,6 +26,7 @@ from bridge.access.decision import (
 )
 from bridge.access.door import Door, TokenVerifier
 from bridge.access.errors import AccessError, ForbiddenError, RateLimitedError, UnauthenticatedError
+from bridge.access.oidc import OidcVerifier, RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     ANONYMOUS,
@@ -58,6 +59,7 @@ __all__ = [
     "Door",
     "ExpectedHead",
     "ForbiddenError",
+    "OidcVerifier",
     "Permission",
     "PolicyDecision",
     "Principal",
@@ -66,6 +68,7 @@ __all__ = [
     "RateLimiter",
     "RateLimits",
     "Records",
+    "RoleGrant",
     "TokenVerifier",
     "ToolPatterns",
     "UnauthenticatedError",
