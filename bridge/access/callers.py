@@ -21,6 +21,7 @@ and logs what is wrong, with the file and line, never a key.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bridge.access.oidc import RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     Permission,
@@ -78,6 +80,8 @@ MIN_KEY_CHARS = 16
 
 _NAMES = "1 to 64 letters, digits, '_', '.', '@' or '-'"
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
+_NO_KEY = bytes(32)
+"""Compared against for a caller without a key, so every caller costs the same time."""
 _ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 _UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
@@ -155,7 +159,7 @@ def parse_key_file(text: str, *, source: str = "the key file") -> dict[str, byte
         if name in where:
             problems.append(f"line {number}: the name {name!r} is used on line {where[name]} too")
             continue
-        if digest in seen:
+        if digest is not None and digest in seen:
             problems.append(
                 f"line {number}: the key of {name!r} is used on line {seen[digest]} too"
             )
@@ -274,10 +278,8 @@ class _Caller(BaseModel):
 
     @model_validator(mode="after")
     def _one_key(self) -> _Caller:
-        if self.key_sha256 is None and self.key is None:
-            raise ValueError(
-                'missing key; expected key_sha256 = "<64 hex digits>" or key = "${ENV_VAR}"'
-            )
+        # Neither: a caller only an identity provider's token names (its roles and rates
+        # come from here).
         if self.key_sha256 is not None and self.key is not None:
             raise ValueError("both key_sha256 and key; expected one of them")
         return self
@@ -375,7 +377,8 @@ def _describe(text: str, exc: ValidationError) -> list[str]:
 @dataclass(frozen=True)
 class _Entry:
     principal: Principal
-    digest: bytes
+    digest: bytes | None
+    """None for a caller only an identity provider's token names."""
     origin: str
     """Where it was written (``file: line N``), for duplicate-key messages."""
 
@@ -427,8 +430,11 @@ def _entries(text: str, *, source: str, environ: Mapping[str, str] | None = None
                 f"expected one of the [roles.NAME] tables: {known}"
             )
             continue
+        digest: bytes | None
         if caller.key_sha256 is not None:
             digest = bytes.fromhex(caller.key_sha256)
+        elif caller.key is None:
+            digest = None  # named only by an identity provider's token
         else:
             reference = _ENV_REFERENCE.fullmatch(caller.key or "")
             assert reference is not None  # checked by the model
@@ -455,7 +461,8 @@ def _entries(text: str, *, source: str, environ: Mapping[str, str] | None = None
                 "needs its own key"
             )
             continue
-        seen[digest] = f"{name!r} ({origin})"
+        if digest is not None:
+            seen[digest] = f"{name!r} ({origin})"
         chosen = [roles[role] for role in caller.roles]
         principal = Principal(
             name=name,
@@ -500,6 +507,19 @@ def parse_callers(
         CallerFileError: naming the file and every bad line, never a key.
     """
     return {entry.principal.name: entry.principal for entry in _parse(text, source, environ)}
+
+
+def parse_roles(text: str) -> dict[str, RoleGrant]:
+    """The roles of a caller file's text (checked already), with the built-in ``admin``; only
+    ``admin`` for a ``name: key`` key file."""
+    roles = dict(_builtin_roles())
+    # A key file is not TOML: its callers are admins.
+    with contextlib.suppress(tomllib.TOMLDecodeError, ValidationError):
+        roles.update(_CallerFile.model_validate(tomllib.loads(text)).roles)
+    return {
+        name: RoleGrant(role.permission_set(), ToolPatterns(role.patterns()))
+        for name, role in roles.items()
+    }
 
 
 def _parse(text: str, source: str, environ: Mapping[str, str] | None = None) -> list[_Entry]:
@@ -555,6 +575,7 @@ class Callers:
         self._lock = threading.Lock()
         self._entries: tuple[_Entry, ...] = ()
         self._by_name: dict[str, Principal] = {}
+        self._roles: dict[str, RoleGrant] = {}
         self._install(self._load())
 
     @classmethod
@@ -592,19 +613,28 @@ class Callers:
                     f"{entry.origin}: the caller {name!r} is named in {names[name].origin} "
                     "too; rename one of them"
                 )
-            if entry.digest in keys:
+            if entry.digest is not None and entry.digest in keys:
                 raise CallerFileError(
                     f"{entry.origin}: the key of {name!r} is the key of "
                     f"{keys[entry.digest].principal.name!r} ({keys[entry.digest].origin}) too; "
                     "every caller needs its own key"
                 )
-            names[name], keys[entry.digest] = entry, entry
+            names[name] = entry
+            if entry.digest is not None:
+                keys[entry.digest] = entry
         return tuple(entries)
 
     def _install(self, entries: tuple[_Entry, ...]) -> None:
         by_name = {entry.principal.name: entry.principal for entry in entries}
+        text = _read(self.callers_file, "caller file") if self.callers_file is not None else ""
+        roles = parse_roles(text)
         with self._lock:
-            self._entries, self._by_name = entries, by_name
+            self._entries, self._by_name, self._roles = entries, by_name, roles
+
+    def roles(self) -> dict[str, RoleGrant]:
+        """The caller file's roles (with the built-in ``admin``), by name: what an identity
+        provider's token grants through its roles claim."""
+        return self._roles
 
     def names(self) -> list[str]:
         """The names of the callers in use, in file order (never a key)."""
@@ -627,7 +657,7 @@ class Callers:
         digest = _digest(given)
         found: Principal | None = None
         for entry in self._entries:
-            if hmac.compare_digest(digest, entry.digest):
+            if hmac.compare_digest(digest, entry.digest or _NO_KEY) and entry.digest:
                 found = entry.principal
         return replace(found, via="key") if found is not None else None
 

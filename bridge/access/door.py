@@ -19,8 +19,10 @@ from typing import Protocol, runtime_checkable
 
 from bridge.access.callers import Callers
 from bridge.access.errors import ForbiddenError, UnauthenticatedError
+from bridge.access.oidc import OidcVerifier
 from bridge.access.principal import ANONYMOUS, Permission, Principal
 from bridge.access.rates import RateKind, RateLimiter
+from bridge.errors import ConfigurationError
 
 __all__ = ["Door", "TokenVerifier", "looks_like_jwt"]
 
@@ -75,14 +77,39 @@ class Door:
         api_key: str | None = None,
         api_key_file: str | Path | None = None,
         oidc: TokenVerifier | None = None,
+        *,
+        oidc_issuer: str | None = None,
+        oidc_audience: str | None = None,
+        oidc_caller_claim: str = "sub",
+        oidc_roles_claim: str = "roles",
     ) -> Door:
         """A door for these options: a caller file, ``--api-key``, ``--api-key-file``, an
-        identity provider; with none of them, every request is `ANONYMOUS`.
+        identity provider (`oidc`, or one made from the ``oidc_*`` options: its tokens' roles
+        are the caller file's ``[roles.*]``, and a caller the file names takes the file's
+        roles); with none of them, every request is `ANONYMOUS`.
 
         Raises:
             CallerFileError: a file cannot be read or is wrong.
         """
-        return cls(Callers.from_files(callers_path, api_key, api_key_file), oidc)
+        callers = Callers.from_files(callers_path, api_key, api_key_file)
+        if oidc is None and oidc_issuer is not None:
+            if not oidc_audience:
+                raise ConfigurationError(
+                    "--oidc-issuer needs --oidc-audience: the audience tokens must be issued for"
+                )
+            oidc = OidcVerifier(
+                oidc_issuer,
+                oidc_audience,
+                caller_claim=oidc_caller_claim,
+                roles_claim=oidc_roles_claim,
+                roles=callers.roles if callers is not None else None,
+                lookup=callers.get if callers is not None else None,
+            )
+        elif oidc_audience is not None and oidc is None:
+            raise ConfigurationError(
+                "--oidc-audience needs --oidc-issuer: the identity provider that issues tokens"
+            )
+        return cls(callers, oidc)
 
     @property
     def anonymous(self) -> bool:

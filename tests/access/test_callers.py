@@ -131,11 +131,6 @@ roles = ["crm", "obs"]
             "tool_calls",
         ),
         (
-            (f'key_sha256 = "{sha(ALICE)}"\n', ""),
-            'line 12: [callers.alice]: missing key; expected key_sha256 = "<64 hex digits>" '
-            'or key = "${ENV_VAR}"',
-        ),
-        (
             (sha(ALICE), sha(ALICE)[:40]),
             "line 13: [callers.alice] key_sha256: not a SHA-256 digest (40 characters); "
             'expected 64 hex digits, as printed by: printf %s "$KEY" | sha256sum',
