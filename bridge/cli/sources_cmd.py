@@ -142,7 +142,7 @@ def mcp_serve(
         Path | None,
         typer.Option(
             "--api-key-file",
-            help="File of named keys, one 'name: key' per line (http; every tool for each).",
+            help="File of named keys, one 'name: key' per line, as the daemon's (http).",
         ),
     ] = None,
     oidc_issuer: Annotated[

@@ -3,8 +3,8 @@ of a callers file, an identity provider's tokens), through the MCP SDK's own aut
 
 The SDK's `BearerAuthBackend` hands each bearer token to a `TokenVerifier`; `DoorTokenVerifier`
 is that verifier: it asks the door (``authenticate("Bearer <token>")``) and answers with a
-`CallerToken`, an `AccessToken` naming the caller (``client_id``: its name, ``scopes``: its
-permissions) that keeps the `Principal` for the tool handlers (`caller_of`). A refused
+`CallerToken`, an `AccessToken` naming the caller (``client_id``: its name, ``scopes``: the
+permissions it holds) that keeps the `Principal` for the tool handlers (`caller_of`). A refused
 credential is an ``identity`` entry in the audit record and, from the SDK's
 `RequireAuthMiddleware`, a 401 with ``WWW-Authenticate: Bearer ... resource_metadata="..."``.
 """
@@ -20,7 +20,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from pydantic import PrivateAttr
 
-from bridge.access import AccessError, AuditEvent, Authenticates, Principal, Records
+from bridge.access import AccessError, AuditEvent, Authenticates, Permission, Principal, Records
 
 __all__ = ["CallerToken", "DoorTokenVerifier", "caller_of", "record"]
 
@@ -41,7 +41,7 @@ class CallerToken(AccessToken):
         accepted = cls(
             token=token,
             client_id=principal.name,
-            scopes=sorted(str(permission) for permission in principal.permissions),
+            scopes=[str(permission) for permission in Permission if principal.can(permission)],
             subject=principal.name,
         )
         accepted._principal = principal

@@ -30,6 +30,7 @@ from bridge.access import (
     LOCAL,
     AuditEvent,
     CallFacts,
+    Permission,
     PolicyDecision,
     Principal,
     RateLimitedError,
@@ -107,7 +108,7 @@ def mcp_server(
         principal = who(ctx)
         tools = []
         for spec in toolbox:
-            if not principal.may_run(spec.name, spec.source):
+            if not _sees(principal, spec):
                 continue
             described = to_dialect(spec, "mcp")
             tools.append(
@@ -120,7 +121,7 @@ def mcp_server(
                     annotations=_annotations(spec),
                 )
             )
-        if principal.tools.everything:
+        if _sees_all(principal):
             return types.ListToolsResult(tools=tools)
         # Another caller sees another list: no cache may hand this one to it.
         return types.ListToolsResult(tools=tools, cache_scope="private")
@@ -140,7 +141,7 @@ def mcp_server(
             tool=params.name,
             arguments=arguments,
         )
-        if spec is None or not principal.may_run(spec.name, spec.source):
+        if spec is None or not _sees(principal, spec):
             # Exactly what an unknown tool gets, listing only the tools this caller sees.
             call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
             if spec is not None:
@@ -212,6 +213,16 @@ def mcp_server(
     )
 
 
+def _sees(principal: Principal, spec: ToolSpec) -> bool:
+    """Whether `principal` may see and call `spec`: a tool of its list, and calling tools at
+    all (``call_tools``: an MCP host calls tools directly)."""
+    return principal.can(Permission.CALL_TOOLS) and principal.may_run(spec.name, spec.source)
+
+
+def _sees_all(principal: Principal) -> bool:
+    return principal.can(Permission.CALL_TOOLS) and principal.tools.everything
+
+
 def _session_id(ctx: Any) -> str:
     """The MCP session of a request over HTTP ("" on stdio, or without sessions)."""
     headers = getattr(getattr(ctx, "request", None), "headers", None)
@@ -259,12 +270,12 @@ async def _unknown(
     told of are its own)."""
     from bridge.tools.toolbox import Toolbox
 
-    if principal.tools.everything:
+    if _sees_all(principal):
         [run] = await runner.arun([call])
         return run.output
     own = Toolbox()
     for spec in toolbox:
-        if principal.may_run(spec.name, spec.source):
+        if _sees(principal, spec):
             own.add_spec(spec)
     with Dispatcher(
         own,

@@ -21,10 +21,11 @@ from typing import Any
 import httpx2
 import pytest
 import requests
-from mcp import Client, types
+from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
 from bridge._serve import ServerHandle, serve_in_thread
+from bridge.access import Permission, Principal
 from bridge.sources.mcp_server import mcp_http_app, mcp_server
 from bridge.tools import manifest
 from bridge.tools.toolbox import Toolbox
@@ -192,8 +193,12 @@ def test_a_call_the_policy_refuses_names_the_policy_and_its_reason(served: Serve
 
 
 def test_the_policy_sees_the_call_its_caller_and_the_session(served: Served) -> None:
+    # Sessions are of the 2025-11-25 protocol (and earlier): the session is the conversation.
     result = as_caller(
-        served.url, "bob-key", lambda client: client.call_tool("transfer", {"amount": 5})
+        served.url,
+        "bob-key",
+        lambda client: client.call_tool("transfer", {"amount": 5}),
+        mode="legacy",
     )
     assert (result.is_error, text(result)) == (False, "moved 5")
     [(who, facts)] = served.policy.seen
@@ -205,7 +210,49 @@ def test_the_policy_sees_the_call_its_caller_and_the_session(served: Served) -> 
         "bob",
     )
     assert served.audit.kinds("transfer") == [("policy", "allow", "bob"), ("tool", "ok", "bob")]
+    assert len(facts.conversation) >= 16  # the MCP session id
     assert served.audit.events[0].conversation_id == facts.conversation
+
+
+def test_a_session_belongs_to_the_caller_that_opened_it(served: Served) -> None:
+    opened = requests.post(
+        served.url,
+        data=json.dumps(INIT),
+        headers=dict(HEADERS, Authorization="Bearer alice-key"),
+        timeout=30,
+    )
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    headers = dict(HEADERS, **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"})
+    borrowed = requests.post(
+        served.url,
+        data=json.dumps(listing),
+        headers=dict(headers, Authorization="Bearer bob-key"),
+        timeout=30,
+    )
+    assert borrowed.status_code == 404, borrowed.text
+
+
+def test_a_caller_without_call_tools_sees_no_tools(tmp_path: Path) -> None:
+    observer = Principal(name="watcher", permissions=frozenset({Permission.OBSERVE}))
+    door, audit = KeyDoor({"watch-key": observer}), Entries()
+    app = mcp_http_app(Toolbox([add, touch]), door=door, audit=audit)
+    marker = tmp_path / "marker.txt"
+
+    async def body(client: Client) -> tuple[list[Any], Any]:
+        listed = (await client.list_tools()).tools
+        return listed, await client.call_tool("touch", {"path": str(marker)})
+
+    with serve_in_thread(app) as handle:
+        listed, refused = as_caller(handle.base_url + "/mcp", "watch-key", body)
+    assert listed == []
+    assert (refused.is_error, text(refused)) == (
+        True,
+        "Unknown tool 'touch'. No tools are available.",
+    )
+    assert not marker.exists()
+    assert audit.kinds() == [("identity", "forbidden", "watcher")]
 
 
 class Host:
@@ -446,4 +493,34 @@ def test_the_command_serves_behind_the_door(door_process: tuple[str, Path], tmp_
         ("tool", "refused", "bob", "transfer"),
         ("policy", "allow", "bob", "transfer"),
         ("tool", "ok", "bob", "transfer"),
+    ]
+
+
+def test_over_stdio_the_command_applies_the_policy_and_records_it(tmp_path: Path) -> None:
+    tools = tmp_path / "door_tools.py"
+    tools.write_text(DOOR_TOOLS, encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tests.support.mcp_door", "mcp-serve", "--tools", str(tools),
+              "--policy", "rules.cedar", "--audit-db", str(audit)],
+        cwd=str(ROOT),
+    )  # fmt: skip
+
+    async def main() -> tuple[list[str], Any, Any]:
+        async with Client(params) as client:
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            refused = await client.call_tool("transfer", {"amount": 500})
+            return listed, refused, await client.call_tool("add", {"a": 1, "b": 2})
+
+    listed, refused, added = asyncio.run(asyncio.wait_for(main(), 90))
+    assert listed == ["add", "touch", "transfer"]
+    assert text(refused) == "refused by policy big-transfers: transfers over 100 need finance"
+    assert (added.is_error, text(added)) == (False, "3")
+    entries = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    assert [(e["kind"], e["outcome"], e["caller"], e["via"]) for e in entries] == [
+        ("policy", "refuse", "local", "local"),
+        ("tool", "refused", "local", "local"),
+        ("policy", "allow", "local", "local"),
+        ("tool", "ok", "local", "local"),
     ]
