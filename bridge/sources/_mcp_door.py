@@ -66,10 +66,11 @@ class DoorTokenVerifier:
             principal = await anyio.to_thread.run_sync(self.door.authenticate, "Bearer " + token)
         except AccessError as exc:
             logger.info("MCP request refused at the door: %s", exc)
-            await record(
-                self.audit,
-                AuditEvent(kind="identity", outcome=exc.code, detail={"reason": str(exc)}),
-            )
+            refused = AuditEvent(kind="identity", outcome=exc.code, detail={"reason": str(exc)})
+            try:
+                await record(self.audit, refused)
+            except Exception:  # refused either way: the 401 goes out
+                logger.exception("a refused MCP credential was not recorded")
             return None
         return CallerToken.of(token, principal)
 

@@ -129,6 +129,22 @@ def mcp_server(
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            return await decide_and_run(ctx, params)
+        except _UnrecordedError:
+            logger.exception("%s not run: the audit record could not be written", params.name)
+            return _result("not run: the audit record could not be written", is_error=True)
+
+    async def decide_and_run(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        async def note(entry: AuditEvent) -> None:
+            # Before the call runs: no record, no run.
+            try:
+                await record(audit, entry)
+            except Exception as exc:
+                raise _UnrecordedError from exc
+
         principal = who(ctx)
         arguments = dict(params.arguments or {})
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
@@ -146,12 +162,16 @@ def mcp_server(
             call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
             if spec is not None:
                 logger.info("%s is not among the tools of %s", params.name, principal.name)
-                await record(audit, event(kind="identity", outcome="forbidden", call_id=call_id))
+                try:  # nothing runs either way; the answer must not tell it from an unknown tool
+                    await record(
+                        audit, event(kind="identity", outcome="forbidden", call_id=call_id)
+                    )
+                except Exception:
+                    logger.exception("a refused call of %s was not recorded", params.name)
             return _result(await _unknown(runner, toolbox, principal, call), is_error=True)
         limited = _rate_limited(limiter, principal)
         if limited is not None:
-            await record(
-                audit,
+            await note(
                 event(
                     kind="identity",
                     outcome="rate_limited",
@@ -163,8 +183,7 @@ def mcp_server(
         decision = ALLOW
         if policy is not None:
             decision = _decide(policy, principal, spec, arguments, _session_id(ctx))
-            await record(
-                audit,
+            await note(
                 event(
                     kind="policy",
                     outcome=decision.effect,
@@ -173,7 +192,7 @@ def mcp_server(
                 ),
             )
         if decision.refused:
-            await record(audit, event(kind="tool", outcome="refused", call_id=call_id))
+            await note(event(kind="tool", outcome="refused", call_id=call_id))
             return _result(decision.refusal(), is_error=True)
         # A policy's approval is a person's, whatever --yes says of confirm tools.
         if decision.needs_approval or (needs_approval(spec) and not yes):
@@ -181,8 +200,7 @@ def mcp_server(
             if isinstance(asked, types.InputRequiredResult):
                 return asked  # the client asks its user and calls again with the answer
             call_id, verdict = asked
-            await record(
-                audit,
+            await note(
                 event(
                     kind="approval",
                     outcome="approved" if verdict.run else "rejected",
@@ -193,14 +211,16 @@ def mcp_server(
             if not verdict.run:
                 call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
                 logger.info("%s (call %s) not run: %s", params.name, call_id, verdict.reason)
-                await record(audit, event(kind="tool", outcome="refused", call_id=call_id))
+                await note(event(kind="tool", outcome="refused", call_id=call_id))
                 return _result(runner.reject(call, verdict.reason).output, is_error=True)
         call = ToolCall(call_id=call_id, name=params.name, arguments=arguments)
         [run] = await runner.arun([call])
-        await record(
-            audit,
-            event(kind="tool", outcome="ok" if run.error is None else "error", call_id=call_id),
-        )
+        outcome = "ok" if run.error is None else "error"
+        try:
+            await record(audit, event(kind="tool", outcome=outcome, call_id=call_id))
+        except Exception:
+            # The call ran: its result goes back (a client told it failed might run it again).
+            logger.exception("the outcome of %s (call %s) was not recorded", spec.name, call_id)
         if run.error is None and spec.output_schema:
             return _structured(spec.name, spec.output_schema, run)
         return _result(run.output, is_error=run.error is not None)
@@ -211,6 +231,10 @@ def mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+class _UnrecordedError(Exception):
+    """The audit record could not be written before a call ran (so it does not run)."""
 
 
 def _sees(principal: Principal, spec: ToolSpec) -> bool:

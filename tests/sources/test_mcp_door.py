@@ -524,3 +524,26 @@ def test_over_stdio_the_command_applies_the_policy_and_records_it(tmp_path: Path
         ("policy", "allow", "local", "local"),
         ("tool", "ok", "local", "local"),
     ]
+
+
+class Broken:
+    """`Records` whose store is down."""
+
+    def record(self, event: Any) -> None:
+        raise OSError("disk full")
+
+
+def test_a_call_that_cannot_be_recorded_does_not_run(tmp_path: Path) -> None:
+    marker = tmp_path / "marker.txt"
+    server = mcp_server(Toolbox([touch]), policy=RulePolicy(), audit=Broken())
+
+    async def main() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("touch", {"path": str(marker)})
+
+    result = asyncio.run(asyncio.wait_for(main(), 60))
+    assert (result.is_error, text(result)) == (
+        True,
+        "not run: the audit record could not be written",
+    )
+    assert not marker.exists()
