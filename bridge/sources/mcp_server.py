@@ -14,6 +14,14 @@ that cannot ask gets a refusal the model can read, unless the server was made wi
 Tools are listed with annotations: `destructiveHint` for confirm tools, `readOnlyHint` and
 `idempotentHint` where the tool says so. A tool with a typed return (`ToolSpec.output_schema`)
 is listed with an `outputSchema` and its results carry `structuredContent`.
+
+Behind the door (`mcp_http_app(door=...)`), every HTTP request names its caller with a bearer
+credential (`bridge.sources._mcp_door`: the SDK's bearer auth answered by the door, and the
+OAuth protected resource metadata naming the identity provider). Each caller lists and calls only
+its own tools; a policy (`Decides`) decides each call on its arguments before it runs (refuse:
+an `isError` result naming the policy; approval: the host's user is asked as for a confirm tool),
+and the audit record (`Records`) keeps each decision and outcome. Over stdio the caller is the
+person who started the server (`LOCAL`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from bridge.access import (
     PolicyDecision,
     Principal,
     RateLimitedError,
+    ToolPatterns,
 )
 from bridge.errors import redact_data
 from bridge.sources._mcp_confirm import HostApproval
@@ -233,6 +242,9 @@ def mcp_server(
     )
 
 
+_NOBODY = Principal(name="unauthenticated", tools=ToolPatterns(()), via="anonymous")
+
+
 class _UnrecordedError(Exception):
     """The audit record could not be written before a call ran (so it does not run)."""
 
@@ -383,7 +395,8 @@ def mcp_http_app(
         toolbox,
         dispatcher=dispatcher,
         yes=yes,
-        caller=ANONYMOUS,
+        # Behind a door every request names its caller; one that somehow did not gets nothing.
+        caller=ANONYMOUS if door is None else _NOBODY,
         policy=policy,
         audit=audit,
         limiter=door,
