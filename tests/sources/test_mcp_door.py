@@ -547,3 +547,25 @@ def test_a_call_that_cannot_be_recorded_does_not_run(tmp_path: Path) -> None:
         "not run: the audit record could not be written",
     )
     assert not marker.exists()
+
+
+def test_yes_does_not_skip_a_policys_approval() -> None:
+    audit = Entries()
+    server = mcp_server(Toolbox([transfer]), yes=True, policy=RulePolicy(), audit=audit)
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(server, mode="legacy") as client:  # no elicitation: nobody to ask
+            return (
+                await client.call_tool("transfer", {"amount": 50}),
+                await client.call_tool("transfer", {"amount": 5}),
+            )
+
+    unasked, small = asyncio.run(asyncio.wait_for(main(), 60))
+    assert unasked.is_error is True
+    assert "did not declare the elicitation capability" in text(unasked)
+    assert (small.is_error, text(small)) == (False, "moved 5")
+    assert audit.kinds("transfer")[:3] == [
+        ("policy", "approval", "local"),
+        ("approval", "rejected", "local"),
+        ("tool", "refused", "local"),
+    ]
