@@ -21,7 +21,9 @@ Arguments become Cedar values as the tool's JSON Schema types them: ``string`` -
 ``boolean`` -> Bool, an ``object`` with ``properties`` -> a record, an ``array`` -> a Set.
 A value whose type the schema does not pin to one of these (no type, several types,
 ``anyOf``, a free-form object) reaches the policy as its JSON text, a String (a string as
-itself). A ``null`` leaves its key out; arguments that are not a JSON object are an empty
+itself). A string given for an ``integer``, ``number`` or ``boolean`` argument is read as the
+tool's validation reads it (``"5000"`` is 5000), so the policy sees what the tool gets. A
+``null`` leaves its key out; arguments that are not a JSON object are an empty
 record. An argument the schema does not declare is converted by its value (a whole number
 is a Long, any other number a decimal). A number Cedar cannot hold (a Long beyond 64 bits,
 a decimal beyond about 9.2e14, NaN, infinity) refuses the call.
@@ -153,7 +155,7 @@ def _long(value: int, path: str) -> int:
     return value
 
 
-def _decimal(value: float | int, path: str) -> dict[str, Any]:
+def _decimal(value: float | int | str, path: str) -> dict[str, Any]:
     if isinstance(value, float) and not math.isfinite(value):
         raise UnrepresentableError(f"argument {path}: {value} is not a number a policy can compare")
     exact = decimal.Decimal(repr(value) if isinstance(value, float) else value)
@@ -200,7 +202,7 @@ def _value(value: Any, kind: Kind, path: str) -> Any:
             return _long(int(value), path)
         return _decimal(value, path)
     if isinstance(value, str):
-        return value
+        return _from_text(value, kind, path)
     if isinstance(value, Mapping):
         record = kind[1] if isinstance(kind, tuple) and kind[0] == "Record" else None
         return _record(value, record, path)
@@ -209,6 +211,25 @@ def _value(value: Any, kind: Kind, path: str) -> Any:
         items = (_value(v, item, f"{path}[]") for v in value)
         return [v for v in items if v is not _OMIT]
     return _text(str(value))
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+
+
+def _from_text(value: str, kind: Kind, path: str) -> Any:
+    """A string given for a number or boolean argument, read as the tool's validation reads it
+    (``"5000"`` for an integer is 5000): the policy sees what the tool will get."""
+    text = value.strip()
+    if kind == "Long" and _INTEGER.fullmatch(text):
+        return _long(int(text), path)
+    if kind == "decimal" and _NUMBER.fullmatch(text):
+        return _decimal(text, path)
+    if kind == "Bool" and text.lower() in _TRUE | _FALSE:
+        return text.lower() in _TRUE
+    return value
 
 
 def cedar_arguments(

@@ -339,3 +339,13 @@ def test_check_reports_types_sources_and_annotations() -> None:
 def test_check_reports_a_parse_error() -> None:
     [error] = check_policy("permit (principal, action, resource)\nforbid", [], source="p.cedar")
     assert error.startswith("p.cedar:1: cannot parse")
+
+
+def test_strings_for_typed_arguments_are_read_as_the_tool_reads_them(policy: Policy) -> None:
+    refund_parameters = SPECS["refund"].parameters
+    assert cedar_arguments({"amount": " 5000"}, refund_parameters) == {"amount": 5000}
+    price = cedar_arguments({"price": "49.5"}, SPECS["set_price"].parameters)
+    assert price == {"price": {"__extn": {"fn": "decimal", "arg": "49.5000"}}}
+    assert cedar_arguments({"amount": "lots"}, refund_parameters) == {"amount": "lots"}
+    decision = policy.decide(ALICE, facts("refund", {"order_id": "A1", "amount": "5000"}))
+    assert decision.policies == ("no-big-refunds",)
