@@ -64,10 +64,13 @@ def check(
     tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
     allow_host: AllowHostOpt = [],  # noqa: B006
 ) -> None:
-    """Check a policy file against the loaded tools: exit 0 ("ok: N policies"), or 1 with one
-    line per error naming its line (a parse error, an unknown Tool::"..." or Source::"...",
-    an argument no tool has, a comparison of the wrong type, an optional argument read
-    without `has`, an @approval other than "required", an @id given twice)."""
+    """Check a policy file against the loaded tools.
+
+    Exit 0 ("ok: N policies"), or 1 with one line per error naming its line: a parse error,
+    an unknown Tool::"..." or Source::"...", an argument no tool has, a comparison of the wrong
+    type, an optional argument read without `has`, an @approval other than "required", an @id
+    given twice.
+    """
     from bridge.access.policy import Policy, check_policy
     from bridge.errors import UsageError
 
