@@ -426,22 +426,24 @@ class Policy:
             if found is None:  # the request itself (never expected): refuse, saying why
                 return PolicyDecision("refuse", (), f"the call cannot be evaluated: {error}")
             failed[found[1]] = found[2]
-        rules = self._rules
-        broken = [rules[i] for i in failed if i in rules and rules[i].effect == "forbid"]
-        if broken:
-            details = "; ".join(
-                f"{r.name} could not be evaluated ({failed[i]})"
-                for i, r in rules.items()
-                if r in broken
-            )
-            return PolicyDecision("refuse", tuple(r.name for r in broken), details)
-        matched = [rules[i] for i in result.diagnostics.reasons if i in rules]
-        if not result.allowed:
-            forbids = [r for r in matched if r.effect == "forbid"]
+        reasons = set(result.diagnostics.reasons)
+        # In the text's order (Cedar's are a set's), so a decision names its policies alike.
+        matched = [rule for cedar_id, rule in self._rules.items() if cedar_id in reasons]
+        broken = {cedar_id: rule for cedar_id, rule in self._rules.items() if cedar_id in failed}
+        forbids = [] if result.allowed else [r for r in matched if r.effect == "forbid"]
+        if forbids:
             reason = "; ".join(r.reason for r in forbids if r.reason)
             return PolicyDecision("refuse", tuple(r.name for r in forbids), reason)
+        failing = {i: r for i, r in broken.items() if r.effect == "forbid"}
+        if failing:  # it might have matched: never a yes
+            details = "; ".join(
+                f"{r.name} could not be evaluated ({failed[i]})" for i, r in failing.items()
+            )
+            return PolicyDecision("refuse", tuple(r.name for r in failing.values()), details)
+        if not result.allowed:
+            return PolicyDecision("refuse")
         approvals = [r for r in matched if r.approval]
-        approvals += [rules[i] for i in failed if i in rules and rules[i].approval]
+        approvals += [r for r in broken.values() if r.approval]
         if approvals:
             reason = "; ".join(r.reason for r in approvals if r.reason)
             return PolicyDecision("approval", tuple(r.name for r in approvals), reason)

@@ -349,3 +349,23 @@ def test_strings_for_typed_arguments_are_read_as_the_tool_reads_them(policy: Pol
     assert cedar_arguments({"amount": "lots"}, refund_parameters) == {"amount": "lots"}
     decision = policy.decide(ALICE, facts("refund", {"order_id": "A1", "amount": "5000"}))
     assert decision.policies == ("no-big-refunds",)
+
+
+def test_a_matching_forbid_is_named_before_one_that_failed() -> None:
+    policy = Policy.from_text(
+        '@id("broken") forbid (principal, action, resource) when { context.arguments.x > 1 };\n'
+        '@id("big") @reason("too big") forbid (principal, action, resource) '
+        "when { context.arguments has amount && context.arguments.amount > 1 };\n"
+        "permit (principal, action, resource);"
+    )
+    decision = policy.decide(ALICE, facts("refund", {"order_id": "A", "amount": 5}))
+    assert (decision.policies, decision.reason) == (("big",), "too big")
+
+
+def test_several_matching_policies_are_named_in_the_text_order() -> None:
+    text = "\n".join(
+        f'@id("f{i}") @reason("r{i}") forbid (principal, action, resource);' for i in range(8)
+    )
+    decision = Policy.from_text(text).decide(ALICE, facts("lookup", {}))
+    assert decision.policies == tuple(f"f{i}" for i in range(8))
+    assert decision.reason == "; ".join(f"r{i}" for i in range(8))
