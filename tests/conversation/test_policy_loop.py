@@ -281,3 +281,21 @@ def test_without_a_policy_nothing_changes(emulator: Emulator) -> None:
         result = bridge.ask("refund A1 5000")
     assert result.answer == "model read: refunded 5000 on A1"
     assert [(e.kind, e.outcome) for e in audit.events] == [("tool", "ok")]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("policy", "allow everything", "policy must have decide"),
+        ("caller", "alice", "caller must be a bridge.access.Principal"),
+        ("audit", [], "audit must have record"),
+    ],
+)
+def test_options_say_what_fits(option: str, value: object, message: str) -> None:
+    from bridge import UsageError
+    from bridge.options import BridgeOptions
+
+    with pytest.raises(UsageError, match=message):
+        BridgeOptions(**{option: value})
+    assert BridgeOptions().principal.name == "local"
+    assert BridgeOptions(caller=ALICE).principal is ALICE
