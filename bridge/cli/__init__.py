@@ -9,6 +9,7 @@ from bridge.cli import (  # noqa: F401
     demo_cmd,
     doctor_cmd,
     emulator_cmd,
+    policy_cmd,
     run_cmd,
     serve_cmd,
     sources_cmd,
