@@ -373,35 +373,22 @@ def open_access(
     audit: Records | None = None
     try:
         if callers is not None or api_key_file is not None or oidc_issuer is not None:
-            from bridge.access.door import (  # type: ignore[import-not-found,unused-ignore]
-                Door,
-            )
+            from bridge.access.door import Door
 
-            oidc = None
-            if oidc_issuer is not None and oidc_audience is not None:
-                from bridge.access.oidc import (  # type: ignore[import-not-found,unused-ignore]
-                    OidcVerifier,
-                )
-
-                oidc = OidcVerifier(
-                    oidc_issuer,
-                    oidc_audience,
-                    caller_claim=oidc_caller_claim,
-                    roles_claim=oidc_roles_claim,
-                )
             door = Door.open(
-                callers_path=callers, api_key=None, api_key_file=api_key_file, oidc=oidc
+                callers_path=callers,
+                api_key_file=api_key_file,
+                oidc_issuer=oidc_issuer,
+                oidc_audience=oidc_audience,
+                oidc_caller_claim=oidc_caller_claim,
+                oidc_roles_claim=oidc_roles_claim,
             )
         if policy is not None:
-            from bridge.access.policy import (  # type: ignore[import-not-found,unused-ignore]
-                Policy,
-            )
+            from bridge.access.policy import Policy
 
             decides = Policy.from_file(policy)
         if audit_db is not None:
-            from bridge.access.audit import (  # type: ignore[import-not-found,unused-ignore]
-                AuditLog,
-            )
+            from bridge.access.audit import AuditLog
             from bridge.errors import register_secret
             from bridge.journal.stores import db_password, open_journal
 
