@@ -1,10 +1,13 @@
-"""`toolbridge policy schema|check`: the Cedar schema of the loaded tools' calls, and checking
-a policy file against it (misspelled tools, sources and arguments, types, annotations)."""
+"""`toolbridge policy schema|check|replay`: the Cedar schema of the loaded tools' calls,
+checking a policy file against it (misspelled tools, sources and arguments, types,
+annotations), and replaying a candidate policy against the journal's calls."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,14 +15,21 @@ import typer
 
 from bridge.cli._app import Typer, app
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, AllowHostOpt, ToolsOpt, fail
+from bridge.cli.db_cmd import DbOpt, _target
 
 if TYPE_CHECKING:
+    from bridge.access.decision import Decides
+    from bridge.access.principal import Principal
+    from bridge.access.replay import ReplayReport
+    from bridge.journal.base import Journal
+    from bridge.tools.spec import ToolSpec
     from bridge.tools.toolbox import Toolbox
 
 __all__ = ["policy_app"]
 
 policy_app = Typer(
-    help="Cedar policies on tool calls: the schema to write them against, and checking a file.",
+    help="Cedar policies on tool calls: the schema to write them against, checking a file, "
+    "and replaying one against the journal before enforcing it.",
     no_args_is_help=True,
 )
 app.add_typer(policy_app, name="policy")
@@ -104,3 +114,150 @@ def _toolbox(tools: list[str], allow_host: list[str]) -> Toolbox:
             "`toolbridge serve`"
         )
     return build_toolbox(tools, allow_hosts=allow_host)
+
+
+@policy_app.command("replay")
+def replay_cmd(
+    file: Annotated[Path, typer.Argument(help="The candidate Cedar policy file (.cedar).")],
+    db: DbOpt = None,
+    tools: ToolsOpt = [],  # noqa: B006 - typer needs a literal default
+    allow_host: AllowHostOpt = [],  # noqa: B006
+    callers: Annotated[
+        Path | None,
+        typer.Option(
+            "--callers",
+            help="The caller file, for each caller's roles (without it, callers have none).",
+            show_default=False,
+        ),
+    ] = None,
+    platform: Annotated[
+        str, typer.Option("--platform", help="context.platform for conversations' calls.")
+    ] = "",
+    examples: Annotated[
+        int, typer.Option("--examples", min=0, help="Examples shown of each change.")
+    ] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Evaluate a candidate policy against every call in the journal, and print how many
+    decisions would change (allowed -> refused, allowed -> approval, refused -> allowed...)
+    with the first examples of each.
+
+    Each call is replayed as the caller whose message caused it (the caller of a direct call),
+    with its arguments as journaled. Its decision then is the policy decision the audit record
+    holds, or "allow" for a call that ran without one. --tools gives the tools' sources and
+    flags (read_only, confirm, idempotent) and the arguments' types. A SQLite journal is read
+    from a snapshot, so a running daemon is not disturbed. Changes nothing.
+    """
+    import json
+
+    from bridge.access.policy import Policy
+    from bridge.errors import UsageError
+
+    try:
+        policy = Policy.from_file(file)
+        specs = {}
+        if tools:
+            with _toolbox(tools, allow_host) as box:
+                specs = {spec.name: spec for spec in box}
+        principal = _principals(callers)
+        with _journal_snapshot(_target(db)) as journal:
+            report = _replay(policy, journal, specs, platform, principal, examples)
+    except UsageError as exc:
+        fail(exc, code=EXIT_USAGE)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        return
+    typer.echo(_render_replay(report))
+
+
+def _replay(
+    policy: Decides,
+    journal: Journal,
+    specs: dict[str, ToolSpec],
+    platform: str,
+    principal: Callable[[str], Principal],
+    examples: int,
+) -> ReplayReport:
+    from bridge.access.replay import decisions_on_record, journaled_calls, replay
+
+    before = decisions_on_record(journal)
+    calls = journaled_calls(journal, specs=specs, platform=platform, before=before)
+    return replay(policy, calls, principal=principal, examples=examples)
+
+
+_EFFECT_WORDS = {"allow": "allowed", "refuse": "refused", "approval": "approval"}
+
+
+def _render_replay(report: ReplayReport) -> str:
+    decided = ", ".join(
+        f"{count} {_EFFECT_WORDS[effect]}"
+        for effect in ("allow", "approval", "refuse")
+        if (count := report.decisions.get(effect, 0))
+    )
+    lines = [f"replayed {report.calls} call(s): {decided or 'none'} under the candidate"]
+    if not report.total_changed:
+        lines.append("no decision would change")
+        return "\n".join(lines)
+    lines.append(f"{report.total_changed} decision(s) would change:")
+    for (before, after), count in sorted(report.changed.items()):
+        lines.append(f"  {_EFFECT_WORDS[before]} -> {_EFFECT_WORDS[after]}: {count}")
+        for change in report.examples.get((before, after), []):
+            call = change.call
+            where = "direct call" if call.direct else f"conversation {call.facts.conversation}"
+            why = ", ".join(change.after.policies)
+            if change.after.reason:
+                why = f"{why}: {change.after.reason}" if why else change.after.reason
+            lines.append(
+                f"    {where}, call {call.call_id}: {call.facts.tool} by {call.caller}"
+                + (f" ({why})" if why else "")
+            )
+    return "\n".join(lines)
+
+
+def _principals(callers: Path | None) -> Callable[[str], Principal]:
+    from bridge.access.callers import Callers
+    from bridge.access.principal import Principal
+
+    book = Callers(callers) if callers is not None else None
+
+    def principal(name: str) -> Principal:
+        found = book.get(name) if book is not None else None
+        return found if found is not None else Principal(name=name)
+
+    return principal
+
+
+@contextmanager
+def _journal_snapshot(target: str) -> Iterator[Journal]:
+    """The journal to read: PostgreSQL as it is; a SQLite file through a consistent copy made
+    with SQLite's backup API (read-only on the original, so its owner is not disturbed)."""
+    import sqlite3
+    import tempfile
+
+    from bridge.errors import UsageError
+    from bridge.journal.stores import is_postgres_url, open_journal
+
+    if is_postgres_url(target):
+        journal = open_journal(target)
+        try:
+            yield journal
+        finally:
+            journal.close()
+        return
+    if target == ":memory:" or not Path(target).is_file():
+        raise UsageError(f"no journal at {target}")
+    with tempfile.TemporaryDirectory(prefix="toolbridge-replay-") as tmp:
+        copy = Path(tmp) / "journal.db"
+        try:
+            with (
+                sqlite3.connect(f"file:{target}?mode=ro", uri=True) as source,
+                sqlite3.connect(copy) as dest,
+            ):
+                source.backup(dest)
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot read the journal {target}: {exc}") from None
+        journal = open_journal(str(copy))
+        try:
+            yield journal
+        finally:
+            journal.close()
