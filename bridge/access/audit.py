@@ -114,6 +114,18 @@ def _text(value: str | None) -> str | None:
     return redact(valid_text(value)) if value is not None else None
 
 
+def _texts(*values: str | None) -> list[str | None]:
+    """`_text` of each value, masked in one pass over them joined by newlines (a mask never
+    takes a newline away, so the values split back; at worst a value after one ending in
+    "Bearer" is masked as well: more masked, never less); value by value when one holds a
+    newline itself."""
+    given = [valid_text(value) for value in values if value is not None]
+    if any("\n" in value for value in given):
+        return [_text(value) for value in values]
+    masked = iter(redact("\n".join(given)).split("\n"))
+    return [next(masked) if value is not None else None for value in values]
+
+
 class _Pending:
     __slots__ = ("body", "done", "error", "event", "stamp")
 
@@ -223,14 +235,17 @@ class AuditLog:
             self._turn.notify_all()
 
     def _body(self, event: AuditEvent) -> dict[str, Any]:
+        caller, via, conversation_id, call_id, tool = _texts(
+            event.caller, event.via, event.conversation_id, event.call_id, event.tool
+        )
         return {
             "kind": event.kind,
             "outcome": valid_text(event.outcome),
-            "caller": _text(event.caller),
-            "via": _text(event.via),
-            "conversation_id": _text(event.conversation_id),
-            "call_id": _text(event.call_id),
-            "tool": _text(event.tool),
+            "caller": caller,
+            "via": via,
+            "conversation_id": conversation_id,
+            "call_id": call_id,
+            "tool": tool,
             "arguments": _redacted(event.arguments),
             "arguments_sha256": arguments_sha256(event.arguments),
             "detail": _redacted(event.detail) if event.detail else {},
