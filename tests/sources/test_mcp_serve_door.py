@@ -1,0 +1,425 @@
+"""`toolbridge mcp-serve` behind the real door, end to end: real processes, real files.
+
+Each test starts ``python -m bridge mcp-serve`` with a TOML caller file (keys as SHA-256
+digests), a ``.cedar`` policy file and a SQLite journal for the audit record (``--audit-db``),
+drives it with the official MCP client (streamable HTTP, or stdio), and reads the audit record
+back with ``toolbridge audit verify`` and ``toolbridge audit export``. The OIDC test names its
+callers with tokens of a loopback identity provider (`tests.support.idp`).
+
+The tools come from two sources, named by their SPECs (``FILE source=NAME``): ``bank`` (the
+``get_*`` lookups and ``transfer``) and ``ops`` (``restart``), so that a role's
+``source:bank`` pattern and a Cedar ``resource in Source::"bank"`` are decided on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import requests
+from mcp import Client, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.idp import IdentityProvider, running
+from tests.support.mcp_door import ROOT, McpServe
+
+BANK_TOOLS = '''
+from pathlib import Path
+
+from bridge.tools import manifest
+
+
+@manifest(read_only=True)
+def get_balance(account: str) -> str:
+    """An account's balance."""
+    return f"balance of {account}: 42"
+
+
+@manifest(read_only=True)
+def get_rate(currency: str) -> str:
+    """An exchange rate."""
+    return f"1 {currency} = 1.1 EUR"
+
+
+@manifest
+def transfer(amount: int, to: str, note: str = "") -> str:
+    """Move money (and leave a line in the ledger file the note names)."""
+    if note:
+        with Path(note).open("a", encoding="utf-8") as ledger:
+            ledger.write(f"{amount} to {to}\\n")
+    return f"moved {amount} to {to}"
+'''
+
+OPS_TOOLS = '''
+from bridge.tools import manifest
+
+
+@manifest
+def restart(service: str) -> str:
+    """Restart a service."""
+    return f"restarted {service}"
+'''
+
+POLICY = """\
+@id("bank")
+permit (principal, action == Action::"call", resource in Source::"bank");
+
+@id("closed-account")
+@reason("account ACME-7 is closed")
+forbid (principal, action == Action::"call", resource == Tool::"get_balance")
+when { context.arguments has account && context.arguments.account == "ACME-7" };
+
+@id("no-big-transfers")
+@reason("transfers over 100 need finance")
+forbid (principal, action == Action::"call", resource == Tool::"transfer")
+when { context.arguments has amount && context.arguments.amount > 100 };
+"""
+
+KEYS = {
+    "sam": "sam-key-7f3c9a1e5b2d4c6f",
+    "ada": "ada-key-2b8e4d1f9c3a7e5d",
+    "aud": "aud-key-5d9c1e7a3f2b8c4e",
+}
+ROLES = {"sam": "support", "ada": "admin", "aud": "auditor"}
+
+BANK = ["get_balance", "get_rate", "transfer"]
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def caller_file(path: Path) -> Path:
+    """support: the ``get_*`` tools; auditor: the tools of the source ``bank``; admin (built
+    in): every tool. ``zoe@example.com`` has no key: only the identity provider names her."""
+    lines = [
+        "[roles.support]",
+        'permissions = ["call_tools"]',
+        'tools = ["get_*"]',
+        "",
+        "[roles.auditor]",
+        'permissions = ["call_tools"]',
+        'tools = ["source:bank"]',
+        "",
+    ]
+    for name, key in KEYS.items():
+        lines += [f"[callers.{name}]", f'key_sha256 = "{sha256(key)}"']
+        lines += [f'roles = ["{ROLES[name]}"]', ""]
+    lines += ['[callers."zoe@example.com"]', 'roles = ["support"]', ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Files:
+    tools: list[str]  # --tools SPECs
+    callers: Path
+    policy: Path
+    db: Path
+    ledger: Path
+
+    def door_args(self) -> list[str]:
+        args = [arg for spec in self.tools for arg in ("--tools", spec)]
+        return [*args, "--policy", str(self.policy), "--audit-db", str(self.db)]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    bank, ops = tmp_path / "bank_tools.py", tmp_path / "ops_tools.py"
+    bank.write_text(BANK_TOOLS, encoding="utf-8")
+    ops.write_text(OPS_TOOLS, encoding="utf-8")
+    policy = tmp_path / "bank.cedar"
+    policy.write_text(POLICY, encoding="utf-8")
+    return Files(
+        tools=[f"{bank} source=bank", f"{ops} source=ops"],
+        callers=caller_file(tmp_path / "callers.toml"),
+        policy=policy,
+        db=tmp_path / "journal.db",
+        ledger=tmp_path / "ledger.txt",
+    )
+
+
+def as_caller(url: str, credential: str, body: Callable[[Client], Any]) -> Any:
+    """Run `body` with the official client sending ``Authorization: Bearer <credential>``."""
+
+    async def main() -> Any:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return await body(client)
+
+    return asyncio.run(asyncio.wait_for(main(), 60))
+
+
+async def names(client: Client) -> list[str]:
+    return [tool.name for tool in (await client.list_tools()).tools]
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def outcome(result: types.CallToolResult) -> tuple[bool, str]:
+    return bool(result.is_error), text(result)
+
+
+def toolbridge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def exported(db: Path) -> list[dict[str, Any]]:
+    """The audit record, after `toolbridge audit verify` found it intact."""
+    verified = toolbridge("audit", "verify", "--db", str(db))
+    assert verified.returncode == 0, (verified.stdout, verified.stderr)
+    assert verified.stdout.startswith("intact: "), verified.stdout
+    export = toolbridge("audit", "export", "--db", str(db), "--format", "jsonl")
+    assert export.returncode == 0, export.stderr
+    return [json.loads(line) for line in export.stdout.splitlines()]
+
+
+def digest_of(arguments: dict[str, Any]) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return sha256(canonical)
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "door-e2e", "version": "1"},
+    },
+}
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def test_keys_roles_policy_and_audit_record_end_to_end(files: Files) -> None:
+    with McpServe("--callers", str(files.callers), *files.door_args()) as served:
+        assert served.url, served.process.poll()
+        url = served.url
+
+        # Each caller lists only its roles' tools: support the get_* ones, the auditor the
+        # source bank's (not ops' restart), admin every tool.
+        assert as_caller(url, KEYS["sam"], names) == ["get_balance", "get_rate"]
+        assert as_caller(url, KEYS["aud"], names) == BANK
+        assert as_caller(url, KEYS["ada"], names) == [*BANK, "restart"]
+
+        async def support(client: Client) -> list[types.CallToolResult]:
+            return [
+                await client.call_tool(
+                    "transfer", {"amount": 5, "to": "ACME", "note": str(files.ledger)}
+                ),
+                await client.call_tool("get_balance", {"account": "ACME-7"}),
+                await client.call_tool("get_balance", {"account": "ACME-1"}),
+            ]
+
+        hidden, closed, balance = as_caller(url, KEYS["sam"], support)
+        assert outcome(hidden) == (
+            True,
+            "Unknown tool 'transfer'. Available tools: get_balance, get_rate.",
+        )
+        assert outcome(closed) == (
+            True,
+            "refused by policy closed-account: account ACME-7 is closed",
+        )
+        assert outcome(balance) == (False, "balance of ACME-1: 42")
+
+        async def admin(client: Client) -> list[types.CallToolResult]:
+            note = str(files.ledger)
+            return [
+                await client.call_tool("transfer", {"amount": 500, "to": "ACME", "note": note}),
+                await client.call_tool("transfer", {"amount": 5, "to": "ACME", "note": note}),
+                await client.call_tool("restart", {"service": "crm"}),
+            ]
+
+        big, small, restart = as_caller(url, KEYS["ada"], admin)
+        assert outcome(big) == (
+            True,
+            "refused by policy no-big-transfers: transfers over 100 need finance",
+        )
+        assert outcome(small) == (False, "moved 5 to ACME")
+        # Only `resource in Source::"bank"` permits: a tool of the source ops is permitted by none.
+        assert outcome(restart) == (True, "refused by policy: no policy permits this call")
+
+        async def auditor(client: Client) -> list[types.CallToolResult]:
+            return [
+                await client.call_tool("restart", {"service": "crm"}),
+                await client.call_tool("get_rate", {"currency": "USD"}),
+            ]
+
+        not_its_source, rate = as_caller(url, KEYS["aud"], auditor)
+        assert outcome(not_its_source) == (
+            True,
+            "Unknown tool 'restart'. Available tools: get_balance, get_rate, transfer.",
+        )
+        assert outcome(rate) == (False, "1 USD = 1.1 EUR")
+        entries = exported(files.db)  # read while the server has the journal open
+    # Only the allowed transfer ran.
+    assert files.ledger.read_text(encoding="utf-8") == "5 to ACME\n"
+
+    assert [(e["kind"], e["outcome"], e["caller"], e["via"], e["tool"]) for e in entries] == [
+        ("identity", "forbidden", "sam", "key", "transfer"),
+        ("policy", "refuse", "sam", "key", "get_balance"),
+        ("tool", "refused", "sam", "key", "get_balance"),
+        ("policy", "allow", "sam", "key", "get_balance"),
+        ("tool", "ok", "sam", "key", "get_balance"),
+        ("policy", "refuse", "ada", "key", "transfer"),
+        ("tool", "refused", "ada", "key", "transfer"),
+        ("policy", "allow", "ada", "key", "transfer"),
+        ("tool", "ok", "ada", "key", "transfer"),
+        ("policy", "refuse", "ada", "key", "restart"),
+        ("tool", "refused", "ada", "key", "restart"),
+        ("identity", "forbidden", "aud", "key", "restart"),
+        ("policy", "allow", "aud", "key", "get_rate"),
+        ("tool", "ok", "aud", "key", "get_rate"),
+    ]
+    refused = entries[1]
+    assert refused["detail"] == {
+        "policies": ["closed-account"],
+        "reason": "account ACME-7 is closed",
+    }
+    assert refused["arguments"] == {"account": "ACME-7"}
+    assert refused["arguments_sha256"] == digest_of({"account": "ACME-7"})
+    assert entries[7]["detail"] == {"policies": ["bank"], "reason": ""}
+    assert entries[7]["arguments_sha256"] == digest_of(
+        {"amount": 5, "to": "ACME", "note": str(files.ledger)}
+    )
+    assert entries[9]["detail"] == {"policies": [], "reason": ""}
+    assert all(e["arguments_sha256"] for e in entries)
+    # The record (and the server's log) holds no key.
+    raw = json.dumps(entries) + served.stderr
+    for key in KEYS.values():
+        assert key not in raw
+
+
+@pytest.fixture
+def idp() -> Iterator[IdentityProvider]:
+    yield from running()
+
+
+def test_tokens_of_an_identity_provider_name_callers_of_the_caller_file(
+    files: Files, idp: IdentityProvider
+) -> None:
+    with McpServe(
+        "--callers", str(files.callers), "--oidc-issuer", idp.issuer,
+        "--oidc-audience", idp.audience, *files.door_args(),
+    ) as served:  # fmt: skip
+        assert served.url, served.process.poll()
+        url = served.url
+        metadata_url = served.base + "/.well-known/oauth-protected-resource/mcp"
+
+        # A caller the file names (no key: the token names her) takes the file's roles.
+        zoe = idp.token(sub="zoe@example.com")
+        assert as_caller(url, zoe, names) == ["get_balance", "get_rate"]
+        # A caller the file does not name holds the file's roles its token lists.
+        newcomer = idp.token(sub="newcomer", roles=["support"])
+
+        async def lookups(client: Client) -> tuple[list[str], Any, Any]:
+            return (
+                await names(client),
+                await client.call_tool("get_balance", {"account": "ACME-7"}),
+                await client.call_tool("transfer", {"amount": 5, "to": "ACME"}),
+            )
+
+        listed, closed, hidden = as_caller(url, newcomer, lookups)
+        assert listed == ["get_balance", "get_rate"]
+        assert outcome(closed) == (
+            True,
+            "refused by policy closed-account: account ACME-7 is closed",
+        )
+        assert outcome(hidden) == (
+            True,
+            "Unknown tool 'transfer'. Available tools: get_balance, get_rate.",
+        )
+        # Keys still name their callers next to the identity provider.
+        assert as_caller(url, KEYS["sam"], names) == ["get_balance", "get_rate"]
+
+        hostile = {
+            "another audience": idp.token(sub="zoe@example.com", aud="another-service"),
+            "expired": idp.token(sub="zoe@example.com", exp=-3600, iat=-7200),
+            "alg none": idp.unsigned(sub="zoe@example.com", roles=["admin"]),
+        }
+        for what, token in hostile.items():
+            answer = requests.post(
+                url,
+                data=json.dumps(INIT),
+                headers=dict(HEADERS, Authorization=f"Bearer {token}"),
+                timeout=30,
+            )
+            assert answer.status_code == 401, (what, answer.status_code, answer.text)
+            challenge = answer.headers["WWW-Authenticate"]
+            assert challenge.startswith("Bearer "), (what, challenge)
+            assert f'resource_metadata="{metadata_url}"' in challenge, (what, challenge)
+
+        document = requests.get(metadata_url, timeout=30).json()
+        assert document["resource"] == url
+        assert [server.rstrip("/") for server in document["authorization_servers"]] == [idp.issuer]
+        entries = exported(files.db)
+
+    tokens = [zoe, newcomer, *hostile.values()]
+    assert [(e["kind"], e["outcome"], e["caller"], e["via"], e["tool"]) for e in entries] == [
+        ("policy", "refuse", "newcomer", "oidc", "get_balance"),
+        ("tool", "refused", "newcomer", "oidc", "get_balance"),
+        ("identity", "forbidden", "newcomer", "oidc", "transfer"),
+        ("identity", "unauthorized", None, None, None),
+        ("identity", "unauthorized", None, None, None),
+        ("identity", "unauthorized", None, None, None),
+    ]
+    raw = json.dumps(entries) + served.stderr
+    for token in tokens:
+        assert token not in raw
+
+
+def test_over_stdio_the_policy_refuses_and_the_record_names_the_local_caller(
+    files: Files,
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bridge", "mcp-serve", *files.door_args()],
+        cwd=str(ROOT),
+    )
+
+    async def main() -> tuple[list[str], Any, Any, Any]:
+        async with Client(params) as client:
+            return (
+                await names(client),
+                await client.call_tool("transfer", {"amount": 500, "to": "ACME"}),
+                await client.call_tool("get_balance", {"account": "ACME-1"}),
+                await client.call_tool("restart", {"service": "crm"}),
+            )
+
+    listed, big, balance, restart = asyncio.run(asyncio.wait_for(main(), 90))
+    # The person who started the server is the caller local, in the role admin: every tool.
+    assert listed == [*BANK, "restart"]
+    assert outcome(big) == (
+        True,
+        "refused by policy no-big-transfers: transfers over 100 need finance",
+    )
+    assert outcome(balance) == (False, "balance of ACME-1: 42")
+    assert outcome(restart) == (True, "refused by policy: no policy permits this call")
+    entries = exported(files.db)
+    assert [(e["kind"], e["outcome"], e["caller"], e["via"], e["tool"]) for e in entries] == [
+        ("policy", "refuse", "local", "local", "transfer"),
+        ("tool", "refused", "local", "local", "transfer"),
+        ("policy", "allow", "local", "local", "get_balance"),
+        ("tool", "ok", "local", "local", "get_balance"),
+        ("policy", "refuse", "local", "local", "restart"),
+        ("tool", "refused", "local", "local", "restart"),
+    ]
+    assert entries[0]["detail"] == {
+        "policies": ["no-big-transfers"],
+        "reason": "transfers over 100 need finance",
+    }
