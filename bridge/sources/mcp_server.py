@@ -156,7 +156,9 @@ def mcp_server(
 
         principal = who(ctx)
         arguments = dict(params.arguments or {})
-        call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        # A call answering its approval question (in a later request) keeps the question's id:
+        # its policy entry, approval and outcome are one call's in the audit record.
+        call_id = approvals.call_id_of(params) or f"mcp-{uuid.uuid4().hex[:12]}"
         spec = toolbox.get(params.name)
         event = functools.partial(
             AuditEvent,
@@ -188,7 +190,8 @@ def mcp_server(
                     detail={"retry_after": limited.retry_after, "reason": str(limited)},
                 ),
             )
-            return _result(f"not run: {limited}; retry in {limited.retry_after} s", is_error=True)
+            # The door's refusal names the limit and when to retry.
+            return _result(f"not run: {limited}", is_error=True)
         decision = ALLOW
         if policy is not None:
             decision = _decide(policy, principal, spec, arguments, _session_id(ctx))
@@ -205,7 +208,7 @@ def mcp_server(
             return _result(decision.refusal(), is_error=True)
         # A policy's approval is a person's, whatever --yes says of confirm tools.
         if decision.needs_approval or (needs_approval(spec) and not yes):
-            asked = await approvals.ask(ctx, params.name, arguments, params)
+            asked = await approvals.ask(ctx, params.name, arguments, params, call_id)
             if isinstance(asked, types.InputRequiredResult):
                 return asked  # the client asks its user and calls again with the answer
             call_id, verdict = asked

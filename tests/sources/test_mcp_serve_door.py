@@ -78,6 +78,11 @@ permit (principal, action == Action::"call", resource in Source::"bank");
 forbid (principal, action == Action::"call", resource == Tool::"get_balance")
 when { context.arguments has account && context.arguments.account == "ACME-7" };
 
+@id("mid-transfers")
+@approval("required")
+permit (principal, action == Action::"call", resource == Tool::"transfer")
+when { context.arguments has amount && context.arguments.amount > 10 };
+
 @id("no-big-transfers")
 @reason("transfers over 100 need finance")
 forbid (principal, action == Action::"call", resource == Tool::"transfer")
@@ -88,8 +93,10 @@ KEYS = {
     "sam": "sam-key-7f3c9a1e5b2d4c6f",
     "ada": "ada-key-2b8e4d1f9c3a7e5d",
     "aud": "aud-key-5d9c1e7a3f2b8c4e",
+    "rex": "rex-key-9a4f2c7e1d5b3a8f",
 }
-ROLES = {"sam": "support", "ada": "admin", "aud": "auditor"}
+ROLES = {"sam": "support", "ada": "admin", "aud": "auditor", "rex": "support"}
+RATES = {"rex": '{ tool_calls = "2/minute" }'}
 
 BANK = ["get_balance", "get_rate", "transfer"]
 
@@ -100,7 +107,8 @@ def sha256(text: str) -> str:
 
 def caller_file(path: Path) -> Path:
     """support: the ``get_*`` tools; auditor: the tools of the source ``bank``; admin (built
-    in): every tool. ``zoe@example.com`` has no key: only the identity provider names her."""
+    in): every tool. ``rex`` may call two tools a minute. ``zoe@example.com`` has no key: only
+    the identity provider names her."""
     lines = [
         "[roles.support]",
         'permissions = ["call_tools"]',
@@ -113,7 +121,9 @@ def caller_file(path: Path) -> Path:
     ]
     for name, key in KEYS.items():
         lines += [f"[callers.{name}]", f'key_sha256 = "{sha256(key)}"']
-        lines += [f'roles = ["{ROLES[name]}"]', ""]
+        lines += [f'roles = ["{ROLES[name]}"]']
+        lines += [f"rate = {RATES[name]}"] if name in RATES else []
+        lines += [""]
     lines += ['[callers."zoe@example.com"]', 'roles = ["support"]', ""]
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -148,12 +158,13 @@ def files(tmp_path: Path) -> Files:
     )
 
 
-def as_caller(url: str, credential: str, body: Callable[[Client], Any]) -> Any:
+def as_caller(url: str, credential: str, body: Callable[[Client], Any], **options: Any) -> Any:
     """Run `body` with the official client sending ``Authorization: Bearer <credential>``."""
 
     async def main() -> Any:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"})
-        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        transport = streamable_http_client(url, http_client=http)
+        async with http, Client(transport, **options) as client:
             return await body(client)
 
     return asyncio.run(asyncio.wait_for(main(), 60))
@@ -303,6 +314,90 @@ def test_keys_roles_policy_and_audit_record_end_to_end(files: Files) -> None:
     raw = json.dumps(entries) + served.stderr
     for key in KEYS.values():
         assert key not in raw
+
+
+class Host:
+    """An MCP host's user, who accepts every call it is asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        return types.ElicitResult(action="accept", content={})
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_an_approval_policy_asks_the_hosts_user_and_records_one_call(
+    files: Files, mode: str
+) -> None:
+    with McpServe("--callers", str(files.callers), *files.door_args()) as served:
+        assert served.url, served.process.poll()
+        host = Host()
+        note = str(files.ledger)
+        asked = as_caller(
+            served.url,
+            KEYS["ada"],
+            lambda client: client.call_tool("transfer", {"amount": 50, "to": "ACME", "note": note}),
+            elicitation_callback=host,
+            mode=mode,
+        )
+        unasked = as_caller(
+            served.url,
+            KEYS["ada"],
+            lambda client: client.call_tool("transfer", {"amount": 60, "to": "ACME", "note": note}),
+            mode=mode,
+        )
+        entries = exported(files.db)
+    assert outcome(asked) == (False, "moved 50 to ACME")
+    assert len(host.asked) == 1 and "'transfer'" in host.asked[0]
+    assert unasked.is_error is True
+    assert "did not declare the elicitation capability" in text(unasked)
+    assert files.ledger.read_text(encoding="utf-8") == "50 to ACME\n"
+
+    # From the 2026-07-28 protocol on, the question goes back as the call's answer
+    # (InputRequiredResult) and the client calls again with the host's answer: the policy
+    # decides that request too. Before, the server asks in the middle of the call.
+    decided = [("policy", "approval", "ada", "transfer")] * (2 if mode == "auto" else 1)
+    asked_entries = len(decided) + 2
+    assert [(e["kind"], e["outcome"], e["caller"], e["tool"]) for e in entries] == [
+        *decided,
+        ("approval", "approved", "ada", "transfer"),
+        ("tool", "ok", "ada", "transfer"),
+        ("policy", "approval", "ada", "transfer"),
+        ("approval", "rejected", "ada", "transfer"),
+        ("tool", "refused", "ada", "transfer"),
+    ]
+    assert entries[0]["detail"] == {"policies": ["mid-transfers"], "reason": ""}
+    # The entries of one call share its id, across the requests that carried it.
+    calls = [e["call_id"] for e in entries]
+    assert len(set(calls[:asked_entries])) == 1 and len(set(calls[asked_entries:])) == 1, calls
+    assert calls[0] != calls[-1]
+
+
+def test_a_callers_rate_from_the_caller_file_refuses_calls_over_it(files: Files) -> None:
+    with McpServe("--callers", str(files.callers), *files.door_args()) as served:
+        assert served.url, served.process.poll()
+
+        async def three(client: Client) -> list[types.CallToolResult]:
+            return [await client.call_tool("get_rate", {"currency": "USD"}) for _ in range(3)]
+
+        first, second, third = as_caller(served.url, KEYS["rex"], three)
+        entries = exported(files.db)
+    assert outcome(first) == outcome(second) == (False, "1 USD = 1.1 EUR")
+    assert third.is_error is True
+    assert text(third).startswith(
+        "not run: caller 'rex' is over its limit of 2/minute tool calls; retry in "
+    ), text(third)
+    assert text(third).count("retry in") == 1, text(third)
+    assert [(e["kind"], e["outcome"], e["caller"], e["tool"]) for e in entries] == [
+        ("policy", "allow", "rex", "get_rate"),
+        ("tool", "ok", "rex", "get_rate"),
+        ("policy", "allow", "rex", "get_rate"),
+        ("tool", "ok", "rex", "get_rate"),
+        ("identity", "rate_limited", "rex", "get_rate"),
+    ]
+    assert entries[-1]["detail"]["retry_after"] >= 1
 
 
 @pytest.fixture

@@ -43,7 +43,8 @@ def caller(name: str, *tools: str) -> Principal:
 
 
 class KeyDoor:
-    """`Authenticates`: a key names a caller; `limit` refuses the callers in `limited`."""
+    """`Authenticates`: a key names a caller; `limit` refuses the callers in `limited` (its
+    message, as the real door's, says when to retry)."""
 
     def __init__(self, keys: dict[str, Principal], limited: tuple[str, ...] = ()) -> None:
         self.keys = keys
@@ -62,7 +63,9 @@ class KeyDoor:
     def limit(self, principal: Principal, what: str) -> None:
         assert what == "tool_calls"
         if principal.name in self.limited:
-            raise RateLimitedError(f"{principal.name} is over its tool call rate", retry_after=7)
+            raise RateLimitedError(
+                f"{principal.name} is over its tool call rate; retry in 7 s", retry_after=7
+            )
 
 
 class RulePolicy:
