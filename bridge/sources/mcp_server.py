@@ -158,7 +158,8 @@ def mcp_server(
         arguments = dict(params.arguments or {})
         # A call answering its approval question (in a later request) keeps the question's id:
         # its policy entry, approval and outcome are one call's in the audit record.
-        call_id = approvals.call_id_of(params) or f"mcp-{uuid.uuid4().hex[:12]}"
+        answering = approvals.call_id_of(params)
+        call_id = answering or f"mcp-{uuid.uuid4().hex[:12]}"
         spec = toolbox.get(params.name)
         event = functools.partial(
             AuditEvent,
@@ -180,7 +181,8 @@ def mcp_server(
                 except Exception:
                     logger.exception("a refused call of %s was not recorded", params.name)
             return _result(await _unknown(runner, toolbox, principal, call), is_error=True)
-        limited = _rate_limited(limiter, principal)
+        # The request that asked counted against the caller's rate; its answer is that call.
+        limited = None if answering else _rate_limited(limiter, principal)
         if limited is not None:
             await note(
                 event(

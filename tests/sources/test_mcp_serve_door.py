@@ -94,9 +94,10 @@ KEYS = {
     "ada": "ada-key-2b8e4d1f9c3a7e5d",
     "aud": "aud-key-5d9c1e7a3f2b8c4e",
     "rex": "rex-key-9a4f2c7e1d5b3a8f",
+    "max": "max-key-3e7b1a9d5c2f8e4a",
 }
-ROLES = {"sam": "support", "ada": "admin", "aud": "auditor", "rex": "support"}
-RATES = {"rex": '{ tool_calls = "2/minute" }'}
+ROLES = {"sam": "support", "ada": "admin", "aud": "auditor", "rex": "support", "max": "admin"}
+RATES = {"rex": '{ tool_calls = "2/minute" }', "max": '{ tool_calls = "1/minute" }'}
 
 BANK = ["get_balance", "get_rate", "transfer"]
 
@@ -107,8 +108,8 @@ def sha256(text: str) -> str:
 
 def caller_file(path: Path) -> Path:
     """support: the ``get_*`` tools; auditor: the tools of the source ``bank``; admin (built
-    in): every tool. ``rex`` may call two tools a minute. ``zoe@example.com`` has no key: only
-    the identity provider names her."""
+    in): every tool. ``rex`` may call two tools a minute, ``max`` one. ``zoe@example.com`` has
+    no key: only the identity provider names her."""
     lines = [
         "[roles.support]",
         'permissions = ["call_tools"]',
@@ -215,6 +216,18 @@ INIT = {
     },
 }
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def test_the_policy_file_checks_against_the_tools_and_their_sources(files: Files) -> None:
+    args = [arg for spec in files.tools for arg in ("--tools", spec)]
+    checked = toolbridge("policy", "check", str(files.policy), *args)
+    assert (checked.returncode, checked.stdout.strip()) == (0, "ok: 4 policies"), checked.stderr
+    # Without source=bank, the first SPEC's tools come from its file's stem: no source bank.
+    unnamed = [files.tools[0].removesuffix(" source=bank"), files.tools[1]]
+    args = [arg for spec in unnamed for arg in ("--tools", spec)]
+    wrong = toolbridge("policy", "check", str(files.policy), *args)
+    assert wrong.returncode == 1, (wrong.stdout, wrong.stderr)
+    assert 'Source::"bank"' in wrong.stdout + wrong.stderr
 
 
 def test_keys_roles_policy_and_audit_record_end_to_end(files: Files) -> None:
@@ -398,6 +411,30 @@ def test_a_callers_rate_from_the_caller_file_refuses_calls_over_it(files: Files)
         ("identity", "rate_limited", "rex", "get_rate"),
     ]
     assert entries[-1]["detail"]["retry_after"] >= 1
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_call_answered_in_a_later_request_counts_once_against_the_rate(
+    files: Files, mode: str
+) -> None:
+    with McpServe("--callers", str(files.callers), *files.door_args()) as served:
+        assert served.url, served.process.poll()
+        host = Host()
+
+        async def two(client: Client) -> list[types.CallToolResult]:
+            return [
+                await client.call_tool("transfer", {"amount": 50, "to": "ACME"}),
+                await client.call_tool("transfer", {"amount": 5, "to": "ACME"}),
+            ]
+
+        approved, over = as_caller(
+            served.url, KEYS["max"], two, elicitation_callback=host, mode=mode
+        )
+    # One call a minute: the approved call (asked, answered) runs, the next one is refused.
+    assert outcome(approved) == (False, "moved 50 to ACME")
+    assert len(host.asked) == 1
+    assert over.is_error is True
+    assert text(over).startswith("not run: caller 'max' is over its limit of 1/minute"), text(over)
 
 
 @pytest.fixture
