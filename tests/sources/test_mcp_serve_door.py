@@ -496,6 +496,10 @@ def test_tokens_of_an_identity_provider_name_callers_of_the_caller_file(
             assert challenge.startswith("Bearer "), (what, challenge)
             assert f'resource_metadata="{metadata_url}"' in challenge, (what, challenge)
 
+        bare = requests.post(url, data=json.dumps(INIT), headers=HEADERS, timeout=30)
+        assert bare.status_code == 401, bare.text
+        assert f'resource_metadata="{metadata_url}"' in bare.headers["WWW-Authenticate"]
+
         document = requests.get(metadata_url, timeout=30).json()
         assert document["resource"] == url
         assert [server.rstrip("/") for server in document["authorization_servers"]] == [idp.issuer]
