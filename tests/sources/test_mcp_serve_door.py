@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -435,6 +437,52 @@ def test_a_call_answered_in_a_later_request_counts_once_against_the_rate(
     assert len(host.asked) == 1
     assert over.is_error is True
     assert text(over).startswith("not run: caller 'max' is over its limit of 1/minute"), text(over)
+
+
+def test_sighup_reads_the_caller_file_again(files: Files) -> None:
+    newcomer_key = "new-key-8c2e6a4f1b9d7e3a"
+    with McpServe("--callers", str(files.callers), *files.door_args()) as served:
+        assert served.url, served.process.poll()
+        assert as_caller(served.url, KEYS["sam"], names) == ["get_balance", "get_rate"]
+
+        def status(key: str) -> int:
+            headers = dict(HEADERS, Authorization=f"Bearer {key}")
+            answer = requests.post(served.url, data=json.dumps(INIT), headers=headers, timeout=30)
+            return answer.status_code
+
+        assert status(newcomer_key) == 401
+        # sam goes; a new caller comes (an auditor); a file with a mistake is not taken.
+        text_now = files.callers.read_text(encoding="utf-8")
+        without_sam = text_now.replace(f'[callers.sam]\nkey_sha256 = "{sha256(KEYS["sam"])}"\n'
+                                       'roles = ["support"]\n', "")  # fmt: skip
+        assert without_sam != text_now
+        files.callers.write_text(
+            without_sam + "[callers.newcomer]\n"
+            f'key_sha256 = "{sha256(newcomer_key)}"\nroles = ["auditors"]\n',
+            encoding="utf-8",
+        )
+        served.process.send_signal(signal.SIGHUP)
+        # The mistake (role 'auditors') is logged; sam still calls, the newcomer does not.
+        deadline = time.monotonic() + 30
+        while "were not reloaded" not in served.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "roles: unknown role 'auditors'" in served.log(), served.log()
+        assert (status(KEYS["sam"]), status(newcomer_key)) == (200, 401)
+
+        files.callers.write_text(
+            without_sam + "[callers.newcomer]\n"
+            f'key_sha256 = "{sha256(newcomer_key)}"\nroles = ["auditor"]\n',
+            encoding="utf-8",
+        )
+        served.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while status(newcomer_key) != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert as_caller(served.url, newcomer_key, names) == BANK
+        assert status(KEYS["sam"]) == 401
+        assert served.process.poll() is None  # reloaded, not stopped
+    for key in [*KEYS.values(), newcomer_key]:
+        assert key not in served.stderr
 
 
 @pytest.fixture

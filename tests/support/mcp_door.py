@@ -115,7 +115,11 @@ class McpServe:
     def __init__(self, *args: str) -> None:
         command = [sys.executable, "-m", "bridge", "mcp-serve", "--transport", "http"]
         command += ["--port", "0", *args]
-        self._log = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115
+        # stderr goes to a file (a pipe nobody reads could fill up and stall the server),
+        # read through its own handle (`log`).
+        self._dir = tempfile.TemporaryDirectory(prefix="mcp-serve-")
+        self._log_path = Path(self._dir.name) / "stderr.txt"
+        self._log = self._log_path.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=self._log, text=True
         )
@@ -134,6 +138,12 @@ class McpServe:
             self.url = printed.split(": ", 1)[1].strip()
         return self
 
+    def log(self) -> str:
+        """What the process wrote to stderr so far."""
+        if self._log.closed:
+            return self.stderr
+        return self._log_path.read_text(encoding="utf-8", errors="replace")
+
     @property
     def base(self) -> str:
         """``http://HOST:PORT`` of the endpoint."""
@@ -151,9 +161,9 @@ class McpServe:
             self.process.wait(timeout=5)
         if self.process.stdout is not None:
             self.process.stdout.close()
-        self._log.seek(0)
-        self.stderr = self._log.read()
         self._log.close()
+        self.stderr = self._log_path.read_text(encoding="utf-8", errors="replace")
+        self._dir.cleanup()
 
     def __exit__(
         self,
