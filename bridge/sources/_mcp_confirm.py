@@ -121,13 +121,17 @@ class HostApproval:
 
     def call_id_of(self, request: types.CallToolRequestParams) -> str | None:
         """The call id of the question `request` answers (its ``request_state``), while that
-        question waits; None otherwise. The answer is not taken: `ask` takes it."""
+        question waits and was about the same tool and arguments; None otherwise. The answer
+        is not taken: `ask` takes it."""
         token = request.request_state
         if not token:
             return None
         with self._lock:
             pending = self._pending.get(token)
-        return pending.call_id if pending is not None else None
+        digest = arguments_digest(request.name, dict(request.arguments or {}))
+        if pending is None or pending.digest != digest or pending.expires <= time.monotonic():
+            return None
+        return pending.call_id
 
     def _remember(self, digest: str, call_id: str) -> str:
         token = secrets.token_urlsafe(24)
