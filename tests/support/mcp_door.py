@@ -94,6 +94,9 @@ class Entries:
     def record(self, event: AuditEvent) -> None:
         self.events.append(event)
 
+    def stage(self, event: AuditEvent) -> None:
+        self.record(event)
+
     def kinds(self, tool: str | None = None) -> list[tuple[str, str, str | None]]:
         return [
             (event.kind, event.outcome, event.caller)
