@@ -95,23 +95,17 @@ def _plain(arguments: Any) -> Any:
     return dict(arguments) if isinstance(arguments, Mapping) else arguments
 
 
-def _redacted(arguments: Mapping[str, Any] | str | None) -> Any:
-    """The arguments with secrets masked: registered secrets and ``token=...`` pairs (matched
-    on their JSON text, so ``{"password": "..."}`` is masked too), every string valid text."""
-    if arguments is None:
-        return None
-    if isinstance(arguments, str):
-        return redact(valid_text(arguments))
-    text = valid_text(canonical_json(_plain(arguments)))
-    masked = redact(text)
-    try:
-        return json.loads(masked)
-    except json.JSONDecodeError:  # a mask cut through JSON syntax: mask string by string
-        return redact_data(json.loads(text))
-
-
 def _text(value: str | None) -> str | None:
     return redact(valid_text(value)) if value is not None else None
+
+
+def _parsed(masked: str, text: str) -> Any:
+    """The JSON value of `masked` (`text` with its secrets masked); when a mask cut through the
+    JSON's syntax, `text`'s value masked string by string."""
+    try:
+        return json.loads(masked)
+    except json.JSONDecodeError:
+        return redact_data(json.loads(text))
 
 
 def _texts(*values: str | None) -> list[str | None]:
@@ -247,8 +241,23 @@ class AuditLog:
             self._turn.notify_all()
 
     def _body(self, event: AuditEvent) -> dict[str, Any]:
-        caller, via, conversation_id, call_id, tool = _texts(
-            event.caller, event.via, event.conversation_id, event.call_id, event.tool
+        plain = _plain(event.arguments)
+        arguments_json = canonical_json(plain) if plain is not None else None
+        detail_json = canonical_json(dict(event.detail)) if event.detail else None
+        arguments_text = (
+            None
+            if plain is None
+            else valid_text(plain if isinstance(plain, str) else arguments_json or "")
+        )
+        # One masking pass over every text of the entry (they run once per tool call).
+        caller, via, conversation_id, call_id, tool, arguments, detail = _texts(
+            event.caller,
+            event.via,
+            event.conversation_id,
+            event.call_id,
+            event.tool,
+            arguments_text,
+            valid_text(detail_json) if detail_json is not None else None,
         )
         return {
             "kind": event.kind,
@@ -258,9 +267,13 @@ class AuditLog:
             "conversation_id": conversation_id,
             "call_id": call_id,
             "tool": tool,
-            "arguments": _redacted(event.arguments),
-            "arguments_sha256": arguments_sha256(event.arguments),
-            "detail": _redacted(event.detail) if event.detail else {},
+            "arguments": (
+                arguments
+                if arguments is None or isinstance(plain, str)
+                else _parsed(arguments, arguments_text or "")
+            ),
+            "arguments_sha256": _sha256(arguments_json) if arguments_json is not None else None,
+            "detail": _parsed(detail, detail_json or "") if detail is not None else {},
         }
 
     def _append(self, batch: list[_Pending]) -> None:

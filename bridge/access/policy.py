@@ -358,6 +358,8 @@ class Policy:
         except ValueError as exc:
             raise _parse_error(text, source, exc) from None
         self._rules = _rules(text, source)
+        self._reads = _context_fields_read(text)
+        self._decided: dict[tuple[Any, ...], PolicyDecision] = {}
 
     @classmethod
     def from_text(cls, text: str, *, source: str = "<policy>") -> Policy:
@@ -409,15 +411,30 @@ class Policy:
                 "end_user": call.end_user,
             },
         }
-        entities = _entities(
+        roles = tuple(sorted(principal.roles))
+        flags = (call.read_only, call.confirm, call.idempotent)
+        # Cedar has no clock and no randomness: the same request always gets the same answer.
+        # The key holds everything the policies can read (the context fields their text never
+        # names cannot change it), so a repeated call is decided once.
+        key = (
             principal.name,
-            tuple(sorted(principal.roles)),
+            roles,
             call.tool,
             call.source,
-            (call.read_only, call.confirm, call.idempotent),
+            flags,
+            json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str),
+            tuple(getattr(call, name) for name in self._reads),
         )
+        known = self._decided.get(key)
+        if known is not None:
+            return known
+        entities = _entities(principal.name, roles, call.tool, call.source, flags)
         allowed, reasons, errors = _authorize(request, self._set, entities)
-        return self._decision(allowed, reasons, errors)
+        decision = self._decision(allowed, reasons, errors)
+        if len(self._decided) >= _DECIDED_MAX:
+            self._decided.clear()  # a bound, not an eviction policy: refilled by what recurs
+        self._decided[key] = decision
+        return decision
 
     def _decision(self, allowed: bool, reasons: set[str], errors: list[str]) -> PolicyDecision:
         failed: dict[str, str] = {}
@@ -447,6 +464,20 @@ class Policy:
             reason = "; ".join(r.reason for r in approvals if r.reason)
             return PolicyDecision("approval", tuple(r.name for r in approvals), reason)
         return PolicyDecision("allow", tuple(r.name for r in matched))
+
+
+_DECIDED_MAX = 4096
+"""Decisions remembered per policy (each a few hundred bytes)."""
+_CONTEXT_FIELDS = ("platform", "conversation", "end_user")
+_WHOLE_CONTEXT = re.compile(r"\bcontext\b(?!\s*(?:\.|\[|has\b))")
+
+
+def _context_fields_read(text: str) -> tuple[str, ...]:
+    """The context fields (besides the arguments) the policies may read: those their text
+    names anywhere, or all of them when the text uses ``context`` as a whole value."""
+    if _WHOLE_CONTEXT.search(text):
+        return _CONTEXT_FIELDS
+    return tuple(name for name in _CONTEXT_FIELDS if re.search(rf"\b{name}\b", text))
 
 
 def _authorize(
