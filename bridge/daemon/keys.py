@@ -132,6 +132,10 @@ class ApiKeys:
         """The names of the keys in use (never the keys)."""
         return [key.name for key in self._keys]
 
+    def digests(self) -> dict[str, bytes]:
+        """Each key's name and SHA-256 digest (for the daemon's door)."""
+        return {key.name: key.digest for key in self._keys}
+
     def _load(self) -> tuple[_Key, ...]:
         keys = [self._default] if self._default is not None else []
         if self.path is not None:

@@ -32,10 +32,21 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from bridge.access import (
+    AuditEvent,
+    CallFacts,
+    Decides,
+    ForbiddenError,
+    Permission,
+    Principal,
+    Records,
+    ToolPatterns,
+)
 from bridge.bridge import Bridge
 from bridge.conversation import Conversation
 from bridge.daemon.approvals import ApprovalDesk
@@ -64,6 +75,8 @@ from bridge.journal.records import (
 )
 from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
+from bridge.tools.spec import ToolSpec
+from bridge.tools.toolbox import Toolbox
 from bridge.types import (
     Event,
     ToolCall,
@@ -77,9 +90,8 @@ from bridge.types import (
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
     from bridge.platforms.base import Platform
-    from bridge.tools.toolbox import Toolbox
 
-__all__ = ["LoadedTools", "Service"]
+__all__ = ["LoadedTools", "Service", "may_read", "may_send"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,9 +117,40 @@ class LoadedTools:
     """Runs using these tools right now."""
     retired: bool = False
     """A reload replaced it: it is closed when its last run ends."""
+    make_bridge: Callable[[Dispatcher], Bridge] | None = None
+    """Makes a `Bridge` like `bridge` over another dispatcher (for a caller's tools)."""
+    _callers: dict[ToolPatterns, Bridge] = field(default_factory=dict)
+    _callers_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def visible(self, principal: Principal | None) -> list[ToolSpec]:
+        """The tools `principal` may see and run (every one for None)."""
+        return [
+            spec
+            for spec in self.toolbox
+            if principal is None or principal.may_run(spec.name, spec.source)
+        ]
+
+    def bridge_for(self, principal: Principal | None) -> Bridge:
+        """The `Bridge` a run for `principal` uses: offering (and running) only the tools it may
+        run. None, or a caller with every tool: `bridge`."""
+        if principal is None or principal.tools.everything or self.make_bridge is None:
+            return self.bridge
+        with self._callers_lock:
+            found = self._callers.get(principal.tools)
+            if found is None:
+                toolbox = Toolbox()
+                for spec in self.visible(principal):
+                    toolbox.add_spec(spec)
+                dispatcher = Dispatcher(toolbox, default_timeout=self.dispatcher.default_timeout)
+                found = self._callers[principal.tools] = self.make_bridge(dispatcher)
+            return found
 
     def close(self) -> None:
         """Stop the dispatcher's threads and the toolbox's sources (MCP server processes)."""
+        with self._callers_lock:
+            made, self._callers = list(self._callers.values()), {}
+        for bridge in made:
+            bridge.dispatcher.close()
         self.dispatcher.close()
         self.toolbox.close()
 
@@ -120,6 +163,8 @@ class _Job:
     recover: tuple[int, PendingBatch] | None = None
     sent_by: str | None = None
     lease: Lease | None = None
+    principal: Principal | None = None
+    """Whose tools the run offers and runs (None: every tool, a daemon without callers)."""
 
 
 @dataclass
@@ -164,6 +209,12 @@ class Service:
             webhook=ApprovalWebhook(webhook) if webhook else None,
             base_url=lambda: self.public_url,
         )
+        self.policy: Decides | None = None
+        """The policy deciding each tool call (`--policy`), set by the app."""
+        self.audit: Records | None = None
+        """The audit record, set by the app when it keeps one."""
+        self.principal_named: Callable[[str], Principal | None] = lambda name: None
+        """The caller named so now (the app's door), for the runs that resume a message."""
         self.tools = self._load(1)
         self.last_reload_error: str | None = None
         self.draining = False
@@ -172,9 +223,9 @@ class Service:
         self._active: dict[str, RunHandle] = {}
         self._live: dict[str, _Live] = {}
         self._live_lock = threading.Lock()
-        self._known: OrderedDict[str, str | None] = OrderedDict()
-        """Conversations known to exist -> their end_user_id (neither ever changes: the
-        journal never deletes a conversation), so a message needs no journal read for them."""
+        self._known: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        """Conversations known to exist -> their end_user_id and owner (neither ever changes:
+        the journal never deletes a conversation), so a message needs no journal read."""
         self.pool: RunPool | None = None
         self.metrics = Metrics(
             in_flight=lambda: self.in_flight,
@@ -256,7 +307,13 @@ class Service:
         _refresh_modules(specs)
         toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
         dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
-        bridge = Bridge(
+        bridge = self._bridge(dispatcher)
+        return LoadedTools(
+            number, toolbox, dispatcher, bridge, now(), specs, make_bridge=self._bridge
+        )
+
+    def _bridge(self, dispatcher: Dispatcher) -> Bridge:
+        return Bridge(
             self.platform,
             dispatcher=dispatcher,
             journal=self.journal,
@@ -264,7 +321,11 @@ class Service:
             stream=True,
             approve=self.approvals,
         )
-        return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
+
+    def record(self, event: AuditEvent) -> None:
+        """Append `event` to the audit record, when the daemon keeps one."""
+        if self.audit is not None:
+            self.audit.record(event)
 
     async def reload(self) -> LoadedTools:
         """Load the tool specs again; on any error keep the current toolbox and raise 422."""
@@ -309,11 +370,13 @@ class Service:
                 503, "shutting_down", "the daemon is shutting down; retry against the next one"
             )
 
-    async def create_conversation(self, end_user_id: str | None) -> ConversationRecord:
-        """Open a conversation on the platform and record it."""
+    async def create_conversation(
+        self, end_user_id: str | None, created_by: str | None = None
+    ) -> ConversationRecord:
+        """Open a conversation on the platform and record it (`created_by`: its owner)."""
         self._check_accepting()
         try:
-            record = await asyncio.to_thread(self._create_conversation, end_user_id)
+            record = await asyncio.to_thread(self._create_conversation, end_user_id, created_by)
         except PlatformError as exc:
             raise ApiError(
                 502,
@@ -321,20 +384,37 @@ class Service:
                 f"the platform could not open a conversation: {exc}",
                 platform_request_id=exc.request_id,
             ) from None
-        self._remember(record.conversation_id, record.end_user_id)
+        self._remember(record.conversation_id, record.end_user_id, record.created_by)
         self.hub.publish("conversation_created", record.model_dump(mode="json"))
         return record
 
-    def _remember(self, conversation_id: str, end_user_id: str | None) -> None:
+    def _remember(
+        self, conversation_id: str, end_user_id: str | None, created_by: str | None
+    ) -> None:
         """Note that a conversation exists (on the loop; the oldest are forgotten)."""
-        self._known[conversation_id] = end_user_id
+        self._known[conversation_id] = (end_user_id, created_by)
         self._known.move_to_end(conversation_id)
         if len(self._known) > KNOWN_CONVERSATIONS:
             self._known.popitem(last=False)
 
-    def _create_conversation(self, end_user_id: str | None) -> ConversationRecord:
+    async def owner_of(self, conversation_id: str) -> tuple[bool, str | None]:
+        """Whether a conversation exists, and who opened it (None: nobody)."""
+        known = self._known.get(conversation_id)
+        if known is not None:
+            return True, known[1]
+        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+        if record is None:
+            return False, None
+        self._remember(conversation_id, record.end_user_id, record.created_by)
+        return True, record.created_by
+
+    def _create_conversation(
+        self, end_user_id: str | None, created_by: str | None
+    ) -> ConversationRecord:
         conversation_id = self.platform.create_conversation(end_user_id=end_user_id)
-        self.journal.add_conversation(conversation_id, end_user_id=end_user_id)
+        self.journal.add_conversation(
+            conversation_id, end_user_id=end_user_id, created_by=created_by
+        )
         record = self.journal.get_conversation(conversation_id)
         assert record is not None
         return record
@@ -353,7 +433,13 @@ class Service:
         return self._active.get(conversation_id)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, confirm: bool, caller: str | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        confirm: bool,
+        caller: str | None,
+        principal: Principal | None = None,
     ) -> ToolRun:
         """Run one tool outside any conversation (the console's "try it").
 
@@ -362,16 +448,29 @@ class Service:
         journaled as a direct call: "started" before the tool runs (who called, the tool and
         its arguments, who approved a confirm tool's call: the caller), then its outcome; a
         journal that cannot take the first write means the tool does not run.
+
+        `principal` (the caller): a tool outside its list is "no such tool" (404, as if it
+        did not exist); the policy's decision is taken (refused: 403 ``policy_refused``; one
+        needing a person's approval: 409 ``approval_required``, a direct call cannot wait).
         """
         self._check_accepting()
         with self._live_lock:
             loaded = self.tools
             spec = loaded.toolbox.get(name)
-            if spec is not None and (confirm or not spec.options.confirm):
+            if (
+                spec is not None
+                and principal is not None
+                and not principal.may_run(name, spec.source)
+            ):
+                spec = None
+            decision = self._decide(principal, name, spec, arguments)
+            if spec is not None and (confirm or not spec.options.confirm) and decision is None:
                 loaded.runs += 1
         if spec is None:
-            names = ", ".join(loaded.toolbox.names()) or "(none)"
+            names = ", ".join(s.name for s in loaded.visible(principal)) or "(none)"
             raise ApiError(404, "tool_not_found", f"no tool {name!r}; the tools are: {names}")
+        if decision is not None:
+            raise decision
         if spec.options.confirm and not confirm:
             raise ApiError(
                 409,
@@ -397,6 +496,18 @@ class Service:
                 await asyncio.to_thread(loaded.close)
         run = runs[0]
         await asyncio.to_thread(self.journal.finish_direct_call, run)
+        self.record(
+            AuditEvent(
+                kind="direct_call",
+                outcome="error" if run.error else "ok",
+                caller=who,
+                via=principal.via if principal is not None else None,
+                call_id=call.call_id,
+                tool=name,
+                arguments=arguments,
+                detail={"error": run.error} if run.error else {},
+            )
+        )
         self.metrics.tool_calls.inc(name, run.error or "ok")
         self.metrics.tool_seconds.observe(run.duration_ms / 1000, name)
         logger.info(
@@ -409,6 +520,53 @@ class Service:
         )
         return run
 
+    def _decide(
+        self,
+        principal: Principal | None,
+        name: str,
+        spec: ToolSpec | None,
+        arguments: dict[str, Any],
+    ) -> Exception | None:
+        """The policy's refusal of a direct call, as the error to answer (None: it may run)."""
+        if self.policy is None or spec is None or principal is None:
+            return None
+        decision = self.policy.decide(principal, CallFacts.of(name, spec, arguments))
+        detail = {"policies": list(decision.policies), "reason": decision.reason}
+        self.record(
+            AuditEvent(
+                kind="policy",
+                outcome=decision.effect,
+                caller=principal.name,
+                via=principal.via,
+                tool=name,
+                arguments=arguments,
+                detail={**detail, "direct": True},
+            )
+        )
+        if decision.refused:
+            self.record(
+                AuditEvent(
+                    kind="direct_call",
+                    outcome="refused",
+                    caller=principal.name,
+                    via=principal.via,
+                    tool=name,
+                    arguments=arguments,
+                    detail=detail,
+                )
+            )
+            return ApiError(403, "policy_refused", decision.refusal(), details=detail)
+        if decision.needs_approval:
+            return ApiError(
+                409,
+                "approval_required",
+                f"the policy ({', '.join(decision.policies) or 'unnamed'}) sends calls of "
+                f"{name} like this one to a person's approval, and a direct call cannot wait "
+                "for one: ask for it in a conversation",
+                details=detail,
+            )
+        return None
+
     async def start_message(
         self,
         conversation_id: str,
@@ -416,11 +574,16 @@ class Service:
         tool_choice: ToolChoice | ToolChoiceMode | None,
         request_id: str,
         sent_by: str | None = None,
+        principal: Principal | None = None,
     ) -> RunHandle:
-        """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping)."""
+        """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping).
+
+        `principal`: the caller sending it; it must be the conversation's owner (or hold
+        ``admin``): 404 for a conversation it may not read, 403 for one it may only read.
+        The run offers and runs only its tools."""
         self._check_accepting()
         if conversation_id in self._known:
-            end_user_id = self._known[conversation_id]
+            end_user_id, owner = self._known[conversation_id]
         else:
             record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
             if record is None:
@@ -429,16 +592,34 @@ class Service:
                     "conversation_not_found",
                     f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
                 )
-            end_user_id = record.end_user_id
-            self._remember(conversation_id, end_user_id)
+            end_user_id, owner = record.end_user_id, record.created_by
+            self._remember(conversation_id, end_user_id, owner)
+        if principal is not None and not may_send(principal, owner):
+            if may_read(principal, owner):
+                raise ForbiddenError(
+                    f"the caller {principal.name!r} may read conversation {conversation_id} "
+                    "but not send to it: only the caller who opened it does"
+                )
+            raise ApiError(
+                404,
+                "conversation_not_found",
+                f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
+            )
         forced = tool_choice.name if isinstance(tool_choice, ToolChoice) else None
-        if forced is not None and self.tools.toolbox.get(forced) is None:
-            names = ", ".join(self.tools.toolbox.names()) or "(none)"
+        visible = self.tools.visible(principal)
+        if forced is not None and forced not in {spec.name for spec in visible}:
+            names = ", ".join(spec.name for spec in visible) or "(none)"
             raise ApiError(
                 422, "unknown_tool", f"tool_choice {forced!r} is not a loaded tool: {names}"
             )
         self._check_accepting()  # the await above may have let a SIGTERM in
-        job = _Job(query=query, tool_choice=tool_choice, end_user_id=end_user_id, sent_by=sent_by)
+        job = _Job(
+            query=query,
+            tool_choice=tool_choice,
+            end_user_id=end_user_id,
+            sent_by=sent_by,
+            principal=principal,
+        )
         handle = RunHandle(conversation_id, request_id)
         self._reserve(handle)
         try:
@@ -462,7 +643,17 @@ class Service:
         """Queue the run that finishes a message a crash interrupted (its lease held)."""
         record = self.journal.get_conversation(conversation_id)
         end_user_id = record.end_user_id if record else None
-        job = _Job(end_user_id=end_user_id, recover=(message_id, pending), lease=lease)
+        owner = record.created_by if record else None
+        principal: Principal | None = None
+        if owner is not None:
+            # The owner as the door knows it now; a caller no longer known runs no tool.
+            principal = self.principal_named(owner) or Principal(owner, tools=ToolPatterns(()))
+        job = _Job(
+            end_user_id=end_user_id,
+            recover=(message_id, pending),
+            lease=lease,
+            principal=principal,
+        )
         handle = RunHandle(conversation_id, f"recovery-{message_id}", recovered=True)
         handle.message_id = message_id
         self._reserve(handle)
@@ -542,7 +733,7 @@ class Service:
             loaded = self.tools
             loaded.runs += 1
         try:
-            conversation.bridge = loaded.bridge
+            conversation.bridge = loaded.bridge_for(job.principal)
             if job.recover is not None:
                 message_id, pending = job.recover
                 events = conversation.stream_recovered(
@@ -725,6 +916,18 @@ class Service:
             for live in released:
                 logger.debug("releasing idle conversation %s", live.conversation.id)
                 await asyncio.to_thread(live.conversation.close)
+
+
+def may_read(principal: Principal, owner: str | None) -> bool:
+    """Whether `principal` may read a conversation `owner` opened (None: nobody's, opened
+    before callers or without one): its own, or any with ``read_all``."""
+    return principal.can(Permission.READ_ALL) or (owner is not None and owner == principal.name)
+
+
+def may_send(principal: Principal, owner: str | None) -> bool:
+    """Whether `principal` may send messages to a conversation `owner` opened: its own, or any
+    with ``admin``."""
+    return principal.can(Permission.ADMIN) or (owner is not None and owner == principal.name)
 
 
 def _when_done(conversation_id: str) -> str:

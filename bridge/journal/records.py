@@ -70,6 +70,8 @@ class ConversationRecord(_Record):
     messages: int = 0
     platform_conversation_id: str | None = None
     """The platform conversation it continues in now (its own id unless one was replaced)."""
+    created_by: str | None = None
+    """The caller who opened it, its owner (None: opened without a caller, nobody's)."""
 
     @property
     def platform_id(self) -> str:
