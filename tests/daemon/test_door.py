@@ -94,7 +94,7 @@ def call(daemon: DaemonProcess, who: str | None, method: str, path: str, **kw: A
 # --- every route, every permission ---------------------------------------------------------------
 
 MISSING = "no-such-conversation"
-C, R, T, A, O = "converse", "read_all", "call_tools", "approve", "observe"
+C, R, T, A, OBS = "converse", "read_all", "call_tools", "approve", "observe"
 ROUTES: list[tuple[str, str, dict[str, Any], set[str]]] = [
     ("POST", "/v1/conversations", {"json": {}}, {C}),
     ("GET", "/v1/conversations", {}, {C, R}),
@@ -109,10 +109,10 @@ ROUTES: list[tuple[str, str, dict[str, Any], set[str]]] = [
     ("GET", "/v1/approvals", {}, {A}),
     ("GET", "/v1/approvals/nope", {}, {A}),
     ("POST", "/v1/approvals/nope", {"json": {"decision": "approve"}}, {A}),
-    ("GET", "/v1/info", {}, {O}),
-    ("GET", "/metrics", {}, {O}),
+    ("GET", "/v1/info", {}, {OBS}),
+    ("GET", "/metrics", {}, {OBS}),
 ]
-ONE_PERMISSION = {"alice": C, "reader": R, "caller": T, "approver": A, "watcher": O}
+ONE_PERMISSION = {"alice": C, "reader": R, "caller": T, "approver": A, "watcher": OBS}
 
 
 @pytest.mark.parametrize(("method", "path", "kw", "rule"), ROUTES, ids=lambda v: str(v))
