@@ -39,7 +39,7 @@ def write_callers(path: Path, callers: dict[str, dict[str, Any]]) -> Path:
         lines.append(f"[callers.{json.dumps(name)}]")
         lines.append(f"key = {json.dumps(key_of(name))}")
         for field in ("roles", "tools", "messages", "tool_calls"):
-            if field in entry:
+            if entry.get(field) is not None:
                 lines.append(f"{field} = {json.dumps(entry[field])}")
         lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
