@@ -66,6 +66,7 @@ FLAGS = {
     "allow_hosts": "--allow-host",
     "server_names": "--server-name",
     "log_json": "--log-json/--log-text",
+    "four_eyes": "--four-eyes/--no-four-eyes",
 }
 """The `toolbridge serve` flags not spelled ``--name-with-dashes`` (one per value for a list;
 on/off for a switch)."""

@@ -381,3 +381,17 @@ def test_oidc_issuer_needs_an_audience(emulator: Emulator, tools_dir: Path) -> N
     )
     assert daemon.wait_exit() != 0
     assert "--oidc-issuer needs --oidc-audience" in daemon.log
+
+
+def test_settings_need_issuer_and_audience_together_and_callers_count_as_credentials() -> None:
+    from bridge.daemon.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match="--oidc-audience needs --oidc-issuer"):
+        load_settings({"oidc_audience": "toolbridge"}, config=None, env={})
+    off_loopback = load_settings(
+        {"host": "0.0.0.0", "callers": "callers.toml"}, config=None, env={}
+    )
+    assert off_loopback.authenticates and not off_loopback.four_eyes
+    assert load_settings({}, config=None, env={"TOOLBRIDGE_FOUR_EYES": "1"}).four_eyes
+    with pytest.raises(SettingsError, match="needs an API key"):
+        load_settings({"host": "0.0.0.0"}, config=None, env={})
