@@ -166,6 +166,12 @@ def test_a_conversation_is_its_creators_and_hidden_from_other_callers(
         ("GET", f"/v1/conversations/{cid}", {}),
         ("GET", f"/v1/conversations/{cid}/events", {}),
         ("POST", f"/v1/conversations/{cid}/messages", {"json": {"query": "weather in Rome"}}),
+        # streamed: FastAPI's route, not the fast path, answers it
+        (
+            "POST",
+            f"/v1/conversations/{cid}/messages",
+            {"json": {"query": "weather in Rome", "stream": True}},
+        ),
     ]:
         response = call(door, "bob", method, path, **kw)
         assert response.status_code == 404, (path, response.text)
@@ -186,6 +192,13 @@ def test_a_conversation_is_its_creators_and_hidden_from_other_callers(
     assert seen.status_code == 200 and seen.json()["messages"][0]["query"] == "weather in Oslo"
     everything = call(door, "reader", "GET", "/v1/conversations").json()["items"]
     assert cid in {c["conversation_id"] for c in everything}
+    # an admin may send to any conversation (as itself)
+    sent = call(door, "boss", "POST", f"/v1/conversations/{cid}/messages", json={"query": "hi"})
+    assert sent.status_code == 200, sent.text
+    assert (
+        call(door, "alice", "GET", f"/v1/conversations/{cid}").json()["messages"][-1]["sent_by"]
+        == "boss"
+    )
 
 
 # --- tools per caller ----------------------------------------------------------------------------
