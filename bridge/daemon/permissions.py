@@ -127,7 +127,7 @@ async def authorize(request: Request) -> None:
         return
     principal = request.app.state.door.authenticate(request.headers.get("authorization"))
     request.state.principal = principal
-    request.state.api_key_name = None if principal is ANONYMOUS else principal.name
+    request.state.api_key_name = None if principal.via == "anonymous" else principal.name
     if rule is None:
         raise ForbiddenError(f"{request.method} {template} is not open to any caller")
     if not any(principal.can(p) for p in rule.any_of):

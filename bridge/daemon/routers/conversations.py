@@ -43,7 +43,7 @@ __all__ = ["answer_message", "open_conversation", "router"]
 def _owner(principal: Principal) -> str | None:
     """The owner a conversation opened by `principal` gets (nobody for the anonymous caller
     of a daemon without credentials)."""
-    return None if principal is ANONYMOUS else principal.name
+    return None if principal.via == "anonymous" else principal.name
 
 
 KEEPALIVE_SECONDS = 15.0
