@@ -13,18 +13,16 @@ limits. The one place the daemon turns an ``Authorization`` header into a `Princ
 Legacy keys (``--api-key``, ``--api-key-file``) are callers with every permission and every
 tool. A callers file and a key file may be given together; their names and keys must differ.
 
-The callers file, as this module reads it (TOML)::
+The callers file (TOML)::
 
     [roles.support]                         # a role: permissions and tools
     permissions = ["converse", "read_all"]
-    tools = ["crm_*", "source:tickets"]
+    tools = ["crm_*", "source:tickets"]     # absent: every tool for admin, none otherwise
 
     [callers.alice]
-    key_sha256 = "3f9c..."                  # or key = "..." (at least 16 characters)
-    roles = ["support"]                     # a permission's name is a role too ("approve")
-    tools = ["crm_lookup"]                  # instead of its roles' tools (default: theirs, or all)
-    messages = "30/minute"                  # rate limits (default: none)
-    tool_calls = "10/minute"
+    key_sha256 = "3f9c..."                  # or key = "${ALICE_KEY}" (from the environment)
+    roles = ["support"]                     # "admin" is built in: every permission and tool
+    rate = { messages = "30/minute", tool_calls = "10/minute" }
 """
 
 from __future__ import annotations
@@ -33,6 +31,8 @@ import hashlib
 import hmac
 import logging
 import math
+import os
+import re
 import sys
 import threading
 import time
@@ -55,7 +55,7 @@ from bridge.access import (
     ToolPatterns,
     UnauthenticatedError,
 )
-from bridge.daemon.keys import KEY_NAME_PATTERN, ApiKeys, KeyFileError
+from bridge.daemon.keys import ApiKeys, KeyFileError
 from bridge.daemon.settings import MIN_API_KEY_CHARS, DaemonSettings, SettingsError
 from bridge.errors import UsageError, register_secret
 from bridge.journal.base import Journal
@@ -80,6 +80,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RateKind = Literal["messages", "tool_calls"]
+_CALLER_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _EVERYTHING = frozenset(Permission)
 _CHALLENGE = 'Bearer realm="toolbridge"'
 
@@ -183,13 +185,14 @@ def parse_callers(text: str, source: str) -> list[_Caller]:
     unknown = sorted(set(data) - {"roles", "callers"})
     if unknown:
         raise CallersFileError(f"{source}: unknown table(s) {', '.join(unknown)}")
-    roles: dict[str, tuple[frozenset[Permission], tuple[str, ...] | None]] = {
-        str(p): (frozenset({p}), None) for p in Permission
+    # The built-in role: every permission and every tool.
+    roles: dict[str, tuple[frozenset[Permission], tuple[str, ...]]] = {
+        "admin": (_EVERYTHING, ("*",))
     }
     for name, role in dict(data.get("roles", {})).items():
         where = f"{source}: roles.{name}"
-        if not isinstance(role, dict):
-            raise CallersFileError(f"{where}: expected a table")
+        if not isinstance(role, dict) or sorted(set(role) - {"permissions", "tools"}):
+            raise CallersFileError(f"{where}: expected a table of permissions and tools")
         try:
             permissions = frozenset(
                 Permission(p) for p in _strings(role.get("permissions", []), where)
@@ -198,42 +201,31 @@ def parse_callers(text: str, source: str) -> list[_Caller]:
             raise CallersFileError(
                 f"{where}: {exc}; the permissions are {', '.join(map(str, Permission))}"
             ) from None
-        tools = _strings(role["tools"], f"{where}.tools") if "tools" in role else None
+        if "tools" in role:
+            tools = _strings(role["tools"], f"{where}.tools")
+        else:  # absent: every tool for a role with admin, none otherwise
+            tools = ("*",) if Permission.ADMIN in permissions else ()
         roles[name] = (permissions, tools)
     callers: list[_Caller] = []
     seen: dict[bytes, str] = {}
     for name, entry in dict(data.get("callers", {})).items():
         where = f"{source}: callers.{name}"
-        if not KEY_NAME_PATTERN.fullmatch(name):
-            raise CallersFileError(f"{where}: a name is 1 to 64 letters, digits, '_', '.' or '-'")
+        if not _CALLER_NAME.fullmatch(name):
+            raise CallersFileError(
+                f"{where}: a name is 1 to 64 letters, digits, '_', '.', '@' or '-'"
+            )
         if not isinstance(entry, dict):
             raise CallersFileError(f"{where}: expected a table")
-        extra = sorted(
-            set(entry) - {"key", "key_sha256", "roles", "tools", "messages", "tool_calls"}
-        )
+        extra = sorted(set(entry) - {"key", "key_sha256", "roles", "rate"})
         if extra:
             raise CallersFileError(f"{where}: unknown field(s) {', '.join(extra)}")
-        if "key" in entry:
-            key = entry["key"]
-            if not isinstance(key, str) or len(key) < MIN_API_KEY_CHARS:
-                raise CallersFileError(
-                    f"{where}: key must be at least {MIN_API_KEY_CHARS} characters"
-                )
-            register_secret(key)
-            digest = _digest(key)
-        elif "key_sha256" in entry:
-            try:
-                digest = bytes.fromhex(str(entry["key_sha256"]))
-            except ValueError:
-                digest = b""
-            if len(digest) != 32:
-                raise CallersFileError(f"{where}: key_sha256 must be 64 hexadecimal digits")
-        else:
-            raise CallersFileError(f"{where}: needs key or key_sha256")
+        digest = _key_digest(entry, where)
         if digest in seen:
             raise CallersFileError(f"{where}: the key of callers.{seen[digest]} too")
         seen[digest] = name
         role_names = _strings(entry.get("roles", []), f"{where}.roles")
+        if not role_names:
+            raise CallersFileError(f'{where}: no roles; expected e.g. roles = ["support"]')
         granted_all: set[Permission] = set()
         patterns: list[str] = []
         for role_name in role_names:
@@ -241,16 +233,13 @@ def parse_callers(text: str, source: str) -> list[_Caller]:
                 raise CallersFileError(f"{where}: no role {role_name!r}")
             granted, tools = roles[role_name]
             granted_all |= granted
-            patterns += tools or []
-        if "tools" in entry:
-            patterns = list(_strings(entry["tools"], f"{where}.tools"))
-        elif not any(roles[r][1] is not None for r in role_names):
-            patterns = ["*"]
+            patterns += tools
+        rate = entry.get("rate", {})
+        if not isinstance(rate, dict) or sorted(set(rate) - {"messages", "tool_calls"}):
+            raise CallersFileError(f"{where}.rate: expected {{ messages, tool_calls }}")
         rates = RateLimits(
-            messages=_rate(entry["messages"], f"{where}.messages") if "messages" in entry else None,
-            tool_calls=(
-                _rate(entry["tool_calls"], f"{where}.tool_calls") if "tool_calls" in entry else None
-            ),
+            messages=_rate(rate["messages"], f"{where}.rate") if "messages" in rate else None,
+            tool_calls=_rate(rate["tool_calls"], f"{where}.rate") if "tool_calls" in rate else None,
         )
         principal = Principal(
             name=name,
@@ -264,6 +253,36 @@ def parse_callers(text: str, source: str) -> list[_Caller]:
     if not callers:
         raise CallersFileError(f"{source}: no callers; expected [callers.NAME] tables")
     return callers
+
+
+def _key_digest(entry: dict[str, Any], where: str) -> bytes:
+    """A caller's key digest: ``key_sha256``, or the key in the environment variable that
+    ``key = "${NAME}"`` names (a callers file holds no secret)."""
+    if ("key" in entry) == ("key_sha256" in entry):
+        raise CallersFileError(
+            f'{where}: expected one of key_sha256 = "<64 hex digits>" or key = "${{ENV_VAR}}"'
+        )
+    if "key_sha256" in entry:
+        try:
+            digest = bytes.fromhex(str(entry["key_sha256"]))
+        except ValueError:
+            digest = b""
+        if len(digest) != 32:
+            raise CallersFileError(f"{where}: key_sha256 must be 64 hexadecimal digits")
+        return digest
+    reference = _ENV_REFERENCE.fullmatch(str(entry["key"]))
+    if reference is None:
+        raise CallersFileError(
+            f'{where}: a literal key is refused; expected key = "${{ENV_VAR}}" or key_sha256'
+        )
+    key = os.environ.get(reference.group(1))
+    if key is None or len(key) < MIN_API_KEY_CHARS:
+        raise CallersFileError(
+            f"{where}: the environment variable {reference.group(1)} must hold a key of at "
+            f"least {MIN_API_KEY_CHARS} characters"
+        )
+    register_secret(key)
+    return _digest(key)
 
 
 class _Window:

@@ -12,6 +12,7 @@ the callers in use).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 from collections.abc import Iterator
@@ -32,15 +33,26 @@ def key_of(name: str) -> str:
 
 
 def write_callers(path: Path, callers: dict[str, dict[str, Any]]) -> Path:
-    """A callers file: each caller's key is `key_of(name)`; `roles`, `tools` and rate limits
-    (`messages`, `tool_calls`) as given."""
+    """A callers file: each caller's key is `key_of(name)` (kept as its SHA-256), its
+    permissions (`roles`: permission names) and `tools` (None or absent: every tool) in a role
+    of its own, and its rate limits (`messages`, `tool_calls`)."""
     lines: list[str] = []
     for name, entry in callers.items():
-        lines.append(f"[callers.{json.dumps(name)}]")
-        lines.append(f"key = {json.dumps(key_of(name))}")
-        for field in ("roles", "tools", "messages", "tool_calls"):
-            if entry.get(field) is not None:
-                lines.append(f"{field} = {json.dumps(entry[field])}")
+        tools = entry.get("tools")
+        lines += [
+            f"[roles.{json.dumps('of-' + name)}]",
+            f"permissions = {json.dumps(entry.get('roles', []))}",
+            f"tools = {json.dumps(['*'] if tools is None else tools)}",
+            "",
+            f"[callers.{json.dumps(name)}]",
+            f"key_sha256 = {json.dumps(hashlib.sha256(key_of(name).encode()).hexdigest())}",
+            f"roles = {json.dumps(['of-' + name])}",
+        ]
+        rate = {k: entry[k] for k in ("messages", "tool_calls") if k in entry}
+        if rate:
+            lines.append(
+                "rate = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in rate.items()) + " }"
+            )
         lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -344,7 +356,7 @@ def test_sighup_reloads_the_callers_file_and_a_broken_one_keeps_the_callers(
         assert call(daemon, "carol", "GET", "/v1/approvals").status_code == 200
         assert call(daemon, "alice", "GET", "/v1/approvals").status_code == 403
 
-        path.write_text('[callers.carol]\nkey = "short"\n', encoding="utf-8")
+        path.write_text('[callers.carol]\nkey = "a-literal-key-0123456789"\nroles = ["admin"]\n')
         daemon.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "were not reloaded" in daemon.log, "the refused reload")
         assert call(daemon, "carol", "GET", "/v1/approvals").status_code == 200
@@ -358,7 +370,7 @@ def test_a_broken_callers_file_stops_the_daemon_at_start(
     emulator: Emulator, tools_dir: Path, tmp_path: Path
 ) -> None:
     path = tmp_path / "callers.toml"
-    path.write_text('[callers.alice]\nroles = ["converse", "fly"]\nkey = "x' + "y" * 20 + '"\n')
+    path.write_text(f'[callers.alice]\nroles = ["fly"]\nkey_sha256 = "{"ab" * 32}"\n')
     daemon = DaemonProcess(
         [
             "--tools",
@@ -374,7 +386,7 @@ def test_a_broken_callers_file_stops_the_daemon_at_start(
         wait=False,
     )
     assert daemon.wait_exit() != 0
-    assert "no role 'fly'" in daemon.log and "Traceback" not in daemon.log
+    assert "'fly'" in daemon.log and "Traceback" not in daemon.log
 
 
 def test_oidc_issuer_needs_an_audience(emulator: Emulator, tools_dir: Path) -> None:
