@@ -140,10 +140,9 @@ def open_audit(settings: DaemonSettings, journal: Journal) -> Records | None:
 
 
 def reloadable(door: DaemonDoor) -> bool:
-    """Whether SIGHUP has files to read again."""
-    return isinstance(door, _KeysDoor) and (
-        door.callers_path is not None or (door.keys is not None and door.keys.path is not None)
-    )
+    """Whether SIGHUP is the door's (it reloads the callers; a door without files to read
+    answers False and keeps its callers)."""
+    return requires_credentials(door)
 
 
 @dataclass(frozen=True)
@@ -316,7 +315,7 @@ class _KeysDoor:
         self._callers: tuple[_Caller, ...] = self._load()
 
     @property
-    def open(self) -> bool:
+    def anonymous(self) -> bool:
         """True when no credentials are configured (every request is `ANONYMOUS`)."""
         return self.keys is None and self.callers_path is None
 
@@ -370,7 +369,7 @@ class _KeysDoor:
         return True
 
     def authenticate(self, authorization: str | None) -> Principal:
-        if self.open:
+        if self.anonymous:
             return ANONYMOUS
         scheme, _, given = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
@@ -389,8 +388,6 @@ class _KeysDoor:
 
     def principal(self, name: str) -> Principal | None:
         """The caller named `name` now (None: no longer one)."""
-        if self.open:
-            return ANONYMOUS
         return next((c.principal for c in self._callers if c.principal.name == name), None)
 
     def check(self, principal: Principal, permission: Permission) -> None:
@@ -417,14 +414,17 @@ class _KeysDoor:
 
 
 def door_principal(door: DaemonDoor, name: str | None) -> Principal | None:
-    """The caller named `name` as the door knows it now, if the door can say."""
-    lookup: Any = getattr(door, "principal", None)
-    if name is None or lookup is None:
+    """The caller named `name` as the door knows it now (None: it knows none so named)."""
+    if name is None:
         return None
-    found = lookup(name)
+    if not requires_credentials(door):
+        return ANONYMOUS
+    callers: Any = getattr(door, "callers", None)  # `bridge.access.door.Door.callers`
+    lookup: Any = getattr(door, "principal", None) or getattr(callers, "get", None)
+    found = lookup(name) if lookup is not None else None
     return found if isinstance(found, Principal) else None
 
 
 def requires_credentials(door: DaemonDoor) -> bool:
-    """Whether the door refuses requests without credentials."""
-    return not bool(getattr(door, "open", False))
+    """Whether the door refuses requests without credentials (`anonymous` is False)."""
+    return getattr(door, "anonymous", False) is not True
