@@ -294,7 +294,7 @@ def test_messages_and_direct_calls_over_the_rate_get_429_with_retry_after(
 # --- the daemon-wide stream ----------------------------------------------------------------------
 
 
-def _events_until(daemon: DaemonProcess, who: str, stop: str) -> list[tuple[str, dict[str, Any]]]:
+def events_until(daemon: DaemonProcess, who: str, stop: str) -> list[tuple[str, dict[str, Any]]]:
     """The /v1/events a caller gets, read until a `run_ended` of conversation `stop`."""
     seen: list[tuple[str, dict[str, Any]]] = []
     with call(daemon, who, "GET", "/v1/events?after=0", stream=True) as response:
@@ -318,10 +318,10 @@ def test_the_event_stream_shows_a_caller_without_read_all_only_its_conversations
     call(door, "alice", "POST", f"/v1/conversations/{theirs}/messages", json={"query": "hi"})
     mine = call(door, "bob", "POST", "/v1/conversations", json={}).json()["conversation_id"]
     call(door, "bob", "POST", f"/v1/conversations/{mine}/messages", json={"query": "hi"})
-    bobs = _events_until(door, "bob", mine)
+    bobs = events_until(door, "bob", mine)
     about = {d.get("conversation_id") for _, d in bobs} - {None}
     assert about == {mine}, about
-    readers = _events_until(door, "reader", mine)
+    readers = events_until(door, "reader", mine)
     assert {theirs, mine} <= {d.get("conversation_id") for _, d in readers}
 
 
