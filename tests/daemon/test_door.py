@@ -66,6 +66,7 @@ CALLERS: dict[str, dict[str, Any]] = {
     "alice": {"roles": ["converse"], "tools": ["get_weather", "lookup"]},
     "bob": {"roles": ["converse"]},
     "reader": {"roles": ["read_all"]},
+    "support": {"roles": ["converse", "read_all"]},
     "caller": {"roles": ["call_tools"], "tools": ["lookup"]},
     "approver": {"roles": ["approve"]},
     "watcher": {"roles": ["observe"]},
@@ -204,6 +205,10 @@ def test_a_conversation_is_its_creators_and_hidden_from_other_callers(
     assert seen.status_code == 200 and seen.json()["messages"][0]["query"] == "weather in Oslo"
     everything = call(door, "reader", "GET", "/v1/conversations").json()["items"]
     assert cid in {c["conversation_id"] for c in everything}
+    # a caller who may read every conversation, and converse, still sends only to its own
+    other = call(door, "support", "POST", f"/v1/conversations/{cid}/messages", json={"query": "x"})
+    assert other.status_code == 403, other.text
+    assert "only the caller who opened it" in other.json()["error"]["message"]
     # an admin may send to any conversation (as itself)
     sent = call(door, "boss", "POST", f"/v1/conversations/{cid}/messages", json={"query": "hi"})
     assert sent.status_code == 200, sent.text
