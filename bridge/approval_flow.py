@@ -1,6 +1,12 @@
 """The approval flow of one tool batch: which calls run now, which are rejected, and which
 wait for a person who answers later, without holding up the rest of the batch.
 
+Before any of that, each call passes the door (`split_for_approval`): a tool the caller may not
+run is answered as an unknown tool; with a policy (`BridgeOptions.policy`), the policy's
+decision refuses the call (the model reads the policy and its reason), sends it to approval
+(as a `confirm=True` tool's call is), or lets it go on. With an audit record
+(`BridgeOptions.audit`) every decision and every finished call is recorded (`record_outcome`).
+
 Two kinds of `approve` (`BridgeOptions.approve`): a function `approve(call) -> bool`, asked
 before the batch runs (`decide`, the one shared rule), or a `DeferredApprover` (the daemon's
 approvals), asked on a thread per call while the rest of the batch runs.
@@ -9,11 +15,16 @@ approvals), asked on a thread per call while the rest of the batch runs.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import cast
 
 from bridge._interleave import interleave
+from bridge.access.decision import ALLOW, AuditEvent, CallFacts, PolicyDecision, source_of
+from bridge.access.principal import Principal
 from bridge.options import ApproveHook, BridgeOptions
 from bridge.tools.approval import (
     ApprovalRequest,
@@ -23,33 +34,160 @@ from bridge.tools.approval import (
     needs_approval,
 )
 from bridge.tools.dispatch import Dispatcher
+from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
-__all__ = ["run_with_approvals", "split_for_approval"]
+__all__ = ["CallScope", "record_outcome", "run_with_approvals", "split_for_approval"]
+
+logger = logging.getLogger(__name__)
 
 CallUpdates = Iterator[ToolCallStarted | ToolCallFinished]
 
 
+@dataclass(frozen=True)
+class CallScope:
+    """Who asks for a batch's calls, and where: what the policy and the audit record see."""
+
+    caller: Principal
+    platform: str = ""
+    conversation: str = ""
+    end_user: str = ""
+
+
 def split_for_approval(
-    calls: list[ToolCall], toolbox: Toolbox, options: BridgeOptions, dispatcher: Dispatcher
+    calls: list[ToolCall],
+    toolbox: Toolbox,
+    options: BridgeOptions,
+    dispatcher: Dispatcher,
+    scope: CallScope | None = None,
 ) -> tuple[list[ToolCall], list[ToolRun], list[ToolCall]]:
     """Split calls into those allowed to run, rejection records, and calls that wait for
-    a person who answers later (a `DeferredApprover`)."""
-    if options.deferred_approver is not None:
-        waiting = [call for call in calls if needs_approval(toolbox.get(call.name))]
-        asked = {call.call_id for call in waiting}
-        return [call for call in calls if call.call_id not in asked], [], waiting
-    approve = cast("ApproveHook | None", options.approve)
+    a person who answers later (a `DeferredApprover`).
+
+    `scope`: who asks and where (default: `options.principal`, nowhere in particular).
+    """
+    scope = scope if scope is not None else CallScope(options.principal)
+    deferred = options.deferred_approver is not None
+    approve = None if deferred else cast("ApproveHook | None", options.approve)
     allowed: list[ToolCall] = []
     rejected: list[ToolRun] = []
+    waiting: list[ToolCall] = []
     for call in calls:
-        verdict = decide(toolbox.get(call.name), call, approve)  # the one shared rule
+        spec = toolbox.get(call.name)
+        refusal = _unavailable(call, spec, toolbox, scope)
+        decision = ALLOW
+        if refusal is None and spec is not None and options.policy is not None:
+            decision = _decided(call, spec, options, scope)
+            if decision.refused:
+                refusal = dispatcher.reject(call, decision.refusal())
+        if refusal is not None:
+            rejected.append(refusal)
+            continue
+        if deferred:
+            asked = decision.needs_approval or needs_approval(spec)
+            (waiting if asked else allowed).append(call)
+            continue
+        # the one shared rule
+        verdict = decide(spec, call, approve, required=decision.needs_approval)
         if verdict.run:
             allowed.append(call)
         else:
             rejected.append(dispatcher.reject(call, verdict.reason))
-    return allowed, rejected, []
+    return allowed, rejected, waiting
+
+
+def _unavailable(
+    call: ToolCall, spec: ToolSpec | None, toolbox: Toolbox, scope: CallScope
+) -> ToolRun | None:
+    """The answer to a call of a tool the caller may not run: as if there were no such tool."""
+    caller = scope.caller
+    if spec is None or caller.may_run(call.name, source_of(spec)):
+        return None
+    names = caller.visible((s.name, s.source) for s in toolbox)
+    available = f"Available tools: {', '.join(names)}." if names else "No tools are available."
+    return ToolRun(
+        call_id=call.call_id,
+        name=call.name,
+        arguments=call.arguments,
+        output=f"Unknown tool {call.name!r}. {available}",
+        error="unknown_tool",
+        started_at=datetime.now(timezone.utc),
+        duration_ms=0.0,
+    )
+
+
+def _decided(
+    call: ToolCall, spec: ToolSpec, options: BridgeOptions, scope: CallScope
+) -> PolicyDecision:
+    """The policy's decision on `call`, recorded in the audit record (a decision that cannot be
+    recorded refuses the call)."""
+    assert options.policy is not None
+    facts = CallFacts.of(
+        call.name,
+        spec,
+        call.arguments if isinstance(call.arguments, dict) else None,
+        platform=scope.platform,
+        conversation=scope.conversation,
+        end_user=scope.end_user,
+    )
+    try:
+        decision = options.policy.decide(scope.caller, facts)
+    except Exception as exc:  # a failure to decide is never a yes
+        logger.exception("the policy failed on %s (call %s)", call.name, call.call_id)
+        decision = PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
+    if options.audit is None:
+        return decision
+    event = AuditEvent(
+        kind="policy",
+        outcome=decision.effect,
+        caller=scope.caller.name,
+        via=scope.caller.via,
+        conversation_id=scope.conversation or None,
+        call_id=call.call_id,
+        tool=call.name,
+        arguments=call.arguments,
+        detail={"policies": list(decision.policies), "reason": decision.reason},
+    )
+    try:
+        options.audit.record(event)
+    except Exception as exc:
+        logger.exception("the audit record refused the policy decision on %s", call.call_id)
+        return PolicyDecision(
+            "refuse", (), f"the audit record could not be written ({type(exc).__name__})"
+        )
+    return decision
+
+
+def record_outcome(
+    options: BridgeOptions, scope: CallScope, run: ToolRun, toolbox: Toolbox | None = None
+) -> None:
+    """Record a finished call in `options.audit` (if any): ``ok``, ``error`` or ``refused``
+    (rejected, or a tool of `toolbox` hidden from the caller)."""
+    if options.audit is None:
+        return
+    hidden = run.error == "unknown_tool" and toolbox is not None and run.name in toolbox.names()
+    if run.error is None:
+        outcome = "ok"
+    elif run.error == "rejected" or hidden:
+        outcome = "refused"
+    else:
+        outcome = "error"
+    event = AuditEvent(
+        kind="tool",
+        outcome=outcome,
+        caller=scope.caller.name,
+        via=scope.caller.via,
+        conversation_id=scope.conversation or None,
+        call_id=run.call_id,
+        tool=run.name,
+        arguments=run.arguments,
+        detail={"error": run.error} if run.error else {},
+    )
+    try:
+        options.audit.record(event)
+    except Exception:
+        logger.exception("the audit record refused the outcome of call %s", run.call_id)
 
 
 def run_with_approvals(

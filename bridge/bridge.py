@@ -9,6 +9,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
+from bridge.access.principal import Principal
 from bridge.conversation import Conversation, Result
 from bridge.errors import UsageError
 from bridge.journal.base import Journal
@@ -27,6 +28,7 @@ from bridge.platforms.base import (
 )
 from bridge.tools.approval import DeferredApprover
 from bridge.tools.dispatch import Dispatcher
+from bridge.tools.schema import to_dialect
 from bridge.tools.toolbox import Toolbox
 from bridge.types import Event, ToolCall, ToolChoice, ToolChoiceMode, ToolRun
 
@@ -165,9 +167,14 @@ class Bridge:
             )
         return choice
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """What goes out as `tools`: the local tools' manifests, then the platform's own."""
-        return [*self.toolbox.manifests(self.platform.dialect), *self.platform_tools]
+    def manifests(self, caller: Principal | None = None) -> list[dict[str, Any]]:
+        """What goes out as `tools`: the local tools' manifests (only those `caller` may run,
+        when given), then the platform's own."""
+        dialect = self.platform.dialect
+        if caller is None or caller.tools.everything:
+            return [*self.toolbox.manifests(dialect), *self.platform_tools]
+        mine = [to_dialect(s, dialect) for s in self.toolbox if caller.may_run(s.name, s.source)]
+        return [*mine, *self.platform_tools]
 
     def conversation(
         self, id: str | None = None, *, end_user_id: str | None = None

@@ -29,7 +29,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.approval_flow import run_with_approvals, split_for_approval
+from bridge.access.principal import Principal
+from bridge.approval_flow import (
+    CallScope,
+    record_outcome,
+    run_with_approvals,
+    split_for_approval,
+)
 from bridge.errors import (
     BadRequestError,
     BridgeError,
@@ -122,8 +128,9 @@ class BridgeParts(Protocol):
         """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
         ...
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """What goes out as `tools`: the local tools' manifests, then the platform's own."""
+    def manifests(self, caller: Principal | None = None) -> list[dict[str, Any]]:
+        """What goes out as `tools`: the local tools' manifests (those `caller` may run),
+        then the platform's own."""
         ...
 
 
@@ -141,6 +148,8 @@ class Conversation:
         self._message: int | None = None
         """The journal's id of the message being answered."""
         self._platform_id: str | None = None
+        self._caller: Principal | None = None
+        """Who asked the question being answered (None: the bridge's `caller`)."""
         if id is not None:
             self.pending_input = _journaled_pause(self._journal, id)
 
@@ -158,8 +167,9 @@ class Conversation:
         self._dispatcher: Dispatcher = bridge.dispatcher
         self._toolbox: Toolbox = bridge.toolbox
         self._options: BridgeOptions = bridge.options
+        options = bridge.options
         self._listens = bool(
-            bridge.options.on_event or bridge.options.on_tool_call or bridge.options.on_tool_result
+            options.on_event or options.on_tool_call or options.on_tool_result or options.audit
         )
 
     @property
@@ -207,12 +217,16 @@ class Conversation:
         files: Sequence[str | Path] = (),
         stream: bool | None = None,
         sent_by: str | None = None,
+        caller: Principal | None = None,
     ) -> Iterator[Event]:
         """Send `query` and yield every event until the run ends (tools run in between).
 
         `tool_choice` overrides the bridge's for this question (see `Bridge`).
         `sent_by`: who sent it (journaled with the message, e.g. the daemon's API key name).
+        `caller`: who asks (the policy decides for it; it sees and runs only its tools);
+        default: the bridge's `caller`.
         """
+        self._caller = caller
         options = self._options
         choice = (
             options.tool_choice
@@ -228,7 +242,7 @@ class Conversation:
             return platform.start(
                 platform_id,
                 query,
-                tools=self.bridge.manifests(),
+                tools=self.bridge.manifests(self._principal),
                 tool_choice=choice,
                 end_user_id=self.end_user_id,
                 file_ids=ids or None,
@@ -250,8 +264,9 @@ class Conversation:
         interrupt_id: str | None = None,
         stream: bool | None = None,
         sent_by: str | None = None,
+        caller: Principal | None = None,
     ) -> Iterator[Event]:
-        """Like `resume`, yielding events.
+        """Like `resume`, yielding events (`caller`: see `stream`).
 
         `interrupt_id` answers a pause this object did not see (one reported by an earlier
         process, e.g. `toolbridge run --resume ID`); by default the last run's pause.
@@ -261,13 +276,14 @@ class Conversation:
                 raise UsageError("nothing to resume: the last run did not ask for human input")
             interrupt_id = self.pending_input.interrupt_id
         use_stream = self._options.stream if stream is None else stream
+        self._caller = caller
 
         def send() -> Iterator[Event]:
             return self._platform.resume(
                 self.platform_conversation_id,
                 interrupt_id,
                 answer,
-                tools=self.bridge.manifests(),
+                tools=self.bridge.manifests(self._principal),
                 end_user_id=self.end_user_id,
                 stream=use_stream,
             )
@@ -285,6 +301,7 @@ class Conversation:
         *,
         submitting: bool = False,
         stream: bool | None = None,
+        caller: Principal | None = None,
     ) -> Iterator[Event]:
         """Finish a run that a crash interrupted: answer its journaled `batch`, read on.
 
@@ -297,6 +314,7 @@ class Conversation:
         answer they led to was lost with the crash, the run fails with `RunInterruptedError`.
         """
         self._message = message_id
+        self._caller = caller
 
         def pending() -> Iterator[Event]:
             platform = self._platform
@@ -562,7 +580,7 @@ class Conversation:
         ledger.receive(batch, self._message, self._snapshot())
         fresh, interrupted = ledger.plan(batch, self._toolbox.is_idempotent)
         allowed, rejected, waiting = split_for_approval(
-            fresh, self._toolbox, self._options, self._dispatcher
+            fresh, self._toolbox, self._options, self._dispatcher, self._call_scope()
         )
         for run in (*interrupted, *rejected):
             ledger.finish(run)
@@ -598,6 +616,14 @@ class Conversation:
             message_id=self._message,
         )
 
+    @property
+    def _principal(self) -> Principal:
+        return self._caller if self._caller is not None else self._options.principal
+
+    def _call_scope(self) -> CallScope:
+        """Who asks and where, for the policy and the audit record."""
+        return CallScope(self._principal, self._platform.name, self.id, self.end_user_id or "")
+
     def _conversation_scope(self) -> ConversationScope:
         if self._scope is None:
             self._scope = ConversationScope(self.id, end_user_id=self.end_user_id)
@@ -613,6 +639,8 @@ class Conversation:
                 options.on_tool_result(event.run)
             if options.on_event is not None:
                 options.on_event(event)
+            if isinstance(event, ToolCallFinished) and options.audit is not None:
+                record_outcome(options, self._call_scope(), event.run, self._toolbox)
         return event
 
     def _notify(self, event: Event) -> None:

@@ -15,6 +15,13 @@ A SPEC is one of (each kind is one entry of `_LOADERS`: a test on the SPEC and a
 Any SPEC may end in `` prefix=NAME`` (one argument with the SPEC: ``"tools.yaml prefix=crm_"``):
 its tools are then registered as NAME + their own name (``crm_search``), so two sources with
 the same tool names can be loaded together.
+
+Every tool a SPEC loads is of one source (`ToolSpec.source`: what caller tool lists match with
+``source:NAME`` and Cedar policies with ``resource in Source::"NAME"``). A SPEC may name it with
+`` source=NAME`` at its end (with or without ``prefix=``); by default (`source_name`) it is a
+file's stem (``tools/weather.py`` -> ``weather``, ``intranet.yaml`` -> ``intranet``,
+``openapi:api/crm.json`` -> ``crm``), a module's last component, an MCP command's program
+after any runner (``mcp:uvx mcp-server-time`` -> ``mcp-server-time``) or an MCP URL's host.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bridge.errors import UsageError
 from bridge.tools.kinds import discover, load_module_file
@@ -33,7 +42,7 @@ from bridge.tools.schema import replace_spec
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
 
-__all__ = ["discover", "load_module_file", "load_tools"]
+__all__ = ["discover", "load_module_file", "load_tools", "source_name"]
 
 
 @dataclass(frozen=True)
@@ -124,13 +133,13 @@ def load_tools(
     origins: dict[str, str] = {name: "" for name in box.names()}
     try:
         for given in specs:
-            spec, prefix = _split_prefix(given)
+            spec, prefix, source = _split_options(given)
             for matches, load in _LOADERS:
                 if matches(spec):
                     part = Toolbox()
                     try:
                         load(spec, part, options)
-                        loaded = _Loaded(part, prefix)
+                        loaded = _Loaded(part, prefix, source or source_name(spec))
                         _check_clashes(loaded.specs(), given, origins)
                         box.add_source(loaded)  # box.close() now closes what `part` opened
                     except BaseException:
@@ -142,7 +151,7 @@ def load_tools(
                     f"cannot load tools from {spec!r}: expected a path to a .py file or a module "
                     "name such as package.module, a .yaml/.yml/.json HTTP tools manifest, "
                     "openapi:PATH_OR_URL, mcp:COMMAND or mcp+http://HOST:PORT/PATH (optionally "
-                    "followed by prefix=NAME)"
+                    "followed by prefix=NAME and/or source=NAME)"
                 )
     except BaseException:
         if toolbox is None:
@@ -151,38 +160,101 @@ def load_tools(
     return box
 
 
-_PREFIX = re.compile(r"^(?P<spec>.*\S)\s+prefix=(?P<prefix>\S*)$", re.S)
+_TRAILING = re.compile(r"^(?P<spec>.*\S)\s+(?P<name>prefix|source)=(?P<value>\S*)$", re.S)
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
+_SOURCE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 
 
-def _split_prefix(given: str) -> tuple[str, str]:
-    """``"tools.yaml prefix=crm_"`` -> ``("tools.yaml", "crm_")``; no prefix -> ``""``."""
-    found = _PREFIX.match(given)
-    if found is None:
-        _check_options(given)
-        return given, ""
-    prefix = found["prefix"]
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,63}", prefix):
+def _split_options(given: str) -> tuple[str, str, str]:
+    """``"tools.yaml prefix=crm_ source=crm"`` -> ``("tools.yaml", "crm_", "crm")``; an option
+    not given is ``""``."""
+    spec, found = given, {}
+    while (match := _TRAILING.match(spec)) is not None and match["name"] not in found:
+        found[match["name"]] = match["value"]
+        spec = match["spec"]
+    _check_options(spec)
+    prefix, source = found.get("prefix", ""), found.get("source")
+    if "prefix" in found and not _NAME.fullmatch(prefix):
         raise UsageError(
             f"prefix={prefix!r} in {given!r}: expected 1 to 63 ASCII letters, digits, '_' or "
             "'-', e.g. prefix=crm_"
         )
-    return found["spec"], prefix
+    if source is not None and not _SOURCE.fullmatch(source):
+        raise UsageError(
+            f"source={source!r} in {given!r}: expected 1 to 63 ASCII letters, digits, '_', '-' "
+            "or '.', e.g. source=crm"
+        )
+    return spec, prefix, source or ""
+
+
+_RUNNERS = {"uvx", "npx", "bunx", "pipx", "uv", "pnpm", "node", "deno", "bun", "docker"}
+"""Programs that run another (``uvx mcp-server-time``): the source is named after that one."""
+_RUNNER_WORDS = {"run", "tool", "dlx", "exec", "x"}
+_VALUED_FLAGS = {"--from", "--with", "--python", "-p", "--package"}
+
+
+def _program(words: list[str]) -> str:
+    """The program an MCP command line runs, past runners and their options."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        base = os.path.basename(word)
+        if base in _RUNNERS or base in _RUNNER_WORDS:
+            i += 1
+        elif re.fullmatch(r"python[0-9.]*(\.exe)?", base):
+            if words[i + 1 : i + 2] == ["-m"] and i + 2 < len(words):
+                return words[i + 2]
+            i += 1
+        elif word in _VALUED_FLAGS:
+            i += 2
+        elif word.startswith("-"):
+            i += 1
+        else:
+            return base
+    return ""
+
+
+def source_name(spec: str) -> str:
+    """The default source name of the tools a SPEC loads (see the module docstring)."""
+    if spec.startswith(("mcp+http://", "mcp+https://")):
+        return urlsplit(spec[len("mcp+") :]).hostname or "mcp"
+    if spec.startswith("mcp:"):
+        try:
+            words = shlex.split(spec[len("mcp:") :])
+        except ValueError:
+            words = spec[len("mcp:") :].split()
+        name = _program(words)
+        for suffix in (".py", ".js", ".mjs", ".ts", ".exe"):
+            name = name.removesuffix(suffix)
+        return name.rsplit("/", 1)[-1] or "mcp"
+    if spec.startswith("openapi:"):
+        words = spec[len("openapi:") :].split()
+        location = words[0] if words else ""
+        path = urlsplit(location).path if "://" in location else location
+        return Path(path).stem or urlsplit(location).hostname or "openapi"
+    if _is_file(spec) or _is_source(spec):
+        return Path(spec).stem
+    return spec.rsplit(".", 1)[-1]
 
 
 _OPTION = re.compile(r"\s([A-Za-z_][\w-]*)=\S*")
 
 
 def _check_options(given: str) -> None:
-    """A SPEC with a ``word=value`` after it that is not a lone trailing ``prefix=``: say so,
-    rather than report the whole text as a file or module that does not exist."""
+    """A SPEC with a ``word=value`` after it that is not a trailing ``prefix=`` or ``source=``:
+    say so, rather than report the whole text as a file or module that does not exist."""
     option = _OPTION.search(given)
     if option is None or ":" in given.split()[0] or Path(given).exists():
         return  # "mcp:CMD ARGS" and other source kinds carry arguments of their own
     name = option[1]
-    what = "prefix= must come last, alone" if name == "prefix" else f"unknown option {name!r}"
+    what = (
+        f"{name}= must come last, once"
+        if name in ("prefix", "source")
+        else f"unknown option {name!r}"
+    )
     raise UsageError(
-        f"{given!r}: {what}; a tool SPEC takes one option at its end: "
-        '"SPEC prefix=NAME" (e.g. --tools "tools.yaml prefix=crm_")'
+        f"{given!r}: {what}; a tool SPEC takes its options at its end: "
+        '"SPEC prefix=NAME source=NAME" (e.g. --tools "tools.yaml prefix=crm_ source=crm")'
     )
 
 
@@ -205,10 +277,13 @@ class _Loaded:
     """The tools one SPEC loaded (into a toolbox of their own), renamed with its prefix, as a
     tool source: the target toolbox closes them with its other sources."""
 
-    def __init__(self, part: Toolbox, prefix: str) -> None:
+    def __init__(self, part: Toolbox, prefix: str, source: str) -> None:
         self._part = part
         self._specs = [
-            replace_spec(spec, name=prefix + spec.name) if prefix else spec for spec in part
+            replace_spec(spec, name=prefix + spec.name, source=source)
+            if prefix
+            else replace_spec(spec, source=source)
+            for spec in part
         ]
         too_long = [spec.name for spec in self._specs if len(spec.name) > 64]
         if too_long:

@@ -11,6 +11,8 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from bridge.access.decision import Decides, Records
+from bridge.access.principal import LOCAL, Principal
 from bridge.errors import UsageError
 from bridge.platforms.base import ToolChoiceLike, parse_tool_choice
 from bridge.tools.approval import DeferredApprover
@@ -55,6 +57,15 @@ class BridgeOptions:
         on_tool_call: called with each call before it runs.
         on_tool_result: called with each finished `ToolRun`.
         keep_events: record every event in `Result.events`.
+        policy: decides every call before it runs (`bridge.access.policy.Policy`, Cedar): a
+            refused call is not run and the model reads why; a call it sends to approval is
+            asked about like a `confirm=True` tool's. None: every call is allowed (and
+            `confirm=True` tools still need approval).
+        caller: who asks (`bridge.access.Principal`): the policy decides for it, and it is
+            offered and may run only its tools. None: `LOCAL` (everything). A question may
+            name another (`Conversation.stream(..., caller=...)`, `Bridge.ask`).
+        audit: where policy decisions and tool outcomes are recorded
+            (`bridge.access.audit.AuditLog`, anything with `record(AuditEvent)`).
 
     Raises:
         UsageError: a value is out of range or of the wrong kind; the message says what fits.
@@ -70,6 +81,9 @@ class BridgeOptions:
     on_tool_call: Callable[[ToolCall], None] | None = None
     on_tool_result: Callable[[ToolRun], None] | None = None
     keep_events: bool = False
+    policy: Decides | None = None
+    caller: Principal | None = None
+    audit: Records | None = None
     _deferred: DeferredApprover | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,9 +122,23 @@ class BridgeOptions:
                 "approve must be a function approve(call) -> bool, a DeferredApprover or "
                 f"None, got {self.approve!r}"
             )
+        if self.policy is not None and not callable(getattr(self.policy, "decide", None)):
+            raise UsageError(
+                "policy must have decide(principal, call), e.g. "
+                f"bridge.access.policy.Policy.from_file(...), got {self.policy!r}"
+            )
+        if self.caller is not None and not isinstance(self.caller, Principal):
+            raise UsageError(f"caller must be a bridge.access.Principal, got {self.caller!r}")
+        if self.audit is not None and not callable(getattr(self.audit, "record", None)):
+            raise UsageError(f"audit must have record(event), got {self.audit!r}")
         # A runtime-checkable protocol's isinstance walks its members: asked once, not per batch.
         deferred = self.approve if isinstance(self.approve, DeferredApprover) else None
         object.__setattr__(self, "_deferred", deferred)
+
+    @property
+    def principal(self) -> Principal:
+        """`caller`, or `LOCAL` when none is set."""
+        return self.caller if self.caller is not None else LOCAL
 
     @property
     def deferred_approver(self) -> DeferredApprover | None:
@@ -140,6 +168,9 @@ class BridgeSettings(TypedDict, total=False):
     on_tool_call: Callable[[ToolCall], None] | None
     on_tool_result: Callable[[ToolRun], None] | None
     keep_events: bool
+    policy: Decides | None
+    caller: Principal | None
+    audit: Records | None
     max_concurrency: int
     default_timeout: float
     errors: ErrorsMode

@@ -339,3 +339,62 @@ def test_other_libraries_styles_are_discovered(tmp_path: Path) -> None:
     assert box.names() == ["bold", "fetch", "greet", "lookup"]
     fetch = box.get("fetch")
     assert fetch is not None and fetch.function(**fetch.validate({"url": "u"})) == "<u>"
+
+
+# --- source names ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        ("tools/weather.py", "weather"),
+        ("manifests/intranet.yaml", "intranet"),
+        ("intranet.json", "intranet"),
+        ("openapi:api/crm.json", "crm"),
+        ("openapi:api/crm.json --include tickets", "crm"),
+        ("openapi:https://example.com/v1/billing.yaml", "billing"),
+        ("mypackage.tools", "tools"),
+        ("mytools", "mytools"),
+        ("mcp:uvx mcp-server-time", "mcp-server-time"),
+        ("mcp:uvx --from mcp-time mcp-server-time --local-timezone UTC", "mcp-server-time"),
+        ("mcp:npx -y @modelcontextprotocol/server-memory", "server-memory"),
+        ("mcp:/usr/bin/python3 -m mcp_server_time --local-timezone UTC", "mcp_server_time"),
+        ("mcp:python servers/files.py", "files"),
+        ("mcp:/opt/bin/crm-server --port 1", "crm-server"),
+        ("mcp:docker run -i --rm mcp/time", "time"),
+        ("mcp+http://127.0.0.1:8000/mcp", "127.0.0.1"),
+        ("mcp+https://tools.example.com/mcp", "tools.example.com"),
+    ],
+)
+def test_the_default_source_name_of_each_kind_of_spec(spec: str, name: str) -> None:
+    from bridge.loading import source_name
+
+    assert source_name(spec) == name
+
+
+def test_loaded_tools_carry_their_source(tools_dir: Path) -> None:
+    petstore = Path(__file__).parent / "data" / "petstore.yaml"
+    with load_tools(
+        [str(tools_dir / "kinds_mod.py"), "bridge.demo.tools", f"openapi:{petstore}"]
+    ) as box:
+        sources = {spec.source for spec in box}
+        assert {box.get("get_weather").source} == {"tools"}  # type: ignore[union-attr]
+        assert sources == {"kinds_mod", "tools", "petstore"}
+
+
+def test_source_option_names_the_source_with_or_without_a_prefix(tools_dir: Path) -> None:
+    spec = str(tools_dir / "kinds_mod.py")
+    with load_tools([f"{spec} source=crm", "bridge.demo.tools prefix=d_ source=intranet"]) as box:
+        assert {s.source for s in box if not s.name.startswith("d_")} == {"crm"}
+        assert box.get("d_get_weather").source == "intranet"  # type: ignore[union-attr]
+    with load_tools(["bridge.demo.tools source=intranet prefix=e_"]) as box:
+        assert box.get("e_get_weather").source == "intranet"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [("bridge.demo.tools source=no/slash", "source='no/slash'"), ("x.py source=", "source=''")],
+)
+def test_a_bad_source_name_is_refused(given: str, problem: str) -> None:
+    with pytest.raises(UsageError, match=problem):
+        load_tools([given])

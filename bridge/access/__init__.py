@@ -4,6 +4,17 @@ the policy decision on a call's arguments (Cedar), and the hash-chained audit re
 Used by every entry point: the daemon, `mcp-serve`, `toolbridge call` and the `Bridge` library.
 """
 
+from bridge.access.audit import (
+    AuditLog,
+    AuditProblem,
+    AuditWriteError,
+    ChainHead,
+    ExpectedHead,
+    VerifyReport,
+    export_audit,
+    verify_audit,
+)
+from bridge.access.callers import CallerFileError, Callers, parse_callers, parse_rate
 from bridge.access.decision import (
     ALLOW,
     AuditEvent,
@@ -13,7 +24,9 @@ from bridge.access.decision import (
     Records,
     source_of,
 )
+from bridge.access.door import Door, TokenVerifier
 from bridge.access.errors import AccessError, ForbiddenError, RateLimitedError, UnauthenticatedError
+from bridge.access.oidc import OidcVerifier, RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     ANONYMOUS,
@@ -25,6 +38,7 @@ from bridge.access.principal import (
     RateLimits,
     ToolPatterns,
 )
+from bridge.access.rates import RateLimiter
 
 __all__ = [
     "ALLOW",
@@ -33,18 +47,35 @@ __all__ = [
     "LOCAL",
     "AccessError",
     "AuditEvent",
+    "AuditLog",
+    "AuditProblem",
+    "AuditWriteError",
     "Authenticates",
     "CallFacts",
+    "CallerFileError",
+    "Callers",
+    "ChainHead",
     "Decides",
+    "Door",
+    "ExpectedHead",
     "ForbiddenError",
+    "OidcVerifier",
     "Permission",
     "PolicyDecision",
     "Principal",
     "Rate",
     "RateLimitedError",
+    "RateLimiter",
     "RateLimits",
     "Records",
+    "RoleGrant",
+    "TokenVerifier",
     "ToolPatterns",
     "UnauthenticatedError",
+    "VerifyReport",
+    "export_audit",
+    "parse_callers",
+    "parse_rate",
     "source_of",
+    "verify_audit",
 ]

@@ -55,8 +55,10 @@ class PolicyDecision:
 
     def refusal(self) -> str:
         """The output the model reads for a refused call (names the policy and its reason)."""
-        named = ", ".join(self.policies) or "the default (no policy permits this call)"
-        text = f"refused by policy {named}"
+        if not self.policies:
+            text = "refused by policy: no policy permits this call"
+            return f"{text} ({self.reason})" if self.reason else text
+        text = f"refused by policy {', '.join(self.policies)}"
         return f"{text}: {self.reason}" if self.reason else text
 
 
@@ -81,6 +83,9 @@ class CallFacts:
         platform: The platform's name (``appbuilder``, ``coze``...), "" outside a conversation.
         conversation: The conversation id, "" outside one.
         end_user: The end user the platform was told of, "" for none.
+        parameters: The tool's JSON Schema for its arguments (None for an unknown tool): the
+            policy types each argument from it (an ``integer`` is a Cedar Long, a ``number``
+            a decimal), so one argument always reaches it as one Cedar type.
     """
 
     tool: str
@@ -92,6 +97,7 @@ class CallFacts:
     platform: str = ""
     conversation: str = ""
     end_user: str = ""
+    parameters: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -116,6 +122,7 @@ class CallFacts:
             platform=platform,
             conversation=conversation,
             end_user=end_user or "",
+            parameters=spec.parameters if spec is not None else None,
         )
 
 

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,6 +17,7 @@ from bridge.cli._app import app, state
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, AllowHostOpt, fail
 
 if TYPE_CHECKING:
+    from bridge.access import Principal
     from bridge.tools.approval import Approver
     from bridge.types import ToolCall
 
@@ -106,6 +108,15 @@ def _approver(yes: bool) -> tuple[Approver | None, str | None]:
     return ask, None
 
 
+def _principal(roles: list[str]) -> Principal:
+    """The person at the terminal; with --role, in those roles instead of ``admin``."""
+    import dataclasses
+
+    from bridge.access import LOCAL
+
+    return dataclasses.replace(LOCAL, roles=frozenset(roles)) if roles else LOCAL
+
+
 @app.command("call")
 def call(
     spec: Annotated[
@@ -137,14 +148,34 @@ def call(
             "and with no terminal the call is refused.",
         ),
     ] = False,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="A Cedar policy file: the call runs only if it allows it (a call it sends to "
+            "approval is asked about like a confirm tool's).",
+            show_default=False,
+        ),
+    ] = None,
+    role: Annotated[
+        list[str],
+        typer.Option(
+            "--role",
+            help="With --policy: decide as a caller in this role (Cedar: principal in "
+            'Role::"ROLE") instead of the local user (role admin). Repeat for more.',
+        ),
+    ] = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Run one tool through the dispatcher and print its output.
 
     A confirm tool asks "Run it? [y/N]" first when stdin is a terminal; without a terminal it
-    is refused unless --yes. Exit code 0 when the tool ran, 1 when the run has an error kind
-    (unknown tool, invalid arguments, refused, tool error, timeout; the output goes to stderr),
-    2 for usage errors.
+    is refused unless --yes. With --policy, the policy decides first: a refused call is not run
+    (the policy and its reason are printed), a call it sends to approval is asked about the
+    same way. Exit code 0 when the tool ran, 1 when the run has an error kind (unknown tool,
+    invalid arguments, refused, tool error, timeout; the output goes to stderr), 2 for usage
+    errors (including a policy file that cannot be read).
     """
+    from bridge.access import ALLOW, CallFacts
     from bridge.errors import UsageError
     from bridge.loading import load_tools
     from bridge.tools.approval import decide
@@ -162,18 +193,34 @@ def call(
             raise
         except Exception as exc:  # an import-time error of the user's file, never a traceback
             raise UsageError(f"cannot load {spec!r}: {type(exc).__name__}: {exc}") from None
+        policy = None
+        if policy_file is not None:
+            from bridge.access.policy import Policy
+
+            try:
+                policy = Policy.from_file(policy_file)
+            except UsageError:
+                toolbox.close()
+                raise
         dispatcher = Dispatcher(toolbox, default_timeout=timeout)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
     call = ToolCall(call_id="cli", name=tool, arguments=arguments)
     # The toolbox stops MCP servers it started.
     with toolbox, dispatcher, _quiet_dispatcher() as traceback:
+        found = toolbox.get(tool)
+        decision = ALLOW
+        if policy is not None and found is not None:  # an unknown tool: the dispatcher says so
+            decision = policy.decide(_principal(role), CallFacts.of(tool, found, arguments))
         approve, nobody = _approver(yes)
-        verdict = decide(toolbox.get(tool), call, approve, nobody=nobody)
-        if verdict.run:
-            [run] = dispatcher.run([call])
+        if decision.refused:
+            run = dispatcher.reject(call, decision.refusal())
         else:
-            run = dispatcher.reject(call, verdict.reason)
+            verdict = decide(found, call, approve, nobody=nobody, required=decision.needs_approval)
+            if verdict.run:
+                [run] = dispatcher.run([call])
+            else:
+                run = dispatcher.reject(call, verdict.reason)
     if run.error is None:
         typer.echo(run.output)
         return

@@ -5,14 +5,17 @@ from __future__ import annotations
 import functools
 import logging
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from bridge.cli._app import app, state
 from bridge.cli._common import EXIT_FAILED, EXIT_USAGE, fail
 
-__all__ = ["import_openapi", "mcp_serve"]
+if TYPE_CHECKING:
+    from bridge.access import Authenticates, Decides, Records
+
+__all__ = ["import_openapi", "mcp_serve", "open_access"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +124,72 @@ def mcp_serve(
     ] = [],  # noqa: B006 - typer needs a literal default
     allow_remote: Annotated[
         bool,
-        typer.Option("--allow-remote", help="Allow a non-loopback --host (no authentication!)."),
+        typer.Option(
+            "--allow-remote",
+            help="Allow a non-loopback --host (http); needs --callers, --api-key-file or "
+            "--oidc-issuer.",
+        ),
     ] = False,
+    callers: Annotated[
+        Path | None,
+        typer.Option(
+            "--callers",
+            help="Callers file (TOML): each caller's key or identity-provider name, roles, "
+            "tools and rate limits (http: requests need 'Authorization: Bearer <key or token>').",
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-key-file",
+            help="File of named keys, one 'name: key' per line, as the daemon's (http).",
+        ),
+    ] = None,
+    oidc_issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--oidc-issuer",
+            help="Identity provider (its issuer URL) whose access tokens name callers (http); "
+            "needs --oidc-audience. Named in the endpoint's OAuth protected resource metadata.",
+        ),
+    ] = None,
+    oidc_audience: Annotated[
+        str | None,
+        typer.Option(
+            "--oidc-audience", help="The audience the identity provider's tokens must be for."
+        ),
+    ] = None,
+    oidc_caller_claim: Annotated[
+        str, typer.Option("--oidc-caller-claim", help="The token claim naming the caller.")
+    ] = "sub",
+    oidc_roles_claim: Annotated[
+        str, typer.Option("--oidc-roles-claim", help="The token claim listing the caller's roles.")
+    ] = "roles",
+    resource_url: Annotated[
+        str | None,
+        typer.Option(
+            "--resource-url",
+            help="The endpoint's URL as clients reach it, named in its OAuth protected "
+            "resource metadata (default: http://HOST:PORT/PATH; needed with --oidc-issuer on a "
+            "non-loopback --host).",
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="Cedar policy file deciding each tool call on its arguments (allow, refuse, "
+            "or ask the host's user).",
+        ),
+    ] = None,
+    audit_db: Annotated[
+        str | None,
+        typer.Option(
+            "--audit-db",
+            help="Where the audit record goes: a SQLite journal file or a postgresql:// URL "
+            "(policy decisions, approvals, outcomes, refused credentials).",
+        ),
+    ] = None,
     header_timeout: Annotated[
         float,
         typer.Option(
@@ -162,6 +229,12 @@ def mcp_serve(
     Host names than the endpoint's own get 421 and browser requests from other origins 403, on
     every address (see --server-name). A confirm tool runs only after the host's user accepted
     the call (MCP elicitation), unless --yes.
+
+    With --callers, --api-key-file or --oidc-issuer every HTTP request needs a caller's
+    'Authorization: Bearer' credential (401 otherwise), and each caller lists and calls only
+    its own tools. --policy decides each call (a refusal is a tool error naming the policy;
+    an approval asks the host's user); --audit-db records it. Over stdio the caller is the
+    person who started the server; --policy and --audit-db apply too.
     """
     import anyio
 
@@ -176,15 +249,47 @@ def mcp_serve(
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
         mode = "http" if transport == "http" else "stdio"
         host = canonical_address(host)  # 127.1 -> 127.0.0.1: one spelling, bound and gated
-        if mode == "http" and not is_loopback(host) and not allow_remote:
+        authenticates = any(v is not None for v in (callers, api_key_file, oidc_issuer))
+        if mode == "http" and not is_loopback(host):
+            if not allow_remote:
+                raise UsageError(
+                    f"refusing to listen on {host} without --allow-remote: the MCP endpoint "
+                    "would be reachable from other machines"
+                )
+            if not authenticates:
+                raise UsageError(
+                    f"refusing to listen on {host}: --allow-remote needs authentication "
+                    "(--callers, --api-key-file or --oidc-issuer)"
+                )
+        if (oidc_issuer is None) != (oidc_audience is None):
             raise UsageError(
-                f"refusing to listen on {host}: the MCP endpoint has no authentication; use a "
-                "loopback address, or pass --allow-remote behind your own authenticating proxy"
+                "--oidc-issuer and --oidc-audience go together: tokens are checked for both "
+                "their issuer and their audience"
+            )
+        if mode == "stdio" and authenticates:
+            raise UsageError(
+                "--callers, --api-key-file and --oidc-issuer are for --transport http; over "
+                "stdio the caller is the person who started the server"
+            )
+        if oidc_issuer is not None and resource_url is None and not is_loopback(host):
+            raise UsageError(
+                "--oidc-issuer on a non-loopback --host needs --resource-url: the endpoint's "
+                "URL as clients reach it, for its OAuth protected resource metadata"
             )
         try:
             HostGate.for_server(host, server_name)
         except ValueError as exc:
             raise UsageError(f"--server-name: {exc}") from None
+        door, decides, audit = open_access(
+            callers=callers,
+            api_key_file=api_key_file,
+            oidc_issuer=oidc_issuer,
+            oidc_audience=oidc_audience,
+            oidc_caller_claim=oidc_caller_claim,
+            oidc_roles_claim=oidc_roles_claim,
+            policy=policy,
+            audit_db=audit_db,
+        )
         toolbox = load_tools(tools, allow_hosts=allow_host)
     except UsageError as exc:
         fail(exc, code=EXIT_USAGE)
@@ -198,12 +303,11 @@ def mcp_serve(
         if mode == "stdio":
             from bridge.sources.mcp_server import serve_stdio
 
-            anyio.run(functools.partial(serve_stdio, toolbox, yes=yes))
+            anyio.run(functools.partial(serve_stdio, toolbox, yes=yes, policy=decides, audit=audit))
             return
 
         from bridge.sources.mcp_server import mcp_http_app
 
-        asgi = mcp_http_app(toolbox, path=path, host=host, server_names=server_name, yes=yes)
         try:
             sock = _bind(host, port)
         except OSError as exc:
@@ -212,7 +316,20 @@ def mcp_serve(
                 code=EXIT_FAILED,
             )
         shown = f"[{host}]" if ":" in host else host
-        typer.echo(f"toolbridge mcp-serve: http://{shown}:{sock.getsockname()[1]}{path}")
+        url = f"http://{shown}:{sock.getsockname()[1]}{path}"
+        asgi = mcp_http_app(
+            toolbox,
+            path=path,
+            host=host,
+            server_names=server_name,
+            yes=yes,
+            door=door,
+            policy=decides,
+            audit=audit,
+            issuer=oidc_issuer,
+            resource_url=resource_url or (url if oidc_issuer is not None else None),
+        )
+        typer.echo(f"toolbridge mcp-serve: {url}")
         typer.echo(f"tools: {', '.join(toolbox.names())}", err=True)
         from bridge._connections import ConnectionLimits
         from bridge._serve import run_foreground
@@ -227,3 +344,58 @@ def mcp_serve(
         pass
     finally:
         toolbox.close()
+        closing = getattr(audit, "close", None)
+        if callable(closing):
+            closing()
+
+
+def open_access(
+    *,
+    callers: Path | None = None,
+    api_key_file: Path | None = None,
+    oidc_issuer: str | None = None,
+    oidc_audience: str | None = None,
+    oidc_caller_claim: str = "sub",
+    oidc_roles_claim: str = "roles",
+    policy: Path | None = None,
+    audit_db: str | None = None,
+) -> tuple[Authenticates | None, Decides | None, Records | None]:
+    """The door's three pieces from `mcp-serve`'s flags: who calls (None: nobody is asked),
+    the policy (None: every call is allowed) and the audit record (None: nothing recorded).
+
+    Raises:
+        UsageError: a file cannot be read or is not valid, or the journal cannot be opened.
+    """
+    from bridge.errors import BridgeError, UsageError
+
+    door: Authenticates | None = None
+    decides: Decides | None = None
+    audit: Records | None = None
+    try:
+        if callers is not None or api_key_file is not None or oidc_issuer is not None:
+            from bridge.access.door import Door
+
+            door = Door.open(
+                callers_path=callers,
+                api_key_file=api_key_file,
+                oidc_issuer=oidc_issuer,
+                oidc_audience=oidc_audience,
+                oidc_caller_claim=oidc_caller_claim,
+                oidc_roles_claim=oidc_roles_claim,
+            )
+        if policy is not None:
+            from bridge.access.policy import Policy
+
+            decides = Policy.from_file(policy)
+        if audit_db is not None:
+            from bridge.access.audit import AuditLog
+            from bridge.errors import register_secret
+            from bridge.journal.stores import db_password, open_journal
+
+            register_secret(db_password(audit_db))
+            audit = AuditLog(open_journal(audit_db))
+    except UsageError:
+        raise
+    except (BridgeError, OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    return door, decides, audit

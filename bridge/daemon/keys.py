@@ -17,21 +17,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge.daemon.settings import MIN_API_KEY_CHARS, DaemonSettings, SettingsError
-from bridge.errors import register_secret
+from bridge.access.callers import DEFAULT_CALLER, KEY_NAME_PATTERN, CallerFileError
+from bridge.access.callers import parse_key_file as _parse_key_file
+from bridge.daemon.settings import DaemonSettings, SettingsError
 
 __all__ = ["DEFAULT_KEY_NAME", "KEY_NAME_PATTERN", "ApiKeys", "KeyFileError", "parse_key_file"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_KEY_NAME = "default"
+DEFAULT_KEY_NAME = DEFAULT_CALLER
 """The name of the key given with ``--api-key``."""
-KEY_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class KeyFileError(SettingsError):
@@ -49,54 +48,15 @@ def _digest(key: str) -> bytes:
 
 
 def parse_key_file(text: str, *, source: str = "the key file") -> dict[str, bytes]:
-    """The names and key digests of a key file's text.
+    """The names and key digests of a key file's text (`bridge.access.callers.parse_key_file`).
 
     Raises:
         KeyFileError: naming every bad line (its number and what is wrong; never the key).
     """
-    keys: dict[str, bytes] = {}
-    seen: dict[bytes, int] = {}
-    where: dict[str, int] = {}
-    problems: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, colon, key = line.partition(":")
-        name, key = name.strip(), key.strip()
-        if not colon:
-            problems.append(f"line {number}: expected 'name: key'")
-            continue
-        if not KEY_NAME_PATTERN.fullmatch(name):
-            problems.append(
-                f"line {number}: the name {name[:64]!r} is not 1 to 64 letters, digits, '_', "
-                "'.' or '-'"
-            )
-            continue
-        # Printable ASCII without spaces: HTTP clients send the key as an ASCII header value,
-        # so any other character makes a key nobody can present.
-        if len(key) < MIN_API_KEY_CHARS or not all("!" <= c <= "~" for c in key):
-            problems.append(
-                f"line {number}: the key of {name!r} must be at least {MIN_API_KEY_CHARS} "
-                "printable ASCII characters without spaces (e.g. from `openssl rand -hex 24`)"
-            )
-            continue
-        digest = _digest(key)
-        register_secret(key)  # masked wherever it might show (logs, events, responses)
-        if name in where:
-            problems.append(f"line {number}: the name {name!r} is used on line {where[name]} too")
-            continue
-        if digest in seen:
-            problems.append(
-                f"line {number}: the key of {name!r} is used on line {seen[digest]} too"
-            )
-            continue
-        keys[name], where[name], seen[digest] = digest, number, number
-    if problems:
-        raise KeyFileError(f"{source}: " + "; ".join(problems))
-    if not keys:
-        raise KeyFileError(f"{source}: no keys; expected one 'name: key' line per key")
-    return keys
+    try:
+        return _parse_key_file(text, source=source)
+    except CallerFileError as exc:
+        raise KeyFileError(exc.message) from None
 
 
 class ApiKeys:

@@ -41,10 +41,12 @@ several processes; beside it `postgres_connect`, `postgres_migrations`, `postgre
 path or a ``postgresql://`` URL), `owner` (one daemon per SQLite file: `JournalLock`; the
 refusals `JournalInUseError` and `ReplicaInUseError`, for a PostgreSQL replica id a live process
 holds), `ledger` (`Ledger`, one conversation's view, and `MessageTrail`, used by
-`bridge.conversation`). Every public name is importable from here; the modules import each
-other only downwards (records <- base <- leases <- stores, ledger), never from this package's
-`__init__`, so any of them can be imported alone. Text written to a journal
-goes through `bridge.errors.redact`, so registered secrets (tokens, API keys) are never stored.
+`bridge.conversation`), `audit_store` (the audit record's rows, one hash chain per writer) and
+`audit_readers` (`open_audit_reader`: reads them without opening the journal). Every public name is
+importable from here; the modules import each other only downwards (records <- base <- leases
+<- stores, ledger), never from this package's `__init__`, so any of them can be imported alone.
+Text written to a journal goes through `bridge.errors.redact`, so registered secrets (tokens,
+API keys) are never stored.
 
 Leases (`LeaseJournal`, which every store here is): daemon replicas sharing one journal run a
 conversation one at a time. `acquire_lease`
@@ -62,6 +64,8 @@ pending -> approved | rejected | expired, bound to its call id and a hash of its
 the same record for the same call and arguments (`find_approval`), never for other arguments.
 """
 
+from bridge.journal.audit_readers import AuditReader, open_audit_reader
+from bridge.journal.audit_store import AuditRow, AuditStore
 from bridge.journal.base import Journal
 from bridge.journal.leases import LeaseJournal
 from bridge.journal.ledger import INTERRUPTED_OUTPUT, Ledger, MessageTrail
@@ -102,6 +106,9 @@ __all__ = [
     "ApprovalDecidedError",
     "ApprovalRecord",
     "ApprovalStatus",
+    "AuditReader",
+    "AuditRow",
+    "AuditStore",
     "CallRecord",
     "CallState",
     "ConversationRecord",
@@ -125,6 +132,7 @@ __all__ = [
     "SQLiteJournal",
     "StateSnapshot",
     "now",
+    "open_audit_reader",
     "open_journal",
     "redacted_arguments",
     "redacted_state",

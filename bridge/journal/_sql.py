@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -38,6 +38,13 @@ from bridge.journal._rows import (
     message_record,
     platform_state_record,
     state_json,
+)
+from bridge.journal.audit_store import (
+    INSERT_SQL,
+    AuditRow,
+    chains_of,
+    iter_rows,
+    tail_of,
 )
 from bridge.journal.base import Journal
 from bridge.journal.records import (
@@ -658,6 +665,28 @@ class SQLJournal(Journal, Generic[C]):
         )
         total = self._read("SELECT count(*) AS n FROM direct_calls")[0]["n"]
         return [direct_call_record(row) for row in rows], int(total)
+
+    # --- the audit record -------------------------------------------------------------------------
+
+    def audit_tail(self, chain: str) -> AuditRow | None:
+        return tail_of(self._read, chain)
+
+    def append_audit(self, chain: str, rows: Sequence[AuditRow]) -> None:
+        if any(row.chain != chain for row in rows):
+            raise ValueError(f"audit rows of another chain than {chain!r}")
+
+        def op(db: C) -> None:
+            self._executemany(db, INSERT_SQL, rows)
+
+        self._write("audit", op)
+
+    def audit_entries(
+        self, *, chain: str | None = None, since: datetime | None = None
+    ) -> Iterator[AuditRow]:
+        return iter_rows(self._read, chain, since)
+
+    def audit_chains(self) -> list[str]:
+        return chains_of(self._read)
 
 
 def migrated_message(version: int) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from bridge.errors import UsageError
+from bridge.journal.audit_store import AuditRow
 from bridge.journal.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -245,6 +246,37 @@ class Journal(ABC):
         self, *, limit: int = 100, offset: int = 0
     ) -> tuple[list[DirectCallRecord], int]:
         """A page of direct calls, newest first, and how many there are."""
+
+    # --- the audit record -------------------------------------------------------------------------
+
+    def audit_chain(self) -> str:
+        """The audit chain this journal's writer appends to: "local" for an embedded store
+        (one process owns it), the bound replica's id on a shared one."""
+        return "local"
+
+    @abstractmethod
+    def audit_tail(self, chain: str) -> AuditRow | None:
+        """The last row of `chain`, or None when it is empty."""
+
+    @abstractmethod
+    def append_audit(self, chain: str, rows: Sequence[AuditRow]) -> None:
+        """Insert `rows` (of `chain`, in order) in one transaction, durable before returning.
+
+        Raises:
+            Exception: a row's (chain, seq) exists already (another writer appended), or the
+                store failed; nothing was written.
+        """
+
+    @abstractmethod
+    def audit_entries(
+        self, *, chain: str | None = None, since: datetime | None = None
+    ) -> Iterator[AuditRow]:
+        """Rows ordered by chain then seq (only `chain`'s; only those at or after `since`),
+        read a page at a time."""
+
+    @abstractmethod
+    def audit_chains(self) -> list[str]:
+        """The chains the audit record holds, sorted."""
 
     # --- the replica writing --------------------------------------------------------------------
 

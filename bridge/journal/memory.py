@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from bridge.errors import redact
+from bridge.journal.audit_store import AUDIT_PAGE, AuditRow, audit_time
 from bridge.journal.leases import LocalLeases
 from bridge.journal.records import (
     ApprovalDecidedError,
@@ -98,6 +99,8 @@ class MemoryJournal(LocalLeases):
         self._next_message = 1
         self._approvals: dict[str, ApprovalRecord] = {}
         self._direct: dict[str, DirectCallRecord] = {}
+        self._audit: dict[str, list[AuditRow]] = {}
+        """Each audit chain's rows, in order (kept whole: the record is not evicted)."""
 
     def __repr__(self) -> str:
         return f"MemoryJournal(conversations={len(self._convs)})"
@@ -488,3 +491,40 @@ class MemoryJournal(LocalLeases):
         with self._lock:
             found = list(reversed(self._direct.values()))
             return found[offset : offset + limit], len(found)
+
+    # --- the audit record -------------------------------------------------------------------------
+
+    def audit_tail(self, chain: str) -> AuditRow | None:
+        with self._lock:
+            rows = self._audit.get(chain)
+            return rows[-1] if rows else None
+
+    def append_audit(self, chain: str, rows: Sequence[AuditRow]) -> None:
+        with self._lock:
+            kept = self._audit.setdefault(chain, [])
+            last = kept[-1].seq if kept else 0
+            for row in rows:
+                if row.chain != chain or row.seq <= last:
+                    raise ValueError(f"audit entry {chain}:{row.seq} exists already")
+                last = row.seq
+            kept.extend(rows)
+
+    def audit_entries(
+        self, *, chain: str | None = None, since: datetime | None = None
+    ) -> Iterator[AuditRow]:
+        start = audit_time(since) if since is not None else None
+        for name in [chain] if chain is not None else self.audit_chains():
+            position = 0
+            while True:
+                with self._lock:  # a page at a time: writers wait for a copy, not a walk
+                    page = self._audit.get(name, [])[position : position + AUDIT_PAGE]
+                position += len(page)
+                for row in page:
+                    if start is None or row.at >= start:
+                        yield row
+                if len(page) < AUDIT_PAGE:
+                    break
+
+    def audit_chains(self) -> list[str]:
+        with self._lock:
+            return sorted(name for name, rows in self._audit.items() if rows)

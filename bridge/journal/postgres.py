@@ -185,6 +185,10 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
 
         return fenced
 
+    def audit_chain(self) -> str:
+        # Every process writing to the database has its own chain: its replica's.
+        return self.replica or "local"
+
     def close(self) -> None:
         self._pool.close()
 

@@ -71,7 +71,7 @@ class ConversationRecord(_Record):
     platform_conversation_id: str | None = None
     """The platform conversation it continues in now (its own id unless one was replaced)."""
     created_by: str | None = None
-    """The caller who opened it, its owner (None: opened without a caller, nobody's)."""
+    """The caller who created it (its owner); None for one created before callers existed."""
 
     @property
     def platform_id(self) -> str:

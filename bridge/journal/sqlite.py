@@ -55,10 +55,9 @@ class SQLiteJournal(LocalLeases, SQLJournal[sqlite3.Connection]):
         path: the database file (created with its folder if missing) or ``":memory:"``.
         on_write: called with the step name ("conversation", "message", "received",
             "started", "finished", "submitting", "submitted", "message_end",
-            "platform_conversation", "platform_state", "approval", "approval_decided") after
-            each write is
-            durable;
-            for metrics and fault injection. An exception it raises propagates.
+            "platform_conversation", "platform_state", "approval", "approval_decided",
+            "audit"...) after each write is durable; for metrics and fault injection. An
+            exception it raises propagates.
 
     A file a daemon owns (`bridge.journal.owner`) is refused; processes that are not daemons
     may take turns on one file: each holds it shared while open.

@@ -110,6 +110,7 @@ def decide(
     approve: Approver | None,
     *,
     nobody: str | None = None,
+    required: bool = False,
 ) -> Verdict:
     """Run or refuse one call: asks `approve` only for a call that needs approval.
 
@@ -118,10 +119,11 @@ def decide(
         call: The call, with the exact arguments the person is asked about.
         approve: Asks a person; None when there is nobody to ask.
         nobody: Why there is nobody to ask, for the refusal's reason.
+        required: A person must approve this call whatever the tool (a policy said so).
 
     An approver that raises refuses the call (logged): a failure to ask is never a yes.
     """
-    if not needs_approval(spec):
+    if not (required or needs_approval(spec)):
         return RUN
     if approve is None:
         return verdict_for(None, detail=nobody)

@@ -292,7 +292,7 @@ def test_manifest_help_lists_every_source_kind() -> None:
 
 @pytest.mark.parametrize(
     ("extra", "problem"),
-    [("prefix=x_ bad=1", "prefix= must come last, alone"), ("bad=1", "unknown option 'bad'")],
+    [("prefix=x_ bad=1", "prefix= must come last, once"), ("bad=1", "unknown option 'bad'")],
 )
 def test_an_unknown_option_after_a_tool_spec_is_named(
     tools_file: str, extra: str, problem: str

@@ -56,8 +56,11 @@ class Endpoint:
     printed: str
     connect: str  # base URL to connect to (http://host:port)
     port: int
+    key: str | None = None  # the caller's key, when the endpoint asks for one
 
     def post(self, body: dict[str, Any], **headers: str) -> requests.Response:
+        if self.key is not None:
+            headers = {"Authorization": f"Bearer {self.key}", **headers}
         return requests.post(
             self.connect + "/mcp",
             data=json.dumps(body),
@@ -82,7 +85,9 @@ def marker_tools(tmp_path: Path) -> Path:
 
 
 def _start(tools: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "bridge", "mcp-serve", "--tools", str(tools)]
+    # Behind the door (--callers), the door's pieces come from `tests.support.mcp_door`.
+    runner = "tests.support.mcp_door" if "--callers" in args else "bridge"
+    command = [sys.executable, "-m", runner, "mcp-serve", "--tools", str(tools)]
     command += ["--transport", "http", "--port", "0", *args]
     proc = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -108,18 +113,25 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             stream.close()
 
 
+KEY = "gate-test-key"
+
+
 @pytest.fixture
-def serve_mcp(marker_tools: Path) -> Iterator[Any]:
+def serve_mcp(marker_tools: Path, tmp_path: Path) -> Iterator[Any]:
     started: list[subprocess.Popen[str]] = []
+    callers = tmp_path / "callers.json"
+    callers.write_text(json.dumps({KEY: {"name": "gate", "tools": ["*"]}}), encoding="utf-8")
 
     def start(*args: str, connect_host: str) -> Endpoint:
+        args = tuple(str(callers) if arg == CALLERS else arg for arg in args)
         proc, line = _start(marker_tools, *args)
         started.append(proc)
         assert line.startswith("toolbridge mcp-serve: http://"), (line, proc.poll())
         printed = line.split(": ", 1)[1].strip()
         port = int(printed.rsplit(":", 1)[1].split("/", 1)[0])
         shown = f"[{connect_host}]" if ":" in connect_host else connect_host
-        return Endpoint(printed=printed, connect=f"http://{shown}:{port}", port=port)
+        key = KEY if "--callers" in args else None
+        return Endpoint(printed=printed, connect=f"http://{shown}:{port}", port=port, key=key)
 
     try:
         yield start
@@ -128,6 +140,7 @@ def serve_mcp(marker_tools: Path) -> Iterator[Any]:
             _stop(proc)
 
 
+CALLERS = "{callers}"  # replaced by a callers file naming KEY
 # (mcp-serve arguments, address to connect to, Host values of the endpoint's own, printed URL)
 BINDS = [
     pytest.param(["--host", "127.0.0.1"], "127.0.0.1", ["127.0.0.1", "localhost"], id="127.0.0.1"),
@@ -145,13 +158,21 @@ BINDS = [
         id="::ffff:127.0.0.1",
     ),
     pytest.param(
-        ["--host", "0.0.0.0", "--allow-remote"],
+        ["--host", "0.0.0.0", "--allow-remote", "--callers", CALLERS],
         "127.0.0.1",
         ["127.0.0.1", "10.1.2.3", "[::1]"],
         id="0.0.0.0-allow-remote",
     ),
     pytest.param(
-        ["--host", "0.0.0.0", "--allow-remote", "--server-name", "mcp.corp.example"],
+        [
+            "--host",
+            "0.0.0.0",
+            "--allow-remote",
+            "--callers",
+            CALLERS,
+            "--server-name",
+            "mcp.corp.example",
+        ],
         "127.0.0.1",
         ["mcp.corp.example", "127.0.0.1", "10.1.2.3"],
         id="0.0.0.0-allow-remote-server-name",

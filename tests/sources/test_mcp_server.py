@@ -140,9 +140,7 @@ def test_command_line_mistakes() -> None:
         app, ["mcp-serve", "--tools", PY_TOOLS, "--transport", "http", "--host", "0.0.0.0"]
     )
     assert remote.exit_code == 2
-    assert "refusing to listen on 0.0.0.0: the MCP endpoint has no authentication" in (
-        remote.stderr
-    )
+    assert "refusing to listen on 0.0.0.0 without --allow-remote" in remote.stderr
     missing = runner.invoke(app, ["mcp-serve", "--tools", "nope.yaml"])
     assert missing.exit_code == 2
     assert "no such file: nope.yaml" in missing.stderr

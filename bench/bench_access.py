@@ -1,0 +1,200 @@
+"""What the door costs per tool call: a Cedar policy decision and two audit appends (the
+policy's decision and the call's outcome), against a two-turn tool conversation's CPU.
+
+Each variant runs `Bridge.ask` on one embedded AppBuilder emulator (a conversation with one
+tool call), journaled as the daemon journals it, in its own subprocess measuring its own
+process CPU (every thread: the journal's writer included); the variants take turns for
+several rounds so machine noise hits all alike:
+
+- ``plain``: a journal, no policy, no audit (as before the door existed);
+- ``door``: the same, plus a Cedar policy (`examples/policies/demo.cedar`) and the audit
+  record in the same journal, as a named caller.
+
+Both on a SQLite file journal (the daemon's default) and on an in-memory journal (the cheapest
+conversation, so the largest share). Then, alone in one process: the CPU of one policy
+decision and of one audit append.
+
+Target: the door adds under 5 % of a conversation's CPU. Run: `.venv/bin/python
+bench/bench_access.py` (or `make bench`); `--conversations N`, `--rounds N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = ROOT / "examples" / "policies" / "demo.cedar"
+SCENARIO = {
+    "settings": {"chunk_chars": 8},
+    "rules": [
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
+            "answer": "The weather in {city} is {outputs.get_weather}.",
+        }
+    ],
+}
+QUERY = "What is the weather in Paris?"
+EXPECTED = "The weather in Paris is sunny, 21 C."
+TARGET = 0.05
+WARMUP = 5
+
+
+def _worker(spec: dict[str, Any]) -> dict[str, float]:
+    from bridge import AppBuilderPlatform, Bridge, manifest
+    from bridge.access import AuditLog, Principal
+    from bridge.access.policy import Policy
+    from bridge.journal import MemoryJournal, SQLiteJournal
+
+    @manifest(description="Current weather of a city")
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City name
+        """
+        return "sunny, 21 C"
+
+    journal = SQLiteJournal(spec["db"]) if spec["db"] else MemoryJournal()
+    door: dict[str, Any] = {}
+    if spec["door"]:
+        door = {
+            "policy": Policy.from_file(POLICY),
+            "audit": AuditLog(journal),
+            "caller": Principal("alice", roles=frozenset({"staff"})),
+        }
+    platform = AppBuilderPlatform(
+        app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
+    )
+    with Bridge(platform, [get_weather], journal=journal, **door) as bridge:
+        for _ in range(WARMUP):
+            bridge.ask(QUERY)
+        start = time.process_time()
+        for _ in range(spec["n"]):
+            answer = bridge.ask(QUERY).answer
+            if answer != EXPECTED:
+                raise SystemExit(f"unexpected answer: {answer!r}")
+        cpu = (time.process_time() - start) / spec["n"]
+    journal.close()
+    return {"cpu": cpu}
+
+
+def _micro(n: int, db: str) -> dict[str, float]:
+    """CPU of one decision and of one audit append on a SQLite journal, alone."""
+    from bridge.access import AuditEvent, AuditLog, CallFacts, Principal
+    from bridge.access.policy import Policy
+    from bridge.journal import SQLiteJournal
+
+    policy = Policy.from_file(POLICY)
+    alice = Principal("alice", roles=frozenset({"staff"}))
+    facts = CallFacts(tool="book_meeting_room", arguments={"city": "北京", "attendee": "张伟"})
+    for _ in range(50):
+        policy.decide(alice, facts)
+    start = time.process_time()
+    for _ in range(n):
+        policy.decide(alice, facts)
+    decide = (time.process_time() - start) / n
+    journal = SQLiteJournal(db)
+    audit = AuditLog(journal)
+    event = AuditEvent(
+        kind="tool",
+        outcome="ok",
+        caller="alice",
+        via="key",
+        conversation_id="c",
+        call_id="call",
+        tool="get_weather",
+        arguments={"city": "Paris"},
+    )
+    for _ in range(20):
+        audit.record(event)
+    start = time.process_time()
+    for _ in range(n):
+        audit.record(event)
+    append = (time.process_time() - start) / n
+    journal.close()
+    return {"decide": decide, "append": append}
+
+
+def _run(spec: dict[str, Any]) -> float:
+    cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--micro", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(json.loads(args.worker))))
+        return 0
+    if args.micro:
+        print(json.dumps(_micro(args.micro, args.db)))
+        return 0
+    sys.path.insert(0, str(ROOT))
+    from bridge.emulator import Emulator
+
+    print(
+        f"the door per tool call: {args.rounds} alternating rounds of {args.conversations} "
+        "two-turn conversations per variant; process CPU per conversation (median of rounds)"
+    )
+    met = True
+    with Emulator(scenario=SCENARIO, faults="") as emulator, tempfile.TemporaryDirectory() as tmp:
+        base = {
+            "app_id": emulator.app_id,
+            "token": emulator.token,
+            "base_url": emulator.base_url,
+            "n": args.conversations,
+        }
+        for store in ("sqlite", "memory"):
+            cpu: dict[str, list[float]] = {"plain": [], "door": []}
+            for turn in range(args.rounds):
+                for variant in ("plain", "door"):
+                    db = (
+                        str(Path(tmp) / f"{store}-{variant}-{turn}.db") if store == "sqlite" else ""
+                    )
+                    cpu[variant].append(_run({**base, "db": db, "door": variant == "door"}))
+            shares = [d / p - 1 for d, p in zip(cpu["door"], cpu["plain"], strict=True)]
+            share = statistics.median(shares)
+            ok = share < TARGET
+            met = met and ok
+            print(
+                f"  {store:<6} journal: plain {statistics.median(cpu['plain']) * 1000:.2f} ms, "
+                f"with policy + audit {statistics.median(cpu['door']) * 1000:.2f} ms: "
+                f"+{100 * share:.1f} % (target < {100 * TARGET:.0f} %: "
+                f"{'met' if ok else 'NOT met'}); rounds {100 * min(shares):+.1f} to "
+                f"{100 * max(shares):+.1f} %"
+            )
+        done = subprocess.run(
+            [sys.executable, __file__, "--micro", "2000", "--db", str(Path(tmp) / "micro.db")],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
+        )
+        micro = json.loads(done.stdout.strip().splitlines()[-1])
+        print(
+            f"  alone: one policy decision {micro['decide'] * 1e6:.0f} µs CPU, one audit append "
+            f"(SQLite) {micro['append'] * 1e6:.0f} µs CPU"
+        )
+    del met  # a benchmark reports; it never fails a build on a figure
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
