@@ -23,14 +23,8 @@ from fastapi import Depends, FastAPI
 from bridge._hosts import HostGate
 from bridge._version import __version__
 from bridge.access import AccessError
-from bridge.daemon.door import (
-    DaemonDoor,
-    door_principal,
-    load_policy,
-    open_audit,
-    open_door,
-    reloadable,
-)
+from bridge.access.door import Door
+from bridge.daemon.door import door_principal, load_policy, open_audit, open_door
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.fastpath import FastRoutes
@@ -96,9 +90,9 @@ def create_app(
             settings.db, on_write=failpoint_from_env(), pool_size=settings.workers + 4
         )
     try:
-        service = Service(settings, platform, journal)
-        service.policy = policy
-        service.audit = open_audit(settings, journal)
+        service = Service(
+            settings, platform, journal, policy=policy, audit=open_audit(settings, journal)
+        )
         service.principal_named = lambda name: door_principal(door, name)
     except BaseException:
         # A start-up that fails (tools that do not load) leaves no empty journal behind.
@@ -177,10 +171,10 @@ def create_app(
     return app
 
 
-def _reload_callers_on_sighup(door: DaemonDoor) -> bool:
+def _reload_callers_on_sighup(door: Door) -> bool:
     """Reload the callers and key files on SIGHUP; True if the handler is installed (only a
     daemon in the main thread can: an app served from another thread keeps its callers)."""
-    if not hasattr(signal, "SIGHUP") or not reloadable(door):
+    if not hasattr(signal, "SIGHUP") or door.anonymous:
         return False
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, door.reload)

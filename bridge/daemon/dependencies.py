@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from bridge.access import Principal
-from bridge.daemon.door import DaemonDoor
+from bridge.access.door import Door
 from bridge.daemon.permissions import principal_of
 from bridge.daemon.service import Service
 from bridge.daemon.settings import DaemonSettings
@@ -71,9 +71,9 @@ async def get_principal(request: Request) -> Principal:
     return principal_of(request)
 
 
-async def get_door(request: Request) -> DaemonDoor:
+async def get_door(request: Request) -> Door:
     """The daemon's door (`bridge.daemon.door`)."""
-    door: DaemonDoor = request.app.state.door
+    door: Door = request.app.state.door
     return door
 
 
@@ -82,4 +82,4 @@ GraceDep = Annotated[GraceClock, Depends(get_grace)]
 RequestId = Annotated[str, Depends(request_id)]
 Caller = Annotated[str | None, Depends(caller_name)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
-DoorDep = Annotated[DaemonDoor, Depends(get_door)]
+DoorDep = Annotated[Door, Depends(get_door)]

@@ -13,6 +13,8 @@ who may ask at all.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,8 @@ __all__ = [
     "principal_of",
     "record",
 ]
+
+logger = logging.getLogger(__name__)
 
 C, R, T, A, OBS, ADMIN = (
     Permission.CONVERSE,
@@ -108,11 +112,16 @@ def principal_of(request: Request) -> Principal:
     return found if isinstance(found, Principal) else ANONYMOUS
 
 
-def record(request: Request, event: AuditEvent) -> None:
-    """Append `event` to the audit record, when the daemon keeps one."""
+async def record(request: Request, event: AuditEvent) -> None:
+    """Append `event` to the audit record, when the daemon keeps one (a refusal that cannot be
+    recorded is logged: the refusal stands)."""
     audit: Records | None = getattr(request.app.state, "audit", None)
-    if audit is not None:
-        audit.record(event)
+    if audit is None:
+        return
+    try:
+        await asyncio.to_thread(audit.record, event)
+    except Exception:
+        logger.exception("the audit record refused a refusal at the door")
 
 
 async def authorize(request: Request) -> None:
@@ -150,7 +159,7 @@ async def on_access_error(request: Request, exc: Exception) -> JSONResponse:
         details = {"retry_after": exc.retry_after}
     principal = getattr(request.state, "principal", None)
     outcome = {401: "unauthorized", 429: "rate_limited"}.get(exc.status, "forbidden")
-    record(
+    await record(
         request,
         AuditEvent(
             kind="identity",

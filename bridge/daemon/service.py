@@ -43,6 +43,7 @@ from bridge.access import (
     Decides,
     ForbiddenError,
     Permission,
+    PolicyDecision,
     Principal,
     Records,
     ToolPatterns,
@@ -117,10 +118,6 @@ class LoadedTools:
     """Runs using these tools right now."""
     retired: bool = False
     """A reload replaced it: it is closed when its last run ends."""
-    make_bridge: Callable[[Dispatcher], Bridge] | None = None
-    """Makes a `Bridge` like `bridge` over another dispatcher (for a caller's tools)."""
-    _callers: dict[ToolPatterns, Bridge] = field(default_factory=dict)
-    _callers_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def visible(self, principal: Principal | None) -> list[ToolSpec]:
         """The tools `principal` may see and run (every one for None)."""
@@ -130,27 +127,8 @@ class LoadedTools:
             if principal is None or principal.may_run(spec.name, spec.source)
         ]
 
-    def bridge_for(self, principal: Principal | None) -> Bridge:
-        """The `Bridge` a run for `principal` uses: offering (and running) only the tools it may
-        run. None, or a caller with every tool: `bridge`."""
-        if principal is None or principal.tools.everything or self.make_bridge is None:
-            return self.bridge
-        with self._callers_lock:
-            found = self._callers.get(principal.tools)
-            if found is None:
-                toolbox = Toolbox()
-                for spec in self.visible(principal):
-                    toolbox.add_spec(spec)
-                dispatcher = Dispatcher(toolbox, default_timeout=self.dispatcher.default_timeout)
-                found = self._callers[principal.tools] = self.make_bridge(dispatcher)
-            return found
-
     def close(self) -> None:
         """Stop the dispatcher's threads and the toolbox's sources (MCP server processes)."""
-        with self._callers_lock:
-            made, self._callers = list(self._callers.values()), {}
-        for bridge in made:
-            bridge.dispatcher.close()
         self.dispatcher.close()
         self.toolbox.close()
 
@@ -189,7 +167,15 @@ class Service:
         UsageError: the tool specs cannot be loaded.
     """
 
-    def __init__(self, settings: DaemonSettings, platform: Platform, journal: LeaseJournal) -> None:
+    def __init__(
+        self,
+        settings: DaemonSettings,
+        platform: Platform,
+        journal: LeaseJournal,
+        *,
+        policy: Decides | None = None,
+        audit: Records | None = None,
+    ) -> None:
         self.settings = settings
         self.platform = platform
         self.journal = journal
@@ -209,10 +195,10 @@ class Service:
             webhook=ApprovalWebhook(webhook) if webhook else None,
             base_url=lambda: self.public_url,
         )
-        self.policy: Decides | None = None
-        """The policy deciding each tool call (`--policy`), set by the app."""
-        self.audit: Records | None = None
-        """The audit record, set by the app when it keeps one."""
+        self.policy = policy
+        """The policy deciding each tool call (`--policy`): the loop's, and direct calls'."""
+        self.audit = audit
+        """The audit record (None: none kept)."""
         self.principal_named: Callable[[str], Principal | None] = lambda name: None
         """The caller named so now (the app's door), for the runs that resume a message."""
         self.tools = self._load(1)
@@ -307,20 +293,17 @@ class Service:
         _refresh_modules(specs)
         toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
         dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
-        bridge = self._bridge(dispatcher)
-        return LoadedTools(
-            number, toolbox, dispatcher, bridge, now(), specs, make_bridge=self._bridge
-        )
-
-    def _bridge(self, dispatcher: Dispatcher) -> Bridge:
-        return Bridge(
+        bridge = Bridge(
             self.platform,
             dispatcher=dispatcher,
             journal=self.journal,
             max_rounds=self.settings.max_rounds,
             stream=True,
             approve=self.approvals,
+            policy=self.policy,
+            audit=self.audit,
         )
+        return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
 
     def record(self, event: AuditEvent) -> None:
         """Append `event` to the audit record, when the daemon keeps one."""
@@ -454,23 +437,20 @@ class Service:
         needing a person's approval: 409 ``approval_required``, a direct call cannot wait).
         """
         self._check_accepting()
+        spec = self._visible_tool(self.tools, name, principal)
+        if spec is not None and (confirm or not spec.options.confirm):
+            # The decision (and its audit entry) before the tool is pinned: it may write.
+            refusal = await asyncio.to_thread(self._decide, principal, name, spec, arguments)
+            if refusal is not None:
+                raise refusal
         with self._live_lock:
             loaded = self.tools
-            spec = loaded.toolbox.get(name)
-            if (
-                spec is not None
-                and principal is not None
-                and not principal.may_run(name, spec.source)
-            ):
-                spec = None
-            decision = self._decide(principal, name, spec, arguments)
-            if spec is not None and (confirm or not spec.options.confirm) and decision is None:
+            spec = self._visible_tool(loaded, name, principal)
+            if spec is not None and (confirm or not spec.options.confirm):
                 loaded.runs += 1
         if spec is None:
             names = ", ".join(s.name for s in loaded.visible(principal)) or "(none)"
             raise ApiError(404, "tool_not_found", f"no tool {name!r}; the tools are: {names}")
-        if decision is not None:
-            raise decision
         if spec.options.confirm and not confirm:
             raise ApiError(
                 409,
@@ -496,8 +476,8 @@ class Service:
                 await asyncio.to_thread(loaded.close)
         run = runs[0]
         await asyncio.to_thread(self.journal.finish_direct_call, run)
-        self.record(
-            AuditEvent(
+        if self.audit is not None:
+            event = AuditEvent(
                 kind="direct_call",
                 outcome="error" if run.error else "ok",
                 caller=who,
@@ -507,7 +487,10 @@ class Service:
                 arguments=arguments,
                 detail={"error": run.error} if run.error else {},
             )
-        )
+            try:
+                await asyncio.to_thread(self.record, event)
+            except Exception:  # the tool ran: its output still goes back
+                logger.exception("the audit record refused the outcome of %s", call.call_id)
         self.metrics.tool_calls.inc(name, run.error or "ok")
         self.metrics.tool_seconds.observe(run.duration_ms / 1000, name)
         logger.info(
@@ -520,6 +503,16 @@ class Service:
         )
         return run
 
+    @staticmethod
+    def _visible_tool(
+        loaded: LoadedTools, name: str, principal: Principal | None
+    ) -> ToolSpec | None:
+        """The tool `name` if `principal` may see it (None: no such tool, for it)."""
+        spec = loaded.toolbox.get(name)
+        if spec is None or (principal is not None and not principal.may_run(name, spec.source)):
+            return None
+        return spec
+
     def _decide(
         self,
         principal: Principal | None,
@@ -530,31 +523,45 @@ class Service:
         """The policy's refusal of a direct call, as the error to answer (None: it may run)."""
         if self.policy is None or spec is None or principal is None:
             return None
-        decision = self.policy.decide(principal, CallFacts.of(name, spec, arguments))
+        try:
+            decision = self.policy.decide(principal, CallFacts.of(name, spec, arguments))
+        except Exception as exc:  # a failure to decide is never a yes
+            logger.exception("the policy failed on a direct call of %s", name)
+            decision = PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
         detail = {"policies": list(decision.policies), "reason": decision.reason}
-        self.record(
-            AuditEvent(
-                kind="policy",
-                outcome=decision.effect,
-                caller=principal.name,
-                via=principal.via,
-                tool=name,
-                arguments=arguments,
-                detail={**detail, "direct": True},
-            )
-        )
-        if decision.refused:
+        try:
             self.record(
                 AuditEvent(
-                    kind="direct_call",
-                    outcome="refused",
+                    kind="policy",
+                    outcome=decision.effect,
                     caller=principal.name,
                     via=principal.via,
                     tool=name,
                     arguments=arguments,
-                    detail=detail,
+                    detail={**detail, "direct": True},
                 )
             )
+            if decision.refused:
+                self.record(
+                    AuditEvent(
+                        kind="direct_call",
+                        outcome="refused",
+                        caller=principal.name,
+                        via=principal.via,
+                        tool=name,
+                        arguments=arguments,
+                        detail=detail,
+                    )
+                )
+        except Exception as exc:
+            logger.exception("the audit record refused the decision on a direct call of %s", name)
+            return ApiError(
+                503,
+                "audit_unavailable",
+                f"the audit record could not be written ({type(exc).__name__}), so {name} "
+                "did not run; retry when it can",
+            )
+        if decision.refused:
             return ApiError(403, "policy_refused", decision.refusal(), details=detail)
         if decision.needs_approval:
             return ApiError(
@@ -733,17 +740,20 @@ class Service:
             loaded = self.tools
             loaded.runs += 1
         try:
-            conversation.bridge = loaded.bridge_for(job.principal)
+            conversation.bridge = loaded.bridge
+            # The loop offers the caller only its tools, refuses others, and takes the
+            # policy's decision for it on each call.
+            caller = job.principal
             if job.recover is not None:
                 message_id, pending = job.recover
                 events = conversation.stream_recovered(
-                    message_id, pending.batch, submitting=pending.submitting
+                    message_id, pending.batch, submitting=pending.submitting, caller=caller
                 )
             elif conversation.pending_input is not None:
-                events = conversation.stream_resume(job.query, sent_by=job.sent_by)
+                events = conversation.stream_resume(job.query, sent_by=job.sent_by, caller=caller)
             else:
                 events = conversation.stream(
-                    job.query, tool_choice=job.tool_choice, sent_by=job.sent_by
+                    job.query, tool_choice=job.tool_choice, sent_by=job.sent_by, caller=caller
                 )
             handle.message_id = conversation.message_id
             for event in events:

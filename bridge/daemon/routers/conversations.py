@@ -249,14 +249,15 @@ async def answer_message(
         principal=principal,
     )
     if service.audit is not None:
-        service.record(
+        await asyncio.to_thread(
+            service.record,
             AuditEvent(
                 kind="message",
                 outcome="sent",
                 caller=caller,
                 via=principal.via,
                 conversation_id=conversation_id,
-            )
+            ),
         )
     if body.stream:
         return _sse(handle, grace)
