@@ -14,7 +14,6 @@ from bridge.daemon.webhook import ApprovalWebhook
 from tests.daemon.test_approvals import Receiver
 
 
-
 def test_settings_take_the_approval_options(tmp_path: Path) -> None:
     settings = load_settings(
         {
