@@ -425,3 +425,47 @@ def test_settings_need_issuer_and_audience_together_and_callers_count_as_credent
     assert load_settings({}, config=None, env={"TOOLBRIDGE_FOUR_EYES": "1"}).four_eyes
     with pytest.raises(SettingsError, match="needs an API key"):
         load_settings({"host": "0.0.0.0"}, config=None, env={})
+
+
+def test_an_identity_providers_token_names_a_caller_with_the_callers_files_roles(
+    emulator: Emulator, tools_dir: Path, tmp_path: Path
+) -> None:
+    from tests.support.idp import AUDIENCE, IdentityProvider
+
+    roles = tmp_path / "callers.toml"
+    roles.write_text(
+        '[roles.chat]\npermissions = ["converse"]\ntools = ["lookup"]\n\n'
+        '[roles.readers]\npermissions = ["read_all"]\n\n'
+        "[callers.ops]\n"
+        f'key_sha256 = "{hashlib.sha256(key_of("ops").encode()).hexdigest()}"\n'
+        'roles = ["admin"]\n',
+        encoding="utf-8",
+    )
+    with IdentityProvider() as idp:
+        daemon = start_daemon(
+            emulator,
+            tools_dir,
+            tmp_path / "j.db",
+            "--callers",
+            str(roles),
+            "--oidc-issuer",
+            idp.issuer,
+            "--oidc-audience",
+            AUDIENCE,
+        )
+        try:
+            token = {"Authorization": f"Bearer {idp.token(sub='erin', roles=['chat'])}"}
+            created = call(daemon, None, "POST", "/v1/conversations", json={}, headers=token)
+            assert created.status_code == 201, created.text
+            assert created.json()["conversation_id"]
+            tools = call(daemon, None, "GET", "/v1/tools", headers=token).json()["tools"]
+            assert [t["name"] for t in tools] == ["lookup"]
+            assert call(daemon, None, "GET", "/v1/approvals", headers=token).status_code == 403
+            listed = call(daemon, None, "GET", "/v1/conversations", headers=token).json()
+            assert {c["created_by"] for c in listed["items"]} == {"erin"}
+            # a key of the callers file still works beside the tokens
+            assert call(daemon, "ops", "GET", "/v1/approvals").status_code == 200
+            forged = {"Authorization": "Bearer a.b.c"}
+            assert call(daemon, None, "GET", "/v1/tools", headers=forged).status_code == 401
+        finally:
+            daemon.stop()
