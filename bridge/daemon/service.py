@@ -438,7 +438,7 @@ class Service:
         """
         self._check_accepting()
         spec = self._visible_tool(self.tools, name, principal)
-        if spec is not None and (confirm or not spec.options.confirm):
+        if self.policy is not None and spec is not None and (confirm or not spec.options.confirm):
             # The decision (and its audit entry) before the tool is pinned: it may write.
             refusal = await asyncio.to_thread(self._decide, principal, name, spec, arguments)
             if refusal is not None:
