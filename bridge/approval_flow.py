@@ -150,7 +150,9 @@ def _decided(
         detail={"policies": list(decision.policies), "reason": decision.reason},
     )
     try:
-        options.audit.record(event)
+        # Written with the call's next step (started, or finished if refused): the decision
+        # and that step are durable together, and the call never runs without it.
+        options.audit.stage(event)
     except Exception as exc:
         logger.exception("the audit record refused the policy decision on %s", call.call_id)
         return PolicyDecision(
@@ -185,7 +187,7 @@ def record_outcome(
         detail={"error": run.error} if run.error else {},
     )
     try:
-        options.audit.record(event)
+        options.audit.stage(event)  # written with the journal's "finished" of the call
     except Exception:
         logger.exception("the audit record refused the outcome of call %s", run.call_id)
 

@@ -168,9 +168,7 @@ class Conversation:
         self._toolbox: Toolbox = bridge.toolbox
         self._options: BridgeOptions = bridge.options
         options = bridge.options
-        self._listens = bool(
-            options.on_event or options.on_tool_call or options.on_tool_result or options.audit
-        )
+        self._listens = bool(options.on_event or options.on_tool_call or options.on_tool_result)
 
     @property
     def message_id(self) -> int | None:
@@ -582,11 +580,16 @@ class Conversation:
         allowed, rejected, waiting = split_for_approval(
             fresh, self._toolbox, self._options, self._dispatcher, self._call_scope()
         )
+        audit = self._options.audit is not None
         for run in (*interrupted, *rejected):
+            if audit:
+                record_outcome(self._options, self._call_scope(), run, self._toolbox)
             ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
         for update in self._dispatch(allowed, waiting):
             if isinstance(update, ToolCallFinished):
+                if audit:  # staged: written in the same transaction as the call's finish
+                    record_outcome(self._options, self._call_scope(), update.run, self._toolbox)
                 ledger.finish(update.run)
             yield self._emit(update)
         return [ledger[call.call_id] for call in batch.calls]
@@ -639,8 +642,6 @@ class Conversation:
                 options.on_tool_result(event.run)
             if options.on_event is not None:
                 options.on_event(event)
-            if isinstance(event, ToolCallFinished) and options.audit is not None:
-                record_outcome(options, self._call_scope(), event.run, self._toolbox)
         return event
 
     def _notify(self, event: Event) -> None:

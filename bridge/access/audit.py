@@ -114,6 +114,18 @@ def _text(value: str | None) -> str | None:
     return redact(valid_text(value)) if value is not None else None
 
 
+def _texts(*values: str | None) -> list[str | None]:
+    """`_text` of each value, masked in one pass over them joined by newlines (a mask never
+    takes a newline away, so the values split back; at worst a value after one ending in
+    "Bearer" is masked as well: more masked, never less); value by value when one holds a
+    newline itself."""
+    given = [valid_text(value) for value in values if value is not None]
+    if any("\n" in value for value in given):
+        return [_text(value) for value in values]
+    masked = iter(redact("\n".join(given)).split("\n"))
+    return [next(masked) if value is not None else None for value in values]
+
+
 class _Pending:
     __slots__ = ("body", "done", "error", "event", "stamp")
 
@@ -156,8 +168,6 @@ class AuditLog:
         self._queue: list[_Pending] = []
         self._writing = False
         """Whether a thread is writing (the tail and the journal are its own meanwhile)."""
-        self._tail: AuditRow | None = None
-        self._loaded = False
 
     def __repr__(self) -> str:
         # Not `self.chain`: that would settle the chain before the journal is bound.
@@ -171,13 +181,8 @@ class AuditLog:
         return self._chain
 
     def head(self) -> ChainHead | None:
-        """The chain's last entry as written by this log (or read from the journal)."""
-        self._take_turn()
-        try:
-            self._load()
-            tail = self._tail
-        finally:
-            self._end_turn()
+        """The chain's last entry, as the journal holds it."""
+        tail = self.journal.audit_tail(self.chain)
         return None if tail is None else ChainHead(tail.chain, tail.seq, tail.hash, tail.seq)
 
     def record(self, event: AuditEvent) -> None:
@@ -211,6 +216,25 @@ class AuditLog:
         if pending.error is not None:
             self._failed(event, pending.error)
 
+    def stage(self, event: AuditEvent) -> None:
+        """Append `event` in the same transaction as its conversation's next journal write
+        (the call it concerns started or finished): the entry and that step are durable
+        together or not at all, and it costs no commit of its own. An event outside a
+        conversation is recorded now (`record`)."""
+        if event.conversation_id is None:
+            self.record(event)
+            return
+        pending = _Pending(event)
+        try:
+            pending.body = self._body(event)
+        except Exception as exc:
+            self._failed(event, exc)
+            return
+        chain = self.chain
+        self.journal.stage_audit(
+            event.conversation_id, chain, lambda tail: self._rows(chain, [pending], tail)
+        )
+
     def _take_turn(self) -> None:
         with self._turn:
             while self._writing:
@@ -223,52 +247,41 @@ class AuditLog:
             self._turn.notify_all()
 
     def _body(self, event: AuditEvent) -> dict[str, Any]:
+        caller, via, conversation_id, call_id, tool = _texts(
+            event.caller, event.via, event.conversation_id, event.call_id, event.tool
+        )
         return {
             "kind": event.kind,
             "outcome": valid_text(event.outcome),
-            "caller": _text(event.caller),
-            "via": _text(event.via),
-            "conversation_id": _text(event.conversation_id),
-            "call_id": _text(event.call_id),
-            "tool": _text(event.tool),
+            "caller": caller,
+            "via": via,
+            "conversation_id": conversation_id,
+            "call_id": call_id,
+            "tool": tool,
             "arguments": _redacted(event.arguments),
             "arguments_sha256": arguments_sha256(event.arguments),
             "detail": _redacted(event.detail) if event.detail else {},
         }
 
-    def _load(self) -> None:
-        if not self._loaded:
-            self._tail = self.journal.audit_tail(self.chain)
-            self._loaded = True
-
     def _append(self, batch: list[_Pending]) -> None:
         chain = self.chain
         try:
-            self._load()
-            rows = self._rows(chain, batch)
-            try:
-                self.journal.append_audit(chain, rows)
-            except Exception:
-                # Another writer on the chain, or a commit whose outcome was lost: the
-                # journal says where the chain ends now.
-                self._tail = self.journal.audit_tail(chain)
-                rows = self._rows(chain, batch)
-                self.journal.append_audit(chain, rows)
+            # The rows follow the chain's tail as the journal reads it in the transaction
+            # that inserts them: a second writer, or rows staged with a conversation's step,
+            # can never fork the chain.
+            self.journal.append_linked(chain, lambda tail: self._rows(chain, batch, tail))
         except BaseException as exc:
-            self._loaded = False  # read the tail again next time
             for pending in batch:
                 pending.error = exc
                 pending.done = True
             if not isinstance(exc, Exception):
                 raise
             return
-        self._tail = rows[-1]
         for pending in batch:
             pending.done = True
 
-    def _rows(self, chain: str, batch: list[_Pending]) -> list[AuditRow]:
+    def _rows(self, chain: str, batch: list[_Pending], tail: AuditRow | None) -> list[AuditRow]:
         rows: list[AuditRow] = []
-        tail = self._tail
         seq = tail.seq if tail is not None else 0
         prev = tail.hash if tail is not None else GENESIS
         last_at = tail.at if tail is not None else ""

@@ -176,3 +176,8 @@ class Records(Protocol):
     def record(self, event: AuditEvent) -> None:
         """Append `event` to the chain (durably, before returning)."""
         ...
+
+    def stage(self, event: AuditEvent) -> None:
+        """Append `event` with its conversation's next journal write (the step it records
+        comes with it: the call started or finished), or now when there is none to wait for."""
+        ...

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
+import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -232,9 +235,10 @@ def mcp_serve(
 
     With --callers, --api-key-file or --oidc-issuer every HTTP request needs a caller's
     'Authorization: Bearer' credential (401 otherwise), and each caller lists and calls only
-    its own tools. --policy decides each call (a refusal is a tool error naming the policy;
-    an approval asks the host's user); --audit-db records it. Over stdio the caller is the
-    person who started the server; --policy and --audit-db apply too.
+    its own tools; SIGHUP reads the callers again. --policy decides each call (a refusal is a
+    tool error naming the policy; an approval asks the host's user); --audit-db records it.
+    Over stdio the caller is the person who started the server; --policy and --audit-db apply
+    too.
     """
     import anyio
 
@@ -329,6 +333,7 @@ def mcp_serve(
             issuer=oidc_issuer,
             resource_url=resource_url or (url if oidc_issuer is not None else None),
         )
+        asgi = _reloading_on_sighup(asgi, door)
         typer.echo(f"toolbridge mcp-serve: {url}")
         typer.echo(f"tools: {', '.join(toolbox.names())}", err=True)
         from bridge._connections import ConnectionLimits
@@ -347,6 +352,22 @@ def mcp_serve(
         closing = getattr(audit, "close", None)
         if callable(closing):
             closing()
+
+
+def _reloading_on_sighup(app: Any, door: Authenticates | None) -> Any:
+    """`app`, whose door reads its caller and key files again on SIGHUP, as the daemon's: a
+    file with a mistake is not taken (the callers in use stay, one error line says why)."""
+    reload = getattr(door, "reload", None)
+    if not callable(reload) or not hasattr(signal, "SIGHUP"):
+        return app
+
+    async def reloading(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # once, on the server's event loop
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+        await app(scope, receive, send)
+
+    return reloading
 
 
 def open_access(

@@ -20,6 +20,7 @@ is behind a few hooks the stores implement:
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,7 +42,10 @@ from bridge.journal._rows import (
 )
 from bridge.journal.audit_store import (
     INSERT_SQL,
+    TAIL_SQL,
     AuditRow,
+    Link,
+    audit_row,
     chains_of,
     iter_rows,
     tail_of,
@@ -138,6 +142,8 @@ class SQLJournal(Journal, Generic[C]):
 
         `conversation` (or the `message` of one): whose write this is (see `_fence`).
         """
+        if conversation is not None and self._staged:
+            fn = self._with_staged(conversation, fn)
         result = self._transaction(self._fence(fn, conversation, message), write=True)
         if self.on_write is not None:
             self.on_write(step)
@@ -670,6 +676,42 @@ class SQLJournal(Journal, Generic[C]):
 
     def audit_tail(self, chain: str) -> AuditRow | None:
         return tail_of(self._read, chain)
+
+    # Audit rows waiting for their conversation's next write (`stage_audit`); made on first
+    # use, as the stores' own __init__ do not call this class's.
+    _staged: dict[str, list[tuple[str, Link]]] = {}  # noqa: RUF012 - replaced per instance
+    _staging = threading.Lock()
+
+    def append_linked(self, chain: str, link: Link) -> None:
+        self._write("audit", lambda db: self._link(db, chain, link))
+
+    def stage_audit(self, conversation_id: str, chain: str, link: Link) -> None:
+        with SQLJournal._staging:  # one lock for the rare first use; then the instance's
+            if "_staged" not in self.__dict__:
+                self._staged = {}
+                self._staging = threading.Lock()
+        with self._staging:
+            self._staged.setdefault(conversation_id, []).append((chain, link))
+
+    def _link(self, db: C, chain: str, link: Link) -> None:
+        found = self._execute(db, TAIL_SQL, [chain]).fetchall()
+        rows = link(audit_row(found[0]) if found else None)
+        if any(row.chain != chain for row in rows):
+            raise ValueError(f"audit rows of another chain than {chain!r}")
+        self._executemany(db, INSERT_SQL, rows)
+
+    def _with_staged(self, conversation_id: str, fn: Callable[[C], T]) -> Callable[[C], T]:
+        with self._staging:
+            staged = self._staged.pop(conversation_id, None)
+        if not staged:
+            return fn
+
+        def both(db: C) -> T:
+            for chain, link in staged:
+                self._link(db, chain, link)
+            return fn(db)
+
+        return both
 
     def append_audit(self, chain: str, rows: Sequence[AuditRow]) -> None:
         if any(row.chain != chain for row in rows):

@@ -38,6 +38,10 @@ CHAINS_SQL = "SELECT DISTINCT chain FROM audit ORDER BY chain"
 INSERT_SQL = f"INSERT INTO audit ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 Query = Callable[[str, Sequence[Any]], list[Any]]
+
+Link = Callable[["AuditRow | None"], "list[AuditRow]"]
+"""Makes the rows to append from the chain's last row (None for an empty chain): the store
+calls it inside the transaction that inserts them, so the rows always follow the real tail."""
 """Runs one read statement (``?`` placeholders) and returns its rows (mappings by column)."""
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bridge.errors import UsageError
-from bridge.journal.audit_store import AuditRow
+from bridge.journal.audit_store import AuditRow, Link
 from bridge.journal.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -266,6 +266,17 @@ class Journal(ABC):
             Exception: a row's (chain, seq) exists already (another writer appended), or the
                 store failed; nothing was written.
         """
+
+    def append_linked(self, chain: str, link: Link) -> None:
+        """Append the rows `link` makes from the chain's current last row, durable before
+        returning (one transaction where the store has them)."""
+        self.append_audit(chain, link(self.audit_tail(chain)))
+
+    def stage_audit(self, conversation_id: str, chain: str, link: Link) -> None:
+        """Append `link`'s rows in the same transaction as the next write of
+        `conversation_id` (its call started, or finished), so the entry and the step it records
+        are durable together or not at all; a store without such writes appends them now."""
+        self.append_linked(chain, link)
 
     @abstractmethod
     def audit_entries(

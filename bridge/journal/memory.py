@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from bridge.errors import redact
-from bridge.journal.audit_store import AUDIT_PAGE, AuditRow, audit_time
+from bridge.journal.audit_store import AUDIT_PAGE, AuditRow, Link, audit_time
 from bridge.journal.leases import LocalLeases
 from bridge.journal.records import (
     ApprovalDecidedError,
@@ -498,6 +498,11 @@ class MemoryJournal(LocalLeases):
         with self._lock:
             rows = self._audit.get(chain)
             return rows[-1] if rows else None
+
+    def append_linked(self, chain: str, link: Link) -> None:
+        with self._lock:
+            kept = self._audit.get(chain)
+            self.append_audit(chain, link(kept[-1] if kept else None))
 
     def append_audit(self, chain: str, rows: Sequence[AuditRow]) -> None:
         with self._lock:

@@ -65,23 +65,31 @@ class HostApproval:
         self._lock = threading.Lock()
 
     async def ask(
-        self, ctx: Any, name: str, arguments: dict[str, Any], request: types.CallToolRequestParams
+        self,
+        ctx: Any,
+        name: str,
+        arguments: dict[str, Any],
+        request: types.CallToolRequestParams,
+        call_id: str | None = None,
     ) -> tuple[str, Verdict] | types.InputRequiredResult:
         """The call id and the verdict for this call, or the question to hand to the client.
 
-        `ctx` is the SDK's request context of the `tools/call` being answered.
+        `ctx` is the SDK's request context of the `tools/call` being answered; `call_id` the id
+        the caller gave this call (None: one is minted), kept with a question the client
+        answers in another request (`call_id_of` finds it again).
         """
         from mcp import types
 
+        call_id = call_id or _new_call_id()
         session = ctx.session
         if not _can_elicit(session.client_capabilities):
-            return _new_call_id(), verdict_for(None, detail=NO_ELICITATION)
+            return call_id, verdict_for(None, detail=NO_ELICITATION)
         text = f"{question(name, arguments)}\n\nAccept to run it once; decline to refuse it."
         form = types.ElicitRequestFormParams(message=text, requested_schema=_EMPTY_FORM)
         if session.can_send_request:
-            return _new_call_id(), await self._ask_now(session, ctx.request_id, form)
+            return call_id, await self._ask_now(session, ctx.request_id, form)
         if str(session.protocol_version) < _INPUT_REQUIRED_SINCE:
-            return _new_call_id(), verdict_for(None, detail=NO_CHANNEL)
+            return call_id, verdict_for(None, detail=NO_CHANNEL)
         digest = arguments_digest(name, arguments)
         pending = self._take(request.request_state, digest)
         answer = (request.input_responses or {}).get(INPUT_KEY)
@@ -89,7 +97,7 @@ class HostApproval:
             if not isinstance(answer, types.ElicitResult):
                 return pending.call_id, verdict_for("failed", detail="the answer is not a form")
             return pending.call_id, verdict_for(_answer(answer.action))
-        token = self._remember(digest)
+        token = self._remember(digest, call_id)
         return types.InputRequiredResult(
             input_requests={INPUT_KEY: types.ElicitRequest(params=form)}, request_state=token
         )
@@ -111,7 +119,21 @@ class HostApproval:
             return verdict_for("failed", detail=f"{type(exc).__name__}: {exc}")
         return verdict_for(_answer(result.action))
 
-    def _remember(self, digest: str) -> str:
+    def call_id_of(self, request: types.CallToolRequestParams) -> str | None:
+        """The call id of the question `request` answers (its ``request_state``), while that
+        question waits and was about the same tool and arguments; None otherwise. The answer
+        is not taken: `ask` takes it."""
+        token = request.request_state
+        if not token:
+            return None
+        with self._lock:
+            pending = self._pending.get(token)
+        digest = arguments_digest(request.name, dict(request.arguments or {}))
+        if pending is None or pending.digest != digest or pending.expires <= time.monotonic():
+            return None
+        return pending.call_id
+
+    def _remember(self, digest: str, call_id: str) -> str:
         token = secrets.token_urlsafe(24)
         now = time.monotonic()
         with self._lock:
@@ -119,7 +141,7 @@ class HostApproval:
                 del self._pending[key]
             while len(self._pending) >= _MAX_PENDING:
                 self._pending.popitem(last=False)
-            self._pending[token] = _Pending(digest, _new_call_id(), now + self.answer_timeout)
+            self._pending[token] = _Pending(digest, call_id, now + self.answer_timeout)
         return token
 
     def _take(self, token: str | None, digest: str) -> _Pending | None:

@@ -156,7 +156,10 @@ def mcp_server(
 
         principal = who(ctx)
         arguments = dict(params.arguments or {})
-        call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        # A call answering its approval question (in a later request) keeps the question's id:
+        # its policy entry, approval and outcome are one call's in the audit record.
+        answering = approvals.call_id_of(params)
+        call_id = answering or f"mcp-{uuid.uuid4().hex[:12]}"
         spec = toolbox.get(params.name)
         event = functools.partial(
             AuditEvent,
@@ -178,7 +181,8 @@ def mcp_server(
                 except Exception:
                     logger.exception("a refused call of %s was not recorded", params.name)
             return _result(await _unknown(runner, toolbox, principal, call), is_error=True)
-        limited = _rate_limited(limiter, principal)
+        # The request that asked counted against the caller's rate; its answer is that call.
+        limited = None if answering else _rate_limited(limiter, principal)
         if limited is not None:
             await note(
                 event(
@@ -188,7 +192,8 @@ def mcp_server(
                     detail={"retry_after": limited.retry_after, "reason": str(limited)},
                 ),
             )
-            return _result(f"not run: {limited}; retry in {limited.retry_after} s", is_error=True)
+            # The door's refusal names the limit and when to retry.
+            return _result(f"not run: {limited}", is_error=True)
         decision = ALLOW
         if policy is not None:
             decision = _decide(policy, principal, spec, arguments, _session_id(ctx))
@@ -205,7 +210,7 @@ def mcp_server(
             return _result(decision.refusal(), is_error=True)
         # A policy's approval is a person's, whatever --yes says of confirm tools.
         if decision.needs_approval or (needs_approval(spec) and not yes):
-            asked = await approvals.ask(ctx, params.name, arguments, params)
+            asked = await approvals.ask(ctx, params.name, arguments, params, call_id)
             if isinstance(asked, types.InputRequiredResult):
                 return asked  # the client asks its user and calls again with the answer
             call_id, verdict = asked

@@ -130,6 +130,9 @@ class Recorded:
     def record(self, event: AuditEvent) -> None:
         self.events.append(event)
 
+    def stage(self, event: AuditEvent) -> None:
+        self.record(event)
+
 
 def make_bridge(emu: Emulator, **options: Any) -> Bridge:
     platform = AppBuilderPlatform(

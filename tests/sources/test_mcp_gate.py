@@ -9,10 +9,10 @@ marker must not exist; the same call with the endpoint's own name runs the tool.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.mcp_door import ROOT, McpServe
 
 MARKER_TOOLS = '''
 from pathlib import Path
@@ -84,63 +84,36 @@ def marker_tools(tmp_path: Path) -> Path:
     return path
 
 
-def _start(tools: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    # Behind the door (--callers), the door's pieces come from `tests.support.mcp_door`.
-    runner = "tests.support.mcp_door" if "--callers" in args else "bridge"
-    command = [sys.executable, "-m", runner, "mcp-serve", "--tools", str(tools)]
-    command += ["--transport", "http", "--port", "0", *args]
-    proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    line: list[str] = []
-    assert proc.stdout is not None
-    out = proc.stdout
-    reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=60)
-    return proc, line[0] if line else ""
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
-
-
-KEY = "gate-test-key"
+KEY = "gate-test-key-0123456789"
 
 
 @pytest.fixture
 def serve_mcp(marker_tools: Path, tmp_path: Path) -> Iterator[Any]:
-    started: list[subprocess.Popen[str]] = []
-    callers = tmp_path / "callers.json"
-    callers.write_text(json.dumps({KEY: {"name": "gate", "tools": ["*"]}}), encoding="utf-8")
+    started: list[McpServe] = []
+    callers = tmp_path / "callers.toml"
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    callers.write_text(
+        f'[callers.gate]\nkey_sha256 = "{digest}"\nroles = ["admin"]\n', encoding="utf-8"
+    )
 
     def start(*args: str, connect_host: str) -> Endpoint:
         args = tuple(str(callers) if arg == CALLERS else arg for arg in args)
-        proc, line = _start(marker_tools, *args)
-        started.append(proc)
-        assert line.startswith("toolbridge mcp-serve: http://"), (line, proc.poll())
-        printed = line.split(": ", 1)[1].strip()
-        port = int(printed.rsplit(":", 1)[1].split("/", 1)[0])
+        served = McpServe("--tools", str(marker_tools), *args).__enter__()
+        started.append(served)
+        assert served.url.startswith("http://"), (served.url, served.process.poll())
+        port = int(served.url.rsplit(":", 1)[1].split("/", 1)[0])
         shown = f"[{connect_host}]" if ":" in connect_host else connect_host
         key = KEY if "--callers" in args else None
-        return Endpoint(printed=printed, connect=f"http://{shown}:{port}", port=port, key=key)
+        return Endpoint(printed=served.url, connect=f"http://{shown}:{port}", port=port, key=key)
 
     try:
         yield start
     finally:
-        for proc in started:
-            _stop(proc)
+        for served in started:
+            served.stop()
 
 
-CALLERS = "{callers}"  # replaced by a callers file naming KEY
+CALLERS = "{callers}"  # replaced by a caller file naming KEY (TOML, its SHA-256)
 # (mcp-serve arguments, address to connect to, Host values of the endpoint's own, printed URL)
 BINDS = [
     pytest.param(["--host", "127.0.0.1"], "127.0.0.1", ["127.0.0.1", "localhost"], id="127.0.0.1"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,26 +13,24 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.sources.test_mcp_gate import ACCEPT, INIT, MARKER_TOOLS, _start, _stop
+from tests.sources.test_mcp_gate import ACCEPT, INIT, MARKER_TOOLS
+from tests.support.mcp_door import McpServe
 from tests.support.slow_clients import SlowClients, open_fds, read_all
 
 SLOW_CLIENTS = 20
 
 
 @pytest.fixture
-def limited(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, int]]]:
+def limited(tmp_path: Path) -> Iterator[tuple[McpServe, tuple[str, int]]]:
     tools = tmp_path / "marker_tools.py"
     tools.write_text(MARKER_TOOLS, encoding="utf-8")
-    proc, line = _start(
-        tools,
+    with McpServe(
+        "--tools", str(tools),
         "--header-timeout", "3", "--body-timeout", "1", "--max-connections", str(SLOW_CLIENTS + 5),
-    )  # fmt: skip
-    try:
-        assert line.startswith("toolbridge mcp-serve: http://127.0.0.1:"), (line, proc.poll())
-        port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
-        yield proc, ("127.0.0.1", port)
-    finally:
-        _stop(proc)
+    ) as served:  # fmt: skip
+        assert served.url.startswith("http://127.0.0.1:"), (served.url, served.process.poll())
+        port = int(served.url.rsplit(":", 1)[1].split("/", 1)[0])
+        yield served, ("127.0.0.1", port)
 
 
 def _initialize(address: tuple[str, int]) -> int:
@@ -47,9 +44,10 @@ def _initialize(address: tuple[str, int]) -> int:
 
 
 def test_slow_headers_slow_bodies_and_surplus_connections(
-    limited: tuple[subprocess.Popen[str], tuple[str, int]],
+    limited: tuple[McpServe, tuple[str, int]],
 ) -> None:
-    proc, address = limited
+    served, address = limited
+    proc = served.process
     assert _initialize(address) == 200
     before = open_fds(proc.pid)
     slow = SlowClients(address, SLOW_CLIENTS, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -89,7 +87,7 @@ def test_slow_headers_slow_bodies_and_surplus_connections(
         time.sleep(0.05)
     assert open_fds(proc.pid) <= before + 2, (before, open_fds(proc.pid))
     assert _initialize(address) == 200
-    proc.terminate()
-    _, errors = proc.communicate(timeout=30)
+    served.stop()
+    errors = served.stderr
     assert "Traceback" not in errors, errors  # the app never saw the stalled request
     assert "closed for slow headers or body" in errors

@@ -1,41 +1,36 @@
-"""Small implementations of the door's interfaces for the `mcp-serve` tests, and a runner of
-the real `toolbridge` CLI that builds them from `mcp-serve`'s flags.
+"""Small implementations of the door's interfaces, for the tests of `mcp_server`'s own logic
+(in process), and a runner of the real `toolbridge mcp-serve` process (`McpServe`).
 
 - `KeyDoor` (`Authenticates`): a key names a caller; ``limit`` refuses the callers it is told.
 - `RulePolicy` (`Decides`): refuses transfers over 100, sends those over 10 to a person.
-- `Entries` (`Records`): the audit events in a list (and, from the CLI, a JSON-lines file).
-
-    python -m tests.support.mcp_door mcp-serve --transport http --callers keys.json \\
-        --policy any --audit-db events.jsonl --tools ...
-
-runs `toolbridge mcp-serve` with `open_access` (the one place the CLI builds the door's pieces)
-answering from these: ``--callers`` is a JSON object ``{key: {"name": ..., "tools": [...]}}``,
-``--policy`` (any value) is `RulePolicy`, ``--audit-db`` a file the events are appended to.
+- `Entries` (`Records`): the audit events in a list.
+- `McpServe`: ``python -m bridge mcp-serve --transport http --port 0 ...`` started, its printed
+  URL read, stopped (tests of the command use the real door, policy and audit record).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from types import TracebackType
 
 from bridge.access import (
     AuditEvent,
-    Authenticates,
     CallFacts,
-    Decides,
     Permission,
     PolicyDecision,
     Principal,
     RateLimitedError,
-    Records,
     ToolPatterns,
     UnauthenticatedError,
 )
 
-__all__ = ["Entries", "KeyDoor", "RulePolicy", "caller"]
+__all__ = ["ROOT", "Entries", "KeyDoor", "McpServe", "RulePolicy", "caller"]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def caller(name: str, *tools: str) -> Principal:
@@ -48,7 +43,8 @@ def caller(name: str, *tools: str) -> Principal:
 
 
 class KeyDoor:
-    """`Authenticates`: a key names a caller; `limit` refuses the callers in `limited`."""
+    """`Authenticates`: a key names a caller; `limit` refuses the callers in `limited` (its
+    message, as the real door's, says when to retry)."""
 
     def __init__(self, keys: dict[str, Principal], limited: tuple[str, ...] = ()) -> None:
         self.keys = keys
@@ -67,7 +63,9 @@ class KeyDoor:
     def limit(self, principal: Principal, what: str) -> None:
         assert what == "tool_calls"
         if principal.name in self.limited:
-            raise RateLimitedError(f"{principal.name} is over its tool call rate", retry_after=7)
+            raise RateLimitedError(
+                f"{principal.name} is over its tool call rate; retry in 7 s", retry_after=7
+            )
 
 
 class RulePolicy:
@@ -88,17 +86,16 @@ class RulePolicy:
 
 
 class Entries:
-    """`Records`: the audit events, in order (also appended to `path` as JSON lines)."""
+    """`Records`: the audit events, in order."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self) -> None:
         self.events: list[AuditEvent] = []
-        self.path = path
 
     def record(self, event: AuditEvent) -> None:
         self.events.append(event)
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(dataclasses.asdict(event), default=str) + "\n")
+
+    def stage(self, event: AuditEvent) -> None:
+        self.record(event)
 
     def kinds(self, tool: str | None = None) -> list[tuple[str, str, str | None]]:
         return [
@@ -108,28 +105,73 @@ class Entries:
         ]
 
 
-def _open_access(
-    *, callers: Path | None = None, policy: Path | None = None, audit_db: str | None = None,
-    **_: Any,
-) -> tuple[Authenticates | None, Decides | None, Records | None]:  # fmt: skip
-    door = None
-    if callers is not None:
-        keys = json.loads(Path(callers).read_text(encoding="utf-8"))
-        door = KeyDoor({key: caller(who["name"], *who["tools"]) for key, who in keys.items()})
-    return (
-        door,
-        RulePolicy() if policy is not None else None,
-        (Entries(Path(audit_db)) if audit_db is not None else None),
-    )
+class McpServe:
+    """A real ``toolbridge mcp-serve --transport http --port 0`` process (``python -m bridge``,
+    from the checkout); ``with`` starts it and reads the URL it prints, then stops it.
 
+    Attributes:
+        url: The endpoint's URL as printed (``http://HOST:PORT/PATH``); "" when none was.
+        process: The process.
+        stderr: What it wrote to stderr, once stopped.
+    """
 
-def main() -> None:
-    import bridge.cli.sources_cmd
-    from bridge.cli import app
+    def __init__(self, *args: str) -> None:
+        command = [sys.executable, "-m", "bridge", "mcp-serve", "--transport", "http"]
+        command += ["--port", "0", *args]
+        # stderr goes to a file (a pipe nobody reads could fill up and stall the server),
+        # read through its own handle (`log`).
+        self._dir = tempfile.TemporaryDirectory(prefix="mcp-serve-")
+        self._log_path = Path(self._dir.name) / "stderr.txt"
+        self._log = self._log_path.open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=self._log, text=True
+        )
+        self.url = ""
+        self.stderr = ""
 
-    bridge.cli.sources_cmd.open_access = _open_access
-    app(sys.argv[1:], prog_name="toolbridge")
+    def __enter__(self) -> McpServe:
+        line: list[str] = []
+        out = self.process.stdout
+        assert out is not None
+        reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        printed = line[0] if line else ""
+        if printed.startswith("toolbridge mcp-serve: "):
+            self.url = printed.split(": ", 1)[1].strip()
+        return self
 
+    def log(self) -> str:
+        """What the process wrote to stderr so far."""
+        if self._log.closed:
+            return self.stderr
+        return self._log_path.read_text(encoding="utf-8", errors="replace")
 
-if __name__ == "__main__":
-    main()
+    @property
+    def base(self) -> str:
+        """``http://HOST:PORT`` of the endpoint."""
+        return self.url.rsplit("/", 1)[0]
+
+    def stop(self) -> None:
+        """Terminate the process (once; again is a no-op) and keep what it wrote to stderr."""
+        if self._log.closed:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log.close()
+        self.stderr = self._log_path.read_text(encoding="utf-8", errors="replace")
+        self._dir.cleanup()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
