@@ -18,16 +18,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from bridge._hosts import HostGate
 from bridge._version import __version__
+from bridge.access import AccessError
+from bridge.access.door import Door
+from bridge.daemon.door import door_principal, load_policy, open_audit, open_door
 from bridge.daemon.errors import install_error_handlers
 from bridge.daemon.failpoints import failpoint_from_env
 from bridge.daemon.fastpath import FastRoutes
-from bridge.daemon.keys import ApiKeys
 from bridge.daemon.middleware import RequestContextMiddleware
 from bridge.daemon.outbound import PublicJSONResponse
+from bridge.daemon.permissions import authorize, on_access_error
 from bridge.daemon.recovery import keep_leases, recover
 from bridge.daemon.relay import start_relay
 from bridge.daemon.routers import approvals, console, conversations, events, health, tools
@@ -67,7 +70,8 @@ def create_app(
         register_secret(secret)
     if settings.approval_webhook is not None:
         register_secret(settings.approval_webhook)  # chat webhooks carry a token in the URL
-    api_keys = ApiKeys.from_settings(settings)  # a broken key file stops here, before the db
+    door = open_door(settings)  # a broken callers or key file stops here, before the db
+    policy = load_policy(settings)
     own_platform = platform is None
     if platform is None:
         platform = _platform(settings)
@@ -86,7 +90,10 @@ def create_app(
             settings.db, on_write=failpoint_from_env(), pool_size=settings.workers + 4
         )
     try:
-        service = Service(settings, platform, journal)
+        service = Service(
+            settings, platform, journal, policy=policy, audit=open_audit(settings, journal)
+        )
+        service.principal_named = lambda name: door_principal(door, name)
     except BaseException:
         # A start-up that fails (tools that do not load) leaves no empty journal behind.
         if own_journal:
@@ -107,7 +114,7 @@ def create_app(
         # recovery, so they see the runs it resumes).
         app.state.relay = relay = await start_relay(service)
         recover(service)
-        reloads_keys = _reload_keys_on_sighup(api_keys)
+        reloads_keys = _reload_callers_on_sighup(door)
         try:
             yield
         finally:
@@ -132,14 +139,18 @@ def create_app(
         default_response_class=PublicJSONResponse,
         docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: not on an intranet
         redoc_url=None,
+        # The door for every route: who calls, and whether the route's rule lets it in.
+        dependencies=[Depends(authorize)],
     )
     app.state.settings = settings
     app.state.service = service
-    app.state.api_keys = api_keys
+    app.state.door = door
+    app.state.audit = service.audit
     app.state.runs_left = 0
     app.state.relay = None
     app.state.grace = GraceClock(settings.grace)  # armed by the server when a shutdown begins
     install_error_handlers(app)
+    app.add_exception_handler(AccessError, on_access_error)
     app.include_router(conversations.router)
     app.include_router(tools.router)
     app.include_router(approvals.router)
@@ -160,24 +171,20 @@ def create_app(
     return app
 
 
-def _reload_keys_on_sighup(keys: ApiKeys | None) -> bool:
-    """Reload the key file on SIGHUP; True if the handler is installed (only a daemon in the
-    main thread can: an app served from another thread keeps its keys)."""
-    if keys is None or keys.path is None or not hasattr(signal, "SIGHUP"):
+def _reload_callers_on_sighup(door: Door) -> bool:
+    """Reload the callers and key files on SIGHUP; True if the handler is installed (only a
+    daemon in the main thread can: an app served from another thread keeps its callers)."""
+    if not hasattr(signal, "SIGHUP") or door.anonymous:
         return False
-    import asyncio
-
     try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, door.reload)
     except (ValueError, RuntimeError, NotImplementedError):
-        logger.debug("SIGHUP cannot be handled here; the API keys are not reloadable")
+        logger.debug("SIGHUP cannot be handled here; the callers are not reloadable")
         return False
     return True
 
 
 def _stop_reloading_keys() -> None:
-    import asyncio
-
     with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
         asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
 

@@ -61,6 +61,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         if status in (401, 413, 422, 500)
     },
     **GATE_RESPONSES,
+    403: {
+        "model": ErrorBody,
+        "description": "the caller lacks the permission the route needs (forbidden), or a "
+        "cross-origin browser request (cross_origin)",
+    },
+    429: {
+        "model": ErrorBody,
+        "description": "over one of the caller's rate limits (rate_limited); Retry-After says "
+        "when to try again",
+    },
 }
 """Errors any /v1 route may return, for the OpenAPI document."""
 

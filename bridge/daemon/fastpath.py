@@ -10,7 +10,8 @@ the access log and the metrics are the same), answers them by calling the very f
 routes call (`open_conversation`, `answer_message`).
 
 It answers only what it is sure to answer as the route would: a well-formed JSON body that
-validates, a valid API key (when keys are set), a conversation id of the right shape, and no
+validates, a caller the door names and lets converse (when credentials are set), a
+conversation id of the right shape, and no
 ``stream``. Anything else (an invalid body, a missing key, an SSE answer, another route) goes
 on to FastAPI untouched, with the body replayed, and gets FastAPI's answer and errors.
 Exceptions are mapped by the app's own exception handlers. ``TOOLBRIDGE_FASTPATH=0`` turns the
@@ -29,8 +30,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bridge.daemon.dependencies import key_name
-from bridge.daemon.errors import ApiError
+from bridge.access import AccessError, Permission, Principal
 from bridge.daemon.models import CONVERSATION_ID_PATTERN, CreateConversation, SendMessage
 from bridge.daemon.routers.conversations import answer_message, open_conversation, router
 
@@ -63,8 +63,8 @@ class FastRoutes:
                 await self.app(scope, receive, send)
                 return
         headers = Headers(scope=scope)
-        allowed, caller = _caller(scope, headers)
-        if not allowed or not _is_json(headers.get("content-type")):
+        principal = _caller(scope, headers)
+        if principal is None or not _is_json(headers.get("content-type")):
             await self.app(scope, receive, send)
             return
         body, replay = await _read(receive)
@@ -74,6 +74,8 @@ class FastRoutes:
             return
         app = scope["app"]
         state = scope.setdefault("state", {})
+        caller = None if principal.via == "anonymous" else principal.name
+        state["principal"] = principal
         state["api_key_name"] = caller
         scope["route"] = self._route(conversation_id)
         request = Request(scope, replay)
@@ -89,10 +91,11 @@ class FastRoutes:
                     model,
                     request_id,
                     caller,
+                    principal,
                 )
             else:
                 assert isinstance(model, CreateConversation)
-                response = await open_conversation(app.state.service, model)
+                response = await open_conversation(app.state.service, model, principal)
         except Exception as exc:
             handler = _handler(app, exc)
             if handler is None:
@@ -114,13 +117,15 @@ class FastRoutes:
         return route
 
 
-def _caller(scope: Scope, headers: Headers) -> tuple[bool, str | None]:
-    """Whether the request may go on, and the name of its API key (None: the daemon takes
-    no keys). A missing or wrong key is for FastAPI's `require_api_key` to answer."""
+def _caller(scope: Scope, headers: Headers) -> Principal | None:
+    """The caller, when the door lets it send (`converse`): the same door as every route's
+    (`bridge.daemon.permissions.authorize`). A refused one (no key, a wrong key, without
+    `converse`) is for FastAPI's routes to answer, and record."""
     try:
-        return True, key_name(scope["app"].state.api_keys, headers.get("authorization", ""))
-    except ApiError:
-        return False, None
+        principal: Principal = scope["app"].state.door.authenticate(headers.get("authorization"))
+    except AccessError:
+        return None
+    return principal if principal.can(Permission.CONVERSE) else None
 
 
 def _is_json(content_type: str | None) -> bool:

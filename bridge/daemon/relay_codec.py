@@ -32,6 +32,7 @@ KEPT = (
     "request_id",
     "recovered",
     "sent_by",
+    "created_by",
     "decided_by",
     "at",
 )

@@ -32,10 +32,22 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from bridge.access import (
+    AuditEvent,
+    CallFacts,
+    Decides,
+    ForbiddenError,
+    Permission,
+    PolicyDecision,
+    Principal,
+    Records,
+    ToolPatterns,
+)
 from bridge.bridge import Bridge
 from bridge.conversation import Conversation
 from bridge.daemon.approvals import ApprovalDesk
@@ -64,6 +76,8 @@ from bridge.journal.records import (
 )
 from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
+from bridge.tools.spec import ToolSpec
+from bridge.tools.toolbox import Toolbox
 from bridge.types import (
     Event,
     ToolCall,
@@ -77,9 +91,8 @@ from bridge.types import (
 if TYPE_CHECKING:
     from bridge.daemon.settings import DaemonSettings
     from bridge.platforms.base import Platform
-    from bridge.tools.toolbox import Toolbox
 
-__all__ = ["LoadedTools", "Service"]
+__all__ = ["LoadedTools", "Service", "may_read", "may_send"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +119,14 @@ class LoadedTools:
     retired: bool = False
     """A reload replaced it: it is closed when its last run ends."""
 
+    def visible(self, principal: Principal | None) -> list[ToolSpec]:
+        """The tools `principal` may see and run (every one for None)."""
+        return [
+            spec
+            for spec in self.toolbox
+            if principal is None or principal.may_run(spec.name, spec.source)
+        ]
+
     def close(self) -> None:
         """Stop the dispatcher's threads and the toolbox's sources (MCP server processes)."""
         self.dispatcher.close()
@@ -120,6 +141,8 @@ class _Job:
     recover: tuple[int, PendingBatch] | None = None
     sent_by: str | None = None
     lease: Lease | None = None
+    principal: Principal | None = None
+    """Whose tools the run offers and runs (None: every tool, a daemon without callers)."""
 
 
 @dataclass
@@ -144,7 +167,15 @@ class Service:
         UsageError: the tool specs cannot be loaded.
     """
 
-    def __init__(self, settings: DaemonSettings, platform: Platform, journal: LeaseJournal) -> None:
+    def __init__(
+        self,
+        settings: DaemonSettings,
+        platform: Platform,
+        journal: LeaseJournal,
+        *,
+        policy: Decides | None = None,
+        audit: Records | None = None,
+    ) -> None:
         self.settings = settings
         self.platform = platform
         self.journal = journal
@@ -164,6 +195,12 @@ class Service:
             webhook=ApprovalWebhook(webhook) if webhook else None,
             base_url=lambda: self.public_url,
         )
+        self.policy = policy
+        """The policy deciding each tool call (`--policy`): the loop's, and direct calls'."""
+        self.audit = audit
+        """The audit record (None: none kept)."""
+        self.principal_named: Callable[[str], Principal | None] = lambda name: None
+        """The caller named so now (the app's door), for the runs that resume a message."""
         self.tools = self._load(1)
         self.last_reload_error: str | None = None
         self.draining = False
@@ -172,9 +209,9 @@ class Service:
         self._active: dict[str, RunHandle] = {}
         self._live: dict[str, _Live] = {}
         self._live_lock = threading.Lock()
-        self._known: OrderedDict[str, str | None] = OrderedDict()
-        """Conversations known to exist -> their end_user_id (neither ever changes: the
-        journal never deletes a conversation), so a message needs no journal read for them."""
+        self._known: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        """Conversations known to exist -> their end_user_id and owner (neither ever changes:
+        the journal never deletes a conversation), so a message needs no journal read."""
         self.pool: RunPool | None = None
         self.metrics = Metrics(
             in_flight=lambda: self.in_flight,
@@ -263,8 +300,15 @@ class Service:
             max_rounds=self.settings.max_rounds,
             stream=True,
             approve=self.approvals,
+            policy=self.policy,
+            audit=self.audit,
         )
         return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
+
+    def record(self, event: AuditEvent) -> None:
+        """Append `event` to the audit record, when the daemon keeps one."""
+        if self.audit is not None:
+            self.audit.record(event)
 
     async def reload(self) -> LoadedTools:
         """Load the tool specs again; on any error keep the current toolbox and raise 422."""
@@ -309,11 +353,13 @@ class Service:
                 503, "shutting_down", "the daemon is shutting down; retry against the next one"
             )
 
-    async def create_conversation(self, end_user_id: str | None) -> ConversationRecord:
-        """Open a conversation on the platform and record it."""
+    async def create_conversation(
+        self, end_user_id: str | None, created_by: str | None = None
+    ) -> ConversationRecord:
+        """Open a conversation on the platform and record it (`created_by`: its owner)."""
         self._check_accepting()
         try:
-            record = await asyncio.to_thread(self._create_conversation, end_user_id)
+            record = await asyncio.to_thread(self._create_conversation, end_user_id, created_by)
         except PlatformError as exc:
             raise ApiError(
                 502,
@@ -321,20 +367,37 @@ class Service:
                 f"the platform could not open a conversation: {exc}",
                 platform_request_id=exc.request_id,
             ) from None
-        self._remember(record.conversation_id, record.end_user_id)
+        self._remember(record.conversation_id, record.end_user_id, record.created_by)
         self.hub.publish("conversation_created", record.model_dump(mode="json"))
         return record
 
-    def _remember(self, conversation_id: str, end_user_id: str | None) -> None:
+    def _remember(
+        self, conversation_id: str, end_user_id: str | None, created_by: str | None
+    ) -> None:
         """Note that a conversation exists (on the loop; the oldest are forgotten)."""
-        self._known[conversation_id] = end_user_id
+        self._known[conversation_id] = (end_user_id, created_by)
         self._known.move_to_end(conversation_id)
         if len(self._known) > KNOWN_CONVERSATIONS:
             self._known.popitem(last=False)
 
-    def _create_conversation(self, end_user_id: str | None) -> ConversationRecord:
+    async def owner_of(self, conversation_id: str) -> tuple[bool, str | None]:
+        """Whether a conversation exists, and who opened it (None: nobody)."""
+        known = self._known.get(conversation_id)
+        if known is not None:
+            return True, known[1]
+        record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
+        if record is None:
+            return False, None
+        self._remember(conversation_id, record.end_user_id, record.created_by)
+        return True, record.created_by
+
+    def _create_conversation(
+        self, end_user_id: str | None, created_by: str | None
+    ) -> ConversationRecord:
         conversation_id = self.platform.create_conversation(end_user_id=end_user_id)
-        self.journal.add_conversation(conversation_id, end_user_id=end_user_id)
+        self.journal.add_conversation(
+            conversation_id, end_user_id=end_user_id, created_by=created_by
+        )
         record = self.journal.get_conversation(conversation_id)
         assert record is not None
         return record
@@ -353,7 +416,13 @@ class Service:
         return self._active.get(conversation_id)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, confirm: bool, caller: str | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        confirm: bool,
+        caller: str | None,
+        principal: Principal | None = None,
     ) -> ToolRun:
         """Run one tool outside any conversation (the console's "try it").
 
@@ -362,15 +431,25 @@ class Service:
         journaled as a direct call: "started" before the tool runs (who called, the tool and
         its arguments, who approved a confirm tool's call: the caller), then its outcome; a
         journal that cannot take the first write means the tool does not run.
+
+        `principal` (the caller): a tool outside its list is "no such tool" (404, as if it
+        did not exist); the policy's decision is taken (refused: 403 ``policy_refused``; one
+        needing a person's approval: 409 ``approval_required``, a direct call cannot wait).
         """
         self._check_accepting()
+        spec = self._visible_tool(self.tools, name, principal)
+        if self.policy is not None and spec is not None and (confirm or not spec.options.confirm):
+            # The decision (and its audit entry) before the tool is pinned: it may write.
+            refusal = await asyncio.to_thread(self._decide, principal, name, spec, arguments)
+            if refusal is not None:
+                raise refusal
         with self._live_lock:
             loaded = self.tools
-            spec = loaded.toolbox.get(name)
+            spec = self._visible_tool(loaded, name, principal)
             if spec is not None and (confirm or not spec.options.confirm):
                 loaded.runs += 1
         if spec is None:
-            names = ", ".join(loaded.toolbox.names()) or "(none)"
+            names = ", ".join(s.name for s in loaded.visible(principal)) or "(none)"
             raise ApiError(404, "tool_not_found", f"no tool {name!r}; the tools are: {names}")
         if spec.options.confirm and not confirm:
             raise ApiError(
@@ -397,6 +476,21 @@ class Service:
                 await asyncio.to_thread(loaded.close)
         run = runs[0]
         await asyncio.to_thread(self.journal.finish_direct_call, run)
+        if self.audit is not None:
+            event = AuditEvent(
+                kind="direct_call",
+                outcome="error" if run.error else "ok",
+                caller=who,
+                via=principal.via if principal is not None else None,
+                call_id=call.call_id,
+                tool=name,
+                arguments=arguments,
+                detail={"error": run.error} if run.error else {},
+            )
+            try:
+                await asyncio.to_thread(self.record, event)
+            except Exception:  # the tool ran: its output still goes back
+                logger.exception("the audit record refused the outcome of %s", call.call_id)
         self.metrics.tool_calls.inc(name, run.error or "ok")
         self.metrics.tool_seconds.observe(run.duration_ms / 1000, name)
         logger.info(
@@ -409,6 +503,77 @@ class Service:
         )
         return run
 
+    @staticmethod
+    def _visible_tool(
+        loaded: LoadedTools, name: str, principal: Principal | None
+    ) -> ToolSpec | None:
+        """The tool `name` if `principal` may see it (None: no such tool, for it)."""
+        spec = loaded.toolbox.get(name)
+        if spec is None or (principal is not None and not principal.may_run(name, spec.source)):
+            return None
+        return spec
+
+    def _decide(
+        self,
+        principal: Principal | None,
+        name: str,
+        spec: ToolSpec | None,
+        arguments: dict[str, Any],
+    ) -> Exception | None:
+        """The policy's refusal of a direct call, as the error to answer (None: it may run)."""
+        if self.policy is None or spec is None or principal is None:
+            return None
+        try:
+            decision = self.policy.decide(principal, CallFacts.of(name, spec, arguments))
+        except Exception as exc:  # a failure to decide is never a yes
+            logger.exception("the policy failed on a direct call of %s", name)
+            decision = PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
+        detail = {"policies": list(decision.policies), "reason": decision.reason}
+        try:
+            self.record(
+                AuditEvent(
+                    kind="policy",
+                    outcome=decision.effect,
+                    caller=principal.name,
+                    via=principal.via,
+                    tool=name,
+                    arguments=arguments,
+                    detail={**detail, "direct": True},
+                )
+            )
+            if decision.refused:
+                self.record(
+                    AuditEvent(
+                        kind="direct_call",
+                        outcome="refused",
+                        caller=principal.name,
+                        via=principal.via,
+                        tool=name,
+                        arguments=arguments,
+                        detail=detail,
+                    )
+                )
+        except Exception as exc:
+            logger.exception("the audit record refused the decision on a direct call of %s", name)
+            return ApiError(
+                503,
+                "audit_unavailable",
+                f"the audit record could not be written ({type(exc).__name__}), so {name} "
+                "did not run; retry when it can",
+            )
+        if decision.refused:
+            return ApiError(403, "policy_refused", decision.refusal(), details=detail)
+        if decision.needs_approval:
+            return ApiError(
+                409,
+                "approval_required",
+                f"the policy ({', '.join(decision.policies) or 'unnamed'}) sends calls of "
+                f"{name} like this one to a person's approval, and a direct call cannot wait "
+                "for one: ask for it in a conversation",
+                details=detail,
+            )
+        return None
+
     async def start_message(
         self,
         conversation_id: str,
@@ -416,11 +581,16 @@ class Service:
         tool_choice: ToolChoice | ToolChoiceMode | None,
         request_id: str,
         sent_by: str | None = None,
+        principal: Principal | None = None,
     ) -> RunHandle:
-        """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping)."""
+        """Queue a run for a user message (404 unknown, 409 busy, 503 full or stopping).
+
+        `principal`: the caller sending it; it must be the conversation's owner (or hold
+        ``admin``): 404 for a conversation it may not read, 403 for one it may only read.
+        The run offers and runs only its tools."""
         self._check_accepting()
         if conversation_id in self._known:
-            end_user_id = self._known[conversation_id]
+            end_user_id, owner = self._known[conversation_id]
         else:
             record = await asyncio.to_thread(self.journal.get_conversation, conversation_id)
             if record is None:
@@ -429,16 +599,34 @@ class Service:
                     "conversation_not_found",
                     f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
                 )
-            end_user_id = record.end_user_id
-            self._remember(conversation_id, end_user_id)
+            end_user_id, owner = record.end_user_id, record.created_by
+            self._remember(conversation_id, end_user_id, owner)
+        if principal is not None and not may_send(principal, owner):
+            if may_read(principal, owner):
+                raise ForbiddenError(
+                    f"the caller {principal.name!r} may read conversation {conversation_id} "
+                    "but not send to it: only the caller who opened it does"
+                )
+            raise ApiError(
+                404,
+                "conversation_not_found",
+                f"no conversation {conversation_id!r}; create one with POST /v1/conversations",
+            )
         forced = tool_choice.name if isinstance(tool_choice, ToolChoice) else None
-        if forced is not None and self.tools.toolbox.get(forced) is None:
-            names = ", ".join(self.tools.toolbox.names()) or "(none)"
+        visible = self.tools.visible(principal)
+        if forced is not None and forced not in {spec.name for spec in visible}:
+            names = ", ".join(spec.name for spec in visible) or "(none)"
             raise ApiError(
                 422, "unknown_tool", f"tool_choice {forced!r} is not a loaded tool: {names}"
             )
         self._check_accepting()  # the await above may have let a SIGTERM in
-        job = _Job(query=query, tool_choice=tool_choice, end_user_id=end_user_id, sent_by=sent_by)
+        job = _Job(
+            query=query,
+            tool_choice=tool_choice,
+            end_user_id=end_user_id,
+            sent_by=sent_by,
+            principal=principal,
+        )
         handle = RunHandle(conversation_id, request_id)
         self._reserve(handle)
         try:
@@ -462,7 +650,17 @@ class Service:
         """Queue the run that finishes a message a crash interrupted (its lease held)."""
         record = self.journal.get_conversation(conversation_id)
         end_user_id = record.end_user_id if record else None
-        job = _Job(end_user_id=end_user_id, recover=(message_id, pending), lease=lease)
+        owner = record.created_by if record else None
+        principal: Principal | None = None
+        if owner is not None:
+            # The owner as the door knows it now; a caller no longer known runs no tool.
+            principal = self.principal_named(owner) or Principal(owner, tools=ToolPatterns(()))
+        job = _Job(
+            end_user_id=end_user_id,
+            recover=(message_id, pending),
+            lease=lease,
+            principal=principal,
+        )
         handle = RunHandle(conversation_id, f"recovery-{message_id}", recovered=True)
         handle.message_id = message_id
         self._reserve(handle)
@@ -543,16 +741,19 @@ class Service:
             loaded.runs += 1
         try:
             conversation.bridge = loaded.bridge
+            # The loop offers the caller only its tools, refuses others, and takes the
+            # policy's decision for it on each call.
+            caller = job.principal
             if job.recover is not None:
                 message_id, pending = job.recover
                 events = conversation.stream_recovered(
-                    message_id, pending.batch, submitting=pending.submitting
+                    message_id, pending.batch, submitting=pending.submitting, caller=caller
                 )
             elif conversation.pending_input is not None:
-                events = conversation.stream_resume(job.query, sent_by=job.sent_by)
+                events = conversation.stream_resume(job.query, sent_by=job.sent_by, caller=caller)
             else:
                 events = conversation.stream(
-                    job.query, tool_choice=job.tool_choice, sent_by=job.sent_by
+                    job.query, tool_choice=job.tool_choice, sent_by=job.sent_by, caller=caller
                 )
             handle.message_id = conversation.message_id
             for event in events:
@@ -725,6 +926,18 @@ class Service:
             for live in released:
                 logger.debug("releasing idle conversation %s", live.conversation.id)
                 await asyncio.to_thread(live.conversation.close)
+
+
+def may_read(principal: Principal, owner: str | None) -> bool:
+    """Whether `principal` may read a conversation `owner` opened (None: nobody's, opened
+    before callers or without one): its own, or any with ``read_all``."""
+    return principal.can(Permission.READ_ALL) or (owner is not None and owner == principal.name)
+
+
+def may_send(principal: Principal, owner: str | None) -> bool:
+    """Whether `principal` may send messages to a conversation `owner` opened: its own, or any
+    with ``admin``."""
+    return principal.can(Permission.ADMIN) or (owner is not None and owner == principal.name)
 
 
 def _when_done(conversation_id: str) -> str:

@@ -66,6 +66,7 @@ FLAGS = {
     "allow_hosts": "--allow-host",
     "server_names": "--server-name",
     "log_json": "--log-json/--log-text",
+    "four_eyes": "--four-eyes/--no-four-eyes",
 }
 """The `toolbridge serve` flags not spelled ``--name-with-dashes`` (one per value for a list;
 on/off for a switch)."""
@@ -126,6 +127,36 @@ class DaemonSettings(BaseModel):
         default=None,
         description="File of named keys, one 'name: key' per line; the name attributes messages "
         "and approval decisions. Reloaded on SIGHUP.",
+    )
+    callers: str | None = Field(
+        default=None,
+        description="Callers file (TOML): each caller's key or identity-provider name, roles, "
+        "tools and rate limits. Reloaded on SIGHUP.",
+    )
+    policy: str | None = Field(
+        default=None,
+        description="Cedar policy file deciding each tool call on its arguments (allow, refuse, "
+        "or send to a person's approval).",
+    )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="Identity provider (its issuer URL) whose tokens name callers; needs "
+        "--oidc-audience.",
+    )
+    oidc_audience: str | None = Field(
+        default=None,
+        description="The audience the identity provider's tokens must be for; needs --oidc-issuer.",
+    )
+    oidc_caller_claim: str = Field(
+        default="sub", description="The token claim naming the caller.", min_length=1
+    )
+    oidc_roles_claim: str = Field(
+        default="roles", description="The token claim listing the caller's roles.", min_length=1
+    )
+    four_eyes: bool = Field(
+        default=False,
+        description="The caller whose message asked for a call cannot approve it; another "
+        "approver must.",
     )
     approval_timeout: float = Field(
         default=600.0,
@@ -274,11 +305,21 @@ class DaemonSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DaemonSettings:
-        if self.api_key is None and self.api_key_file is None and not is_loopback(self.host):
+        if (self.oidc_issuer is None) != (self.oidc_audience is None):
+            given, missing = (
+                ("--oidc-issuer", "--oidc-audience")
+                if self.oidc_issuer is not None
+                else ("--oidc-audience", "--oidc-issuer")
+            )
+            raise ValueError(
+                f"{given} needs {missing} too: tokens are checked for both their issuer and "
+                "their audience"
+            )
+        if not self.authenticates and not is_loopback(self.host):
             raise ValueError(
                 f"binding {self.host} exposes the daemon beyond this machine, so it needs an "
-                "API key: pass --api-key (or set TOOLBRIDGE_API_KEY) or --api-key-file, or "
-                "bind 127.0.0.1"
+                "API key: pass --api-key (or set TOOLBRIDGE_API_KEY), --api-key-file or "
+                "--callers (or name an identity provider with --oidc-issuer), or bind 127.0.0.1"
             )
         foreign = _foreign(self.platform, self.platform_settings)
         if foreign:
@@ -293,6 +334,15 @@ class DaemonSettings(BaseModel):
         if value not in PLATFORMS:
             raise ValueError(f"unknown platform {value!r}; expected one of: {', '.join(PLATFORMS)}")
         return value
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether requests must name a caller (keys, a callers file or an identity
+        provider); without any, every request is the anonymous caller with every permission."""
+        return any(
+            value is not None
+            for value in (self.api_key, self.api_key_file, self.callers, self.oidc_issuer)
+        )
 
     def replica(self) -> str:
         """`replica_id`, or the host name and port (the pid with ``--port 0``)."""

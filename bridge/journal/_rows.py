@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 CONVERSATION_SELECT = """
-    SELECT c.id, c.end_user_id, c.created_at, c.updated_at,
+    SELECT c.id, c.end_user_id, c.created_at, c.updated_at, c.created_by,
            coalesce(c.platform_conversation_id, c.id) AS platform_conversation_id,
            (SELECT status FROM messages m WHERE m.conversation_id = c.id
             ORDER BY m.id DESC LIMIT 1) AS status,
@@ -68,6 +68,7 @@ def conversation_record(row: Row) -> ConversationRecord:
         status=row["status"] or "new",
         messages=row["messages"],
         platform_conversation_id=row["platform_conversation_id"],
+        created_by=row["created_by"],
     )
 
 

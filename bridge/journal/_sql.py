@@ -185,16 +185,23 @@ class SQLJournal(Journal, Generic[C]):
 
     # --- conversations and messages ---------------------------------------------------------------
 
-    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+    def add_conversation(
+        self,
+        conversation_id: str,
+        *,
+        end_user_id: str | None = None,
+        created_by: str | None = None,
+    ) -> None:
         stamp = now().isoformat()
 
         def op(db: C) -> None:
             self._execute(
                 db,
-                "INSERT INTO conversations (id, end_user_id, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id)",
-                (conversation_id, end_user_id, stamp, stamp),
+                "INSERT INTO conversations (id, end_user_id, created_at, updated_at, created_by) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id), "
+                "created_by = coalesce(conversations.created_by, excluded.created_by)",
+                (conversation_id, end_user_id, stamp, stamp, created_by),
             )
 
         self._write("conversation", op)
@@ -204,14 +211,16 @@ class SQLJournal(Journal, Generic[C]):
         return conversation_record(rows[0]) if rows else None
 
     def list_conversations(
-        self, *, limit: int = 50, offset: int = 0
+        self, *, limit: int = 50, offset: int = 0, created_by: str | None = None
     ) -> tuple[list[ConversationRecord], int]:
+        where, args = ("", ()) if created_by is None else (" WHERE c.created_by = ?", (created_by,))
         rows = self._read(
             CONVERSATION_SELECT
+            + where
             + f" ORDER BY c.updated_at DESC, c.{self.ORDER} DESC LIMIT ? OFFSET ?",
-            (limit, offset),
+            (*args, limit, offset),
         )
-        total = self._read("SELECT count(*) AS n FROM conversations")[0]["n"]
+        total = self._read("SELECT count(*) AS n FROM conversations c" + where, args)[0]["n"]
         return [conversation_record(row) for row in rows], int(total)
 
     def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:

@@ -37,8 +37,17 @@ class Journal(ABC):
     # --- conversations and messages -------------------------------------------------------------
 
     @abstractmethod
-    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
-        """Record a conversation (nothing happens if it is known already)."""
+    def add_conversation(
+        self,
+        conversation_id: str,
+        *,
+        end_user_id: str | None = None,
+        created_by: str | None = None,
+    ) -> None:
+        """Record a conversation (nothing happens if it is known already).
+
+        `created_by`: the caller who opened it (its owner); None: nobody's.
+        """
 
     @abstractmethod
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
@@ -46,9 +55,10 @@ class Journal(ABC):
 
     @abstractmethod
     def list_conversations(
-        self, *, limit: int = 50, offset: int = 0
+        self, *, limit: int = 50, offset: int = 0, created_by: str | None = None
     ) -> tuple[list[ConversationRecord], int]:
-        """A page of conversations, most recently updated first, and the total count."""
+        """A page of conversations, most recently updated first, and the total count;
+        with `created_by`, only the conversations that caller opened."""
 
     @abstractmethod
     def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:

@@ -141,11 +141,19 @@ class MemoryJournal(LocalLeases):
             ]:
                 del self._approvals[approval_id]
 
-    def add_conversation(self, conversation_id: str, *, end_user_id: str | None = None) -> None:
+    def add_conversation(
+        self,
+        conversation_id: str,
+        *,
+        end_user_id: str | None = None,
+        created_by: str | None = None,
+    ) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
             if end_user_id and conv.record.end_user_id is None:
                 conv.record = _updated(conv.record, end_user_id=end_user_id)
+            if created_by is not None and conv.record.created_by is None:
+                conv.record = _updated(conv.record, created_by=created_by)
 
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
         with self._lock:
@@ -153,10 +161,14 @@ class MemoryJournal(LocalLeases):
             return conv.record if conv else None
 
     def list_conversations(
-        self, *, limit: int = 50, offset: int = 0
+        self, *, limit: int = 50, offset: int = 0, created_by: str | None = None
     ) -> tuple[list[ConversationRecord], int]:
         with self._lock:
-            records = [conv.record for conv in reversed(self._convs.values())]
+            records = [
+                conv.record
+                for conv in reversed(self._convs.values())
+                if created_by is None or conv.record.created_by == created_by
+            ]
             return records[offset : offset + limit], len(records)
 
     def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:

@@ -204,12 +204,12 @@ def test_request_id_is_echoed_or_made(daemon: DaemonProcess) -> None:
 def test_missing_or_wrong_key_is_401(daemon: DaemonProcess) -> None:
     for path in ("/v1/conversations", "/v1/tools", "/metrics"):
         missing = requests.get(daemon.url + path, timeout=30)
-        assert "Authorization header" in _error(missing, 401, "unauthorized")["message"]
+        assert "Authorization: Bearer" in _error(missing, 401, "unauthorized")["message"]
         assert missing.headers["www-authenticate"].startswith("Bearer")
         wrong = requests.get(
             daemon.url + path, headers={"Authorization": "Bearer nope"}, timeout=30
         )
-        assert _error(wrong, 401, "unauthorized")["message"] == "invalid API key"
+        assert _error(wrong, 401, "unauthorized")["message"] == "unknown API key"
     basic = requests.get(
         daemon.url + "/v1/tools", headers={"Authorization": "Basic dXNlcjpwdw=="}, timeout=30
     )

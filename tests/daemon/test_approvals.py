@@ -379,7 +379,7 @@ def test_sighup_reloads_the_key_file_and_a_broken_one_keeps_the_keys(
     keys: Path = keyed.keys  # type: ignore[attr-defined]
     keys.write_text(f"alice: {ALICE}\ncarol: {CAROL}\n", encoding="utf-8")
     keyed.proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: "API keys reloaded" in keyed.log, "the reload")
+    wait_for(lambda: "callers reloaded" in keyed.log, "the reload")
     assert keyed.request("GET", "/v1/approvals", headers=as_(keyed, CAROL)).status_code == 200
     assert keyed.request("GET", "/v1/approvals", headers=as_(keyed, BOB)).status_code == 401
 

@@ -136,13 +136,15 @@ def test_the_event_types_are_found() -> None:
 def test_events_are_made_in_one_place() -> None:
     """`SseEvent`s are built only where data is redacted (the two ``publish`` methods) or
     carries nothing but the daemon's own words (the hub's ``hello`` and ``reset``, the
-    ``shutting_down`` ending `GraceClock.follow` gives a run cut by a stop)."""
+    ``shutting_down`` ending `GraceClock.follow` gives a run cut by a stop), or narrows a
+    published (so redacted) event to what a caller may see (``/v1/events``' `_shown`)."""
     allowed = {
         ("hub.py", "publish"),
         ("hub.py", "follow"),
         ("hub.py", "_events"),
         ("runs.py", "publish"),
         ("shutdown.py", "follow"),
+        ("events.py", "_shown"),
     }
     found: set[tuple[str, str]] = set()
     for path, tree in _sources():

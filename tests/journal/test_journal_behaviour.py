@@ -85,6 +85,26 @@ def test_conversations_are_paged_with_their_total(journal: Journal) -> None:
     assert journal.get_conversation("nobody") is None
 
 
+def test_a_conversation_keeps_its_creator_and_lists_by_it(journal: Journal) -> None:
+    journal.add_conversation("a1", created_by="alice")
+    journal.add_conversation("b1", created_by="bob")
+    journal.add_conversation("a2", created_by="alice")
+    journal.add_conversation("old")  # opened before callers: nobody's
+    journal.add_conversation("a1", created_by="bob")  # the first creator stays
+    journal.end_message(journal.begin_message("a1", "q", sent_by="alice"), status="finished")
+    alices, total = journal.list_conversations(created_by="alice")
+    assert total == 2 and {c.conversation_id for c in alices} == {"a1", "a2"}
+    assert all(c.created_by == "alice" for c in alices)
+    page, total = journal.list_conversations(created_by="alice", limit=1, offset=1)
+    assert total == 2 and len(page) == 1
+    assert journal.list_conversations(created_by="carol") == ([], 0)
+    assert journal.list_conversations()[1] == 4
+    old = journal.get_conversation("old")
+    assert old is not None and old.created_by is None
+    first = journal.get_conversation("a1")
+    assert first is not None and first.created_by == "alice"
+
+
 def test_a_batch_is_pending_until_submitted(journal: Journal) -> None:
     message = journal.begin_message("conv", "q")
     assert journal.pending(message) is None

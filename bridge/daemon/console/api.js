@@ -8,6 +8,12 @@ export function authHeaders(extra = {}) {
   return headers;
 }
 
+// A key may be refused a part of the page (403: its caller lacks the permission); that part
+// is left out, not shown as an error.
+export function forbidden(error) {
+  return Boolean(error) && error.status === 403;
+}
+
 export async function api(path, options = {}) {
   const headers = authHeaders(options.headers || {});
   if (options.body) headers["Content-Type"] = "application/json";

@@ -1,6 +1,6 @@
 // The conversations list, the open conversation's transcript, sending a message.
 
-import { api } from "./api.js";
+import { api, forbidden } from "./api.js";
 import { conversationTitle } from "./approvals.js";
 import { signature } from "./events.js";
 import { el, put, status, timeNode, txt } from "./render.js";
@@ -16,7 +16,14 @@ export function pendingByConversation() {
 }
 
 export async function loadConversations() {
-  const page = await api(`/v1/conversations?limit=${PAGE}&offset=${state.offset}`);
+  let page;
+  try {
+    page = await api(`/v1/conversations?limit=${PAGE}&offset=${state.offset}`);
+  } catch (error) {
+    if (!forbidden(error)) throw error;
+    $("new-conversation").hidden = true;  // this key may not read nor open conversations
+    page = { items: [], total: 0 };
+  }
   state.conversations = page.items;
   renderConversations();
   const last = Math.min(page.total, state.offset + page.items.length);

@@ -190,6 +190,12 @@ export async function followHub() {
           setLive("offline", "bad");
           return;
         }
+        if (response.status === 403) {
+          // This key may not follow conversations (an approver only): poll what it may see.
+          setLive("polling", "warn");
+          startPolling();
+          return;
+        }
         if (!response.ok || !response.body) throw new Error("event stream: " + response.status);
         for await (const event of sseEvents(response)) {
           if (event.name === "hello") {

@@ -1,11 +1,18 @@
 // The header: platform, health, live state.
 
-import { api, authHeaders } from "./api.js";
+import { api, authHeaders, forbidden } from "./api.js";
 import { el, put, txt } from "./render.js";
 import { $ } from "./state.js";
 
 export async function loadInfo() {
-  const info = await api("/v1/info");
+  let info;
+  try {
+    info = await api("/v1/info");
+  } catch (error) {
+    if (!forbidden(error)) throw error;
+    $("platform-info").replaceChildren();  // this key may not observe the daemon
+    return;
+  }
   const box = $("platform-info");
   const kind = info.is_emulator ? `${info.platform} emulator` : info.platform;
   put(box,

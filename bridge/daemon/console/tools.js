@@ -1,6 +1,6 @@
 // The tools view: each tool's parameters and a form to try it.
 
-import { api } from "./api.js";
+import { api, forbidden } from "./api.js";
 import {
   copyButton,
   el,
@@ -59,7 +59,15 @@ export function sourceLabel(source) {
 }
 
 export async function loadTools() {
-  const data = await api("/v1/tools");
+  let data;
+  try {
+    data = await api("/v1/tools");
+  } catch (error) {
+    if (!forbidden(error)) throw error;
+    $("view-tools").hidden = true;  // this key may not list tools
+    return;
+  }
+  $("view-tools").hidden = false;
   state.tools = data.tools;
   $("tools-generation").textContent = `generation ${data.generation}, loaded `;
   $("tools-generation").append(timeNode(data.loaded_at) || "");

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
-from bridge.daemon.dependencies import Caller, ServiceDep, require_api_key
+from bridge.access import AuditEvent, ForbiddenError
+from bridge.daemon.dependencies import Caller, ServiceDep
 from bridge.daemon.errors import ERROR_RESPONSES
 from bridge.daemon.models import (
     APPROVAL_ID_PATTERN,
@@ -22,7 +23,6 @@ __all__ = ["router"]
 router = APIRouter(
     prefix="/v1/approvals",
     tags=["approvals"],
-    dependencies=[Depends(require_api_key)],
     responses=ERROR_RESPONSES,
 )
 
@@ -74,9 +74,32 @@ def get_approval(service: ServiceDep, approval_id: ApprovalId) -> ApprovalRecord
     },
 )
 def decide_approval(
-    service: ServiceDep, approval_id: ApprovalId, body: DecideApproval, caller: Caller
+    service: ServiceDep,
+    approval_id: ApprovalId,
+    body: DecideApproval,
+    caller: Caller,
 ) -> ApprovalRecord:
     """Decide a pending approval, once. Approve: the call runs and the run goes on. Reject:
     the model reads the rejection with your note. The decision is journaled with the name of
-    the API key it came with ("anonymous" without keys)."""
-    return service.approvals.decide(approval_id, body.decision, note=body.note, decided_by=caller)
+    the caller it came from ("anonymous" without credentials). With `--four-eyes` the caller
+    whose message asked for the call cannot decide it (403): another approver must."""
+    if service.settings.four_eyes:
+        asked = service.approvals.get(approval_id)
+        if asked.requested_by is not None and asked.requested_by == caller:
+            raise ForbiddenError(
+                f"four eyes: the caller {caller!r} sent the message that asked for this call, "
+                "so another approver must decide it"
+            )
+    record = service.approvals.decide(approval_id, body.decision, note=body.note, decided_by=caller)
+    service.record(
+        AuditEvent(
+            kind="approval",
+            outcome=record.status,
+            caller=caller,
+            conversation_id=record.conversation_id,
+            call_id=record.call_id,
+            tool=record.tool,
+            detail={"approval_id": record.approval_id, "note": record.note},
+        )
+    )
+    return record

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from bridge.access import ANONYMOUS, AuditEvent, Permission, Principal
 from bridge.daemon.dependencies import (
     Caller,
     GraceDep,
+    PrincipalDep,
     RequestId,
     ServiceDep,
-    require_api_key,
 )
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError, error_response
 from bridge.daemon.models import (
@@ -31,18 +33,24 @@ from bridge.daemon.models import (
 from bridge.daemon.outbound import PublicJSONResponse, json_data
 from bridge.daemon.relay import relay_of
 from bridge.daemon.runs import RunHandle
-from bridge.daemon.service import Service
+from bridge.daemon.service import Service, may_read
 from bridge.daemon.shutdown import SHUTTING_DOWN, GraceClock
 from bridge.platforms.base import limits_of
 
 __all__ = ["answer_message", "open_conversation", "router"]
+
+
+def _owner(principal: Principal) -> str | None:
+    """The owner a conversation opened by `principal` gets (nobody for the anonymous caller
+    of a daemon without credentials)."""
+    return None if principal.via == "anonymous" else principal.name
+
 
 KEEPALIVE_SECONDS = 15.0
 
 router = APIRouter(
     prefix="/v1/conversations",
     tags=["conversations"],
-    dependencies=[Depends(require_api_key)],
     responses=ERROR_RESPONSES,
 )
 
@@ -99,21 +107,26 @@ def _sse(handle: RunHandle, grace: GraceClock) -> StreamingResponse:
     },
 )
 async def create_conversation(
-    service: ServiceDep, body: Annotated[CreateConversation | None, Body()] = None
+    service: ServiceDep,
+    principal: PrincipalDep,
+    body: Annotated[CreateConversation | None, Body()] = None,
 ) -> Response:
-    """Open a conversation with the agent; send messages to it next.
+    """Open a conversation with the agent; send messages to it next. It is the caller's: only
+    it sends to it, and only it (and callers with `read_all`) see it.
 
     An `end_user_id` the platform would refuse (AppBuilder: 6 to 64 characters) gets 422.
     """
-    return await open_conversation(service, body)
+    return await open_conversation(service, body, principal)
 
 
-async def open_conversation(service: Service, body: CreateConversation | None) -> Response:
+async def open_conversation(
+    service: Service, body: CreateConversation | None, principal: Principal = ANONYMOUS
+) -> Response:
     """What `create_conversation` answers (also `bridge.daemon.fastpath`'s); the body is
     serialised once, here, not validated again against the response model."""
     end_user_id = body.end_user_id if body else None
     _check_limits(service, end_user_id=end_user_id)
-    record = await service.create_conversation(end_user_id)
+    record = await service.create_conversation(end_user_id, _owner(principal))
     created = ConversationCreated(
         conversation_id=record.conversation_id,
         end_user_id=record.end_user_id,
@@ -125,11 +138,17 @@ async def open_conversation(service: Service, body: CreateConversation | None) -
 @router.get("", summary="List conversations")
 def list_conversations(
     service: ServiceDep,
+    principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ConversationPage:
-    """Conversations, most recently updated first, one page at a time."""
-    records, total = service.journal.list_conversations(limit=limit, offset=offset)
+    """Conversations, most recently updated first, one page at a time: the caller's own, or
+    every one for a caller with `read_all`."""
+    records, total = service.journal.list_conversations(
+        limit=limit,
+        offset=offset,
+        created_by=None if principal.can(Permission.READ_ALL) else principal.name,
+    )
     items = [
         ConversationSummary(
             **record.model_dump(), title=title_of(service.journal.messages(record.conversation_id))
@@ -141,11 +160,12 @@ def list_conversations(
 
 @router.get("/{conversation_id}", summary="One conversation", responses=_NOT_FOUND)
 def get_conversation(
-    request: Request, service: ServiceDep, conversation_id: ConversationId
+    request: Request, service: ServiceDep, principal: PrincipalDep, conversation_id: ConversationId
 ) -> ConversationDetail:
-    """A conversation with every message and tool call the journal holds."""
+    """A conversation with every message and tool call the journal holds (another caller's is
+    404 without `read_all`)."""
     record = service.journal.get_conversation(conversation_id)
-    if record is None:
+    if record is None or not may_read(principal, record.created_by):
         raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
     messages = service.journal.messages(conversation_id)
     relay = relay_of(request)
@@ -186,6 +206,7 @@ async def send_message(
     body: SendMessage,
     request_id: RequestId,
     caller: Caller,
+    principal: PrincipalDep,
 ) -> Any:
     """Ask the agent; the tools it calls run here. One message at a time per conversation.
 
@@ -199,7 +220,9 @@ async def send_message(
     `shutting_down` (or, streamed, `failed` then `done`): the message stays in the journal and
     the next start resumes it.
     """
-    return await answer_message(request, service, grace, conversation_id, body, request_id, caller)
+    return await answer_message(
+        request, service, grace, conversation_id, body, request_id, caller, principal
+    )
 
 
 async def answer_message(
@@ -210,12 +233,32 @@ async def answer_message(
     body: SendMessage,
     request_id: str,
     caller: str | None,
+    principal: Principal = ANONYMOUS,
 ) -> Response:
-    """What `send_message` answers (also `bridge.daemon.fastpath`'s)."""
+    """What `send_message` answers (also `bridge.daemon.fastpath`'s): only the
+    conversation's owner sends to it (404 for a conversation the caller may not read), within
+    its `messages` rate (429)."""
     _check_limits(service, query=body.query)
+    request.app.state.door.limit(principal, "messages")
     handle = await service.start_message(
-        conversation_id, body.query, body.tool_choice, request_id, sent_by=caller
+        conversation_id,
+        body.query,
+        body.tool_choice,
+        request_id,
+        sent_by=caller,
+        principal=principal,
     )
+    if service.audit is not None:
+        await asyncio.to_thread(
+            service.record,
+            AuditEvent(
+                kind="message",
+                outcome="sent",
+                caller=caller,
+                via=principal.via,
+                conversation_id=conversation_id,
+            ),
+        )
     if body.stream:
         return _sse(handle, grace)
     outcome = await grace.wait_for(handle)
@@ -240,15 +283,24 @@ async def answer_message(
     responses={200: {"content": _SSE, "description": "SSE stream"}, **_NOT_FOUND},
 )
 async def follow_conversation(
-    request: Request, service: ServiceDep, grace: GraceDep, conversation_id: ConversationId
+    request: Request,
+    service: ServiceDep,
+    grace: GraceDep,
+    principal: PrincipalDep,
+    conversation_id: ConversationId,
 ) -> Any:
     """The events of the conversation's run in progress (from its start), as SSE.
 
     With several replicas on one PostgreSQL journal, a run that another replica is doing is
     followed too: its events from when this replica heard of it (each with that `replica`),
     and a last `done` whose result is read from the journal. Without a run in progress the
-    stream holds a single `idle` event.
+    stream holds a single `idle` event. Another caller's conversation is 404 without
+    `read_all`.
     """
+    if not principal.can(Permission.READ_ALL):
+        record = await asyncio.to_thread(service.journal.get_conversation, conversation_id)
+        if record is None or not may_read(principal, record.created_by):
+            raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id!r}")
     handle = service.active(conversation_id)
     if handle is not None:
         return _sse(handle, grace)

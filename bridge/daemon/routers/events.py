@@ -6,12 +6,15 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from bridge._version import __version__
-from bridge.daemon.dependencies import ServiceDep, require_api_key
+from bridge.access import Permission, Principal
+from bridge.daemon.dependencies import PrincipalDep, ServiceDep
+from bridge.daemon.door import requires_credentials
 from bridge.daemon.errors import ERROR_RESPONSES, ApiError
+from bridge.daemon.hub import SseEvent
 from bridge.daemon.models import DaemonInfo
 from bridge.daemon.service import Service
 from bridge.platforms.base import DescribesItself, PlatformDescription
@@ -26,7 +29,6 @@ EMULATOR_APP_ID = "emulator-app"
 router = APIRouter(
     prefix="/v1",
     tags=["events"],
-    dependencies=[Depends(require_api_key)],
     responses=ERROR_RESPONSES,
 )
 
@@ -47,6 +49,8 @@ async def follow_daemon(
         int | None,
         Query(ge=0, description="The same as the Last-Event-ID header, for clients without it."),
     ] = None,
+    *,
+    principal: PrincipalDep,
 ) -> StreamingResponse:
     """Every conversation's events as Server-Sent Events, for as long as the client listens.
 
@@ -64,6 +68,9 @@ async def follow_daemon(
     tool reloads, which are each replica's own): another replica's come with its `replica` id,
     long texts and outputs possibly cut (the journal has them whole), and a `reset` follows
     anything this replica may have missed from the others.
+
+    A caller without `read_all` gets the events of its own conversations only (and the
+    approvals' with `approve`), and of the tools only those it may run.
     """
     resume = after
     if last_event_id is not None and last_event_id.strip():
@@ -79,11 +86,19 @@ async def follow_daemon(
             raise ApiError(422, "bad_last_event_id", "Last-Event-ID must be 0 or more")
     del request
     follow = service.hub.follow(resume, KEEPALIVE_SECONDS)  # following from now on
+    everything = principal.can(Permission.READ_ALL)
 
     async def events() -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"
         async for event in follow:
-            yield b": keepalive\n\n" if event is None else event.encode()
+            if event is None:
+                yield b": keepalive\n\n"
+            elif everything:
+                yield event.encode()
+            else:
+                shown = await _shown(service, principal, event)
+                if shown is not None:
+                    yield shown.encode()
 
     return StreamingResponse(
         events(),
@@ -104,9 +119,25 @@ def info(request: Request, service: ServiceDep) -> DaemonInfo:
         draining=service.draining,
         in_flight=service.in_flight,
         approvals_pending=service.approvals.pending(),
-        auth=request.app.state.api_keys is not None,
+        auth=requires_credentials(request.app.state.door),
         **platform,
     )
+
+
+async def _shown(service: Service, principal: Principal, event: SseEvent) -> SseEvent | None:
+    """What a caller without ``read_all`` sees of a hub event (None: nothing)."""
+    data = event.data
+    if event.name.startswith("approval_") and principal.can(Permission.APPROVE):
+        return event
+    if event.name == "tools_reloaded":
+        names = set(data.get("tools") or ())
+        visible = [s.name for s in service.tools.visible(principal) if s.name in names]
+        return SseEvent(event.id, event.name, {**data, "tools": visible})
+    conversation_id = data.get("conversation_id")
+    if not isinstance(conversation_id, str):
+        return event  # hello, reset, closing, a failed reload: about the daemon, not a conversation
+    _, owner = await service.owner_of(conversation_id)  # the journal's word, whatever the relay cut
+    return event if owner is not None and owner == principal.name else None
 
 
 def platform_info(service: Service) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
-from bridge.daemon.dependencies import ServiceDep, require_api_key
+from bridge.daemon.dependencies import ServiceDep
 from bridge.daemon.errors import GATE_RESPONSES, ApiError
 from bridge.daemon.metrics import CONTENT_TYPE
 from bridge.daemon.models import ErrorBody, Health, Readiness
@@ -79,7 +79,6 @@ def _watch(request: Request, service: ServiceDep) -> PlatformWatch:
 @router.get(
     "/metrics",
     summary="Prometheus metrics",
-    dependencies=[Depends(require_api_key)],
     response_class=PlainTextResponse,
     responses={
         200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}},

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
-from bridge.daemon.dependencies import Caller, ServiceDep, require_api_key
+from bridge.access import Permission
+from bridge.daemon.dependencies import Caller, DoorDep, PrincipalDep, ServiceDep
 from bridge.daemon.errors import ERROR_RESPONSES
 from bridge.daemon.models import (
     CallTool,
@@ -25,7 +26,6 @@ __all__ = ["router", "source_of"]
 router = APIRouter(
     prefix="/v1/tools",
     tags=["tools"],
-    dependencies=[Depends(require_api_key)],
     responses=ERROR_RESPONSES,
 )
 
@@ -71,11 +71,12 @@ def tool_info(spec: ToolSpec) -> ToolInfo:
 
 
 @router.get("", summary="List the tools")
-def list_tools(service: ServiceDep) -> ToolList:
-    """Every tool of the current toolbox, with its JSON Schema, options and source."""
+def list_tools(service: ServiceDep, principal: PrincipalDep) -> ToolList:
+    """The tools of the current toolbox the caller may run (its callers-file list), with their
+    JSON Schema, options and source."""
     loaded = service.tools
     return ToolList(
-        tools=[tool_info(spec) for spec in loaded.toolbox],
+        tools=[tool_info(spec) for spec in loaded.visible(principal)],
         generation=loaded.number,
         loaded_at=loaded.loaded_at,
         specs=list(loaded.specs),
@@ -106,14 +107,22 @@ _CALL_ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get("/calls", summary="Direct tool calls")
 def list_direct_calls(
     service: ServiceDep,
+    principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> DirectCallPage:
     """The tool calls made with `POST /v1/tools/{name}/call`, newest first: who called
     (`called_by`), the tool and its arguments (secrets masked), who approved a confirm=True
     tool's call (`approved_by`, the caller), when, and the outcome (`state` "started" means
-    the tool may have acted but its outcome was never written)."""
-    items, total = service.journal.direct_calls(limit=limit, offset=offset)
+    the tool may have acted but its outcome was never written). A caller without `read_all`
+    sees its own calls only."""
+    if principal.can(Permission.READ_ALL):
+        items, total = service.journal.direct_calls(limit=limit, offset=offset)
+    else:
+        # The journal has no index by caller: a caller's own are read from the newest ones.
+        every, _ = service.journal.direct_calls(limit=10_000, offset=0)
+        own = [item for item in every if item.called_by == principal.name]
+        items, total = own[offset : offset + limit], len(own)
     return DirectCallPage(items=items, total=total)
 
 
@@ -123,11 +132,20 @@ async def call_tool(
     name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The tool.")],
     body: CallTool,
     caller: Caller,
+    principal: PrincipalDep,
+    door: DoorDep,
 ) -> ToolRun:
     """Run one tool now, with these arguments, outside any conversation. Arguments are
     validated as for the agent: a bad one gives a `bad_arguments` output, not an HTTP error;
     a string that is not text (a lone surrogate) is refused with 422 before anything runs. A
     confirm=True tool needs `"confirm": true`, the caller's own decision. The call is
     journaled (GET /v1/tools/calls): who called, what, when, the outcome, and for a confirm
-    tool that the caller approved it. Registered secrets in the output are masked."""
-    return await service.call_tool(name, body.arguments, confirm=body.confirm, caller=caller)
+    tool that the caller approved it. Registered secrets in the output are masked.
+
+    Only the caller's own tools (another is "no such tool", 404), within its `tool_calls`
+    rate (429); a policy may refuse the call (403 `policy_refused`) or want a person's
+    approval, which a direct call cannot wait for (409 `approval_required`)."""
+    door.limit(principal, "tool_calls")
+    return await service.call_tool(
+        name, body.arguments, confirm=body.confirm, caller=caller, principal=principal
+    )
