@@ -693,7 +693,12 @@ class SQLJournal(Journal, Generic[C]):
         with self._staging:
             self._staged.setdefault(conversation_id, []).append((chain, link))
 
+    def _lock_audit_chain(self, db: C, chain: str) -> None:
+        """Hold off other appenders of `chain` until this transaction ends (a store whose
+        writes all go through one connection needs nothing)."""
+
     def _link(self, db: C, chain: str, link: Link) -> None:
+        self._lock_audit_chain(db, chain)  # the tail read below stays the tail
         found = self._execute(db, TAIL_SQL, [chain]).fetchall()
         rows = link(audit_row(found[0]) if found else None)
         if any(row.chain != chain for row in rows):
@@ -707,9 +712,12 @@ class SQLJournal(Journal, Generic[C]):
             return fn
 
         def both(db: C) -> T:
+            # The step first: its own locks (the conversation's) before the chain's, in the
+            # order every other writer takes them.
+            result = fn(db)
             for chain, link in staged:
                 self._link(db, chain, link)
-            return fn(db)
+            return result
 
         return both
 

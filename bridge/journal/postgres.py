@@ -168,6 +168,13 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", pg_params((conversation_id,))
         )
 
+    def _lock_audit_chain(self, db: psycopg.Connection[Row], chain: str) -> None:
+        # A replica's connections append to its chain concurrently: one at a time.
+        db.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            pg_params(("toolbridge-audit:" + chain,)),
+        )
+
     def _fence(
         self,
         fn: Callable[[psycopg.Connection[Row]], T],

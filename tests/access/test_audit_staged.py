@@ -6,6 +6,7 @@ entries interleave, and a conversation costs no commit of its own for them."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from bridge import Bridge, ToolCall, manifest
 from bridge.access import AuditEvent, AuditLog, Principal, verify_audit
 from bridge.access.policy import Policy
 from bridge.emulator import Emulator
-from bridge.journal import SQLiteJournal
+from bridge.journal import Journal, SQLiteJournal
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.types import ToolBatch
 
@@ -113,7 +114,23 @@ def test_a_staged_entry_and_its_step_are_written_together_or_not_at_all(
     assert _entries(journal) == [("policy", "allow", "k1")]
 
 
-def test_staged_and_immediate_entries_interleave_into_one_chain(journal: SQLiteJournal) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
+    """A file journal (one writer thread) and a PostgreSQL one (a pool of connections whose
+    transactions append concurrently)."""
+    if request.param == "sqlite":
+        journal: Journal = SQLiteJournal(tmp_path / "journal.db")
+    else:
+        from bridge.journal.postgres import PostgresJournal
+
+        server = request.getfixturevalue("postgres")
+        journal = PostgresJournal(server.create_database(f"s_{uuid.uuid4().hex[:12]}"))
+    yield journal
+    journal.close()
+
+
+def test_staged_and_immediate_entries_interleave_into_one_chain(any_journal: Journal) -> None:
+    journal = any_journal
     audit = AuditLog(journal)
     for n in range(4):
         journal.add_conversation(f"c{n}")
