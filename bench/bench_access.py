@@ -11,8 +11,12 @@ several rounds so machine noise hits all alike:
   record in the same journal, as a named caller.
 
 Both on a SQLite file journal (the daemon's default) and on an in-memory journal (the cheapest
-conversation, so the largest share). Then, alone in one process: the CPU of one policy
-decision and of one audit append.
+conversation, so the largest share). Then the daemon (``toolbridge serve`` on a SQLite file
+journal, one client sending conversations one after another): without credentials (nobody is
+asked, nothing recorded) against a caller file and the policy (every request authenticated,
+every call decided, the message, the decision and the outcome recorded), counting the daemon
+process's CPU per conversation. Then, alone in one process: the CPU of one policy decision and
+of one audit append.
 
 Target: the door adds under 5 % of a conversation's CPU. Run: `.venv/bin/python
 bench/bench_access.py` (or `make bench`); `--conversations N`, `--rounds N`.
@@ -42,8 +46,8 @@ SCENARIO = {
         }
     ],
 }
-QUERY = "What is the weather in Paris?"
-EXPECTED = "The weather in Paris is sunny, 21 C."
+QUERY = "What is the weather in {city}?"
+EXPECTED = "The weather in {city} is sunny, 21 C."
 TARGET = 0.05
 WARMUP = 5
 
@@ -75,12 +79,14 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
         app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
     )
     with Bridge(platform, [get_weather], journal=journal, **door) as bridge:
-        for _ in range(WARMUP):
-            bridge.ask(QUERY)
+        for n in range(WARMUP):
+            bridge.ask(QUERY.format(city=f"W{n}"))
         start = time.process_time()
-        for _ in range(spec["n"]):
-            answer = bridge.ask(QUERY).answer
-            if answer != EXPECTED:
+        for n in range(spec["n"]):
+            # The same city every time, or a new one (a call no decision is remembered for).
+            city = f"C{n}" if spec["distinct"] else "Paris"
+            answer = bridge.ask(QUERY.format(city=city)).answer
+            if answer != EXPECTED.format(city=city):
                 raise SystemExit(f"unexpected answer: {answer!r}")
         cpu = (time.process_time() - start) / spec["n"]
     journal.close()
@@ -124,6 +130,97 @@ def _micro(n: int, db: str) -> dict[str, float]:
     return {"decide": decide, "append": append}
 
 
+CALLERS = """\
+[roles.staff]
+permissions = ["converse"]
+tools = ["*"]
+
+[callers.alice]
+key = "${BENCH_ALICE_KEY}"
+roles = ["staff"]
+"""
+KEY = "bench-alice-key-0123456789"
+TOOLS = """\
+from bridge import manifest
+
+
+@manifest(description="Current weather of a city")
+def get_weather(city: str) -> str:
+    \"\"\"Weather.
+
+    Args:
+        city: City name
+    \"\"\"
+    return "sunny, 21 C"
+"""
+
+
+def _daemon_rounds(emulator: Any, folder: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Daemon CPU per conversation, plain and behind the door, taking turns."""
+    import requests
+    from _daemons import Process, cpu_seconds
+
+    (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
+    (folder / "callers.toml").write_text(CALLERS, encoding="utf-8")
+    env = {
+        "GATEWAY_URL_V2": emulator.base_url,
+        "APPBUILDER_TOKEN": emulator.token,
+        "APPBUILDER_APP_ID": emulator.app_id,
+        "BENCH_ALICE_KEY": KEY,
+    }
+    cpu: dict[str, list[float]] = {"plain": [], "door": []}
+    for turn in range(args.rounds):
+        for variant in ("plain", "door"):
+            command = ["serve", "--tools", str(folder / "tools.py"), "--port", "0"]
+            command += ["--db", str(folder / f"daemon-{variant}-{turn}.db")]
+            headers = {}
+            if variant == "door":
+                command += ["--callers", str(folder / "callers.toml"), "--policy", str(POLICY)]
+                headers = {"Authorization": f"Bearer {KEY}"}
+            daemon = Process(command, "listening on ", env)
+            try:
+                session = requests.Session()
+                session.headers.update(headers)
+
+                for n in range(WARMUP):
+                    _daemon_conversation(session, daemon.url, f"W{n}")
+                start = cpu_seconds([daemon.proc.pid])
+                for n in range(args.conversations):
+                    _daemon_conversation(session, daemon.url, f"C{n}")
+                cpu[variant].append((cpu_seconds([daemon.proc.pid]) - start) / args.conversations)
+            finally:
+                daemon.stop()
+    return cpu
+
+
+def _report(label: str, cpu: dict[str, list[float]]) -> bool:
+    """Print one variant pair's medians and the door's share; whether it meets the target."""
+    shares = [d / p - 1 for d, p in zip(cpu["door"], cpu["plain"], strict=True)]
+    share = statistics.median(shares)
+    ok = share < TARGET
+    print(
+        f"  {label}: plain {statistics.median(cpu['plain']) * 1000:.2f} ms, behind the door "
+        f"{statistics.median(cpu['door']) * 1000:.2f} ms: {100 * share:+.1f} % "
+        f"(target < {100 * TARGET:.0f} %: {'met' if ok else 'NOT met'}); rounds "
+        f"{100 * min(shares):+.1f} to {100 * max(shares):+.1f} %"
+    )
+    return ok
+
+
+def _daemon_conversation(session: Any, url: str, city: str) -> None:
+    created = session.post(url + "/v1/conversations", json={}, timeout=60)
+    created.raise_for_status()
+    cid = created.json()["conversation_id"]
+    reply = session.post(
+        f"{url}/v1/conversations/{cid}/messages",
+        json={"query": QUERY.format(city=city)},
+        timeout=60,
+    )
+    reply.raise_for_status()
+    if reply.json()["answer"] != EXPECTED.format(city=city):
+        raise SystemExit(f"unexpected answer: {reply.json()}")
+
+
 def _run(spec: dict[str, Any]) -> float:
     cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
@@ -136,10 +233,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--only", action="append", choices=("library", "daemon"), help="Parts to run (all)."
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--micro", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.only = args.only or ["library", "daemon"]
     if args.worker:
         print(json.dumps(_worker(json.loads(args.worker))))
         return 0
@@ -161,25 +262,22 @@ def main() -> int:
             "base_url": emulator.base_url,
             "n": args.conversations,
         }
-        for store in ("sqlite", "memory"):
+        parts = (
+            ("sqlite", True, "Bridge.ask, SQLite file journal, new arguments every call"),
+            ("sqlite", False, "Bridge.ask, SQLite file journal, the same call every time"),
+            ("memory", True, "Bridge.ask, in-memory journal, new arguments every call"),
+        )
+        for store, distinct, label in parts if "library" in args.only else ():
             cpu: dict[str, list[float]] = {"plain": [], "door": []}
             for turn in range(args.rounds):
                 for variant in ("plain", "door"):
-                    db = (
-                        str(Path(tmp) / f"{store}-{variant}-{turn}.db") if store == "sqlite" else ""
-                    )
-                    cpu[variant].append(_run({**base, "db": db, "door": variant == "door"}))
-            shares = [d / p - 1 for d, p in zip(cpu["door"], cpu["plain"], strict=True)]
-            share = statistics.median(shares)
-            ok = share < TARGET
-            met = met and ok
-            print(
-                f"  {store:<6} journal: plain {statistics.median(cpu['plain']) * 1000:.2f} ms, "
-                f"with policy + audit {statistics.median(cpu['door']) * 1000:.2f} ms: "
-                f"+{100 * share:.1f} % (target < {100 * TARGET:.0f} %: "
-                f"{'met' if ok else 'NOT met'}); rounds {100 * min(shares):+.1f} to "
-                f"{100 * max(shares):+.1f} %"
-            )
+                    db = str(Path(tmp) / f"{store}-{variant}-{turn}-{distinct}.db")
+                    spec = {**base, "distinct": distinct, "door": variant == "door"}
+                    cpu[variant].append(_run({**spec, "db": db if store == "sqlite" else ""}))
+            met = _report(label, cpu) and met
+        if "daemon" in args.only:
+            label = "daemon process, SQLite file journal, new arguments every call"
+            met = _report(label, _daemon_rounds(emulator, Path(tmp), args)) and met
         done = subprocess.run(
             [sys.executable, __file__, "--micro", "2000", "--db", str(Path(tmp) / "micro.db")],
             capture_output=True,

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge.access.decision import AuditEvent
 from bridge.access.principal import Principal
 from bridge.approval_flow import (
     CallScope,
@@ -350,6 +351,18 @@ class Conversation:
     def _begin(self, query: str, sent_by: str | None) -> int:
         """Write the query down as a running message of this conversation."""
         self._journal.add_conversation(self.id, end_user_id=self.end_user_id)
+        audit = self._options.audit
+        if audit is not None:  # written in the same transaction as the message
+            caller = self._principal
+            audit.stage(
+                AuditEvent(
+                    kind="message",
+                    outcome="sent",
+                    caller=sent_by if sent_by is not None else caller.name,
+                    via=caller.via,
+                    conversation_id=self.id,
+                )
+            )
         self._message = self._journal.begin_message(self.id, query, sent_by=sent_by)
         return self._message
 

@@ -82,10 +82,11 @@ def test_a_conversation_writes_its_entries_with_its_steps(journal: SQLiteJournal
         assert bridge.ask("look A1 up").answer == "order A1: shipped"
     entries = _entries(journal)
     assert [(kind, outcome) for kind, outcome, _ in entries] == [
+        ("message", "sent"),
         ("policy", "allow"),
         ("tool", "ok"),
     ]
-    assert entries[0][2] == entries[1][2]  # one call
+    assert entries[1][2] == entries[2][2]  # one call
     assert "audit" not in commits  # no commit of their own: they rode with the steps
     assert verify_audit(journal).ok
 

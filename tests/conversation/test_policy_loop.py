@@ -262,6 +262,7 @@ def test_the_audit_record_gets_each_decision_and_outcome(emulator: Emulator) -> 
     seen = [(e.kind, e.tool, e.outcome) for e in audit.events]
     assert sorted(seen) == sorted(
         [
+            ("message", None, "sent"),
             ("policy", "lookup", "allow"),
             ("policy", "refund", "refuse"),
             ("tool", "refund", "refused"),
@@ -283,7 +284,7 @@ def test_without_a_policy_nothing_changes(emulator: Emulator) -> None:
     with make_bridge(emulator, policy=None, audit=audit) as bridge:
         result = bridge.ask("refund A1 5000")
     assert result.answer == "model read: refunded 5000 on A1"
-    assert [(e.kind, e.outcome) for e in audit.events] == [("tool", "ok")]
+    assert [(e.kind, e.outcome) for e in audit.events] == [("message", "sent"), ("tool", "ok")]
 
 
 @pytest.mark.parametrize(

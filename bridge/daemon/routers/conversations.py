@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from bridge.access import ANONYMOUS, AuditEvent, Permission, Principal
+from bridge.access import ANONYMOUS, Permission, Principal
 from bridge.daemon.dependencies import (
     Caller,
     GraceDep,
@@ -248,17 +248,6 @@ async def answer_message(
         sent_by=caller,
         principal=principal,
     )
-    if service.audit is not None:
-        await asyncio.to_thread(
-            service.record,
-            AuditEvent(
-                kind="message",
-                outcome="sent",
-                caller=caller,
-                via=principal.via,
-                conversation_id=conversation_id,
-            ),
-        )
     if body.stream:
         return _sse(handle, grace)
     outcome = await grace.wait_for(handle)
