@@ -359,6 +359,7 @@ class Policy:
             raise _parse_error(text, source, exc) from None
         self._rules = _rules(text, source)
         self._reads = _context_fields_read(text)
+        self._all_arguments = bool(_WHOLE_CONTEXT.search(text) or _WHOLE_ARGUMENTS.search(text))
         self._decided: dict[tuple[Any, ...], PolicyDecision] = {}
 
     @classmethod
@@ -396,20 +397,24 @@ class Policy:
 
     def decide(self, principal: Principal, call: CallFacts) -> PolicyDecision:
         """The decision on `call` made by `principal` (see the module docstring)."""
+        given = call.arguments
+        if not self._all_arguments:
+            # Only what the policies can read reaches Cedar (its request building is most of
+            # a decision's time) and the key below: an argument whose name the text never
+            # holds cannot change the decision.
+            given = {name: value for name, value in given.items() if name in self.text}
         try:
-            arguments = cedar_arguments(call.arguments, call.parameters)
+            arguments = cedar_arguments(given, call.parameters)
         except UnrepresentableError as exc:
             return PolicyDecision("refuse", (), f"the call cannot be evaluated: {exc}")
+        context: dict[str, Any] = {"arguments": arguments}
+        for name in self._reads:
+            context[name] = getattr(call, name)
         request = {
             "principal": {"type": "Caller", "id": principal.name},
             "action": _ACTION,
             "resource": {"type": "Tool", "id": call.tool},
-            "context": {
-                "arguments": arguments,
-                "platform": call.platform,
-                "conversation": call.conversation,
-                "end_user": call.end_user,
-            },
+            "context": context,
         }
         roles = tuple(sorted(principal.roles))
         flags = (call.read_only, call.confirm, call.idempotent)
@@ -423,7 +428,7 @@ class Policy:
             call.source,
             flags,
             json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str),
-            tuple(getattr(call, name) for name in self._reads),
+            tuple(context[name] for name in self._reads),
         )
         known = self._decided.get(key)
         if known is not None:
@@ -469,7 +474,10 @@ class Policy:
 _DECIDED_MAX = 4096
 """Decisions remembered per policy (each a few hundred bytes)."""
 _CONTEXT_FIELDS = ("platform", "conversation", "end_user")
-_WHOLE_CONTEXT = re.compile(r"\bcontext\b(?!\s*(?:\.|\[|has\b))")
+_WHOLE_CONTEXT = re.compile(r"\bcontext\b(?!\s*(?:\.\s*\w|has\b))")
+"""``context`` used as a whole value (or indexed with ``[...]``): it may read anything."""
+_WHOLE_ARGUMENTS = re.compile(r"\barguments\b(?!\s*(?:\.\s*\w|has\b))")
+"""``arguments`` used other than to read one of them by name (``.name``, ``has name``)."""
 
 
 def _context_fields_read(text: str) -> tuple[str, ...]:

@@ -236,10 +236,28 @@ def test_cedar_json_escapes_in_arguments_stay_text() -> None:
 def test_numbers_cedar_cannot_hold_refuse_the_call(value: float, kind: str) -> None:
     with pytest.raises(UnrepresentableError, match=kind):
         cedar_arguments({"amount": value})
-    policy = Policy.from_text("permit (principal, action, resource);")
+    policy = Policy.from_text(
+        "permit (principal, action, resource) when { context.arguments has amount };"
+    )
     decision = policy.decide(ALICE, facts("lookup", {"amount": value}))
     assert decision.refused
     assert "amount" in decision.reason
+    # An argument no policy names cannot change a decision: it does not reach Cedar.
+    blind = Policy.from_text("permit (principal, action, resource);")
+    assert blind.decide(ALICE, facts("lookup", {"amount": value})).effect == "allow"
+
+
+def test_arguments_used_as_a_whole_reach_the_policy_whole() -> None:
+    empty_only = Policy.from_text(
+        "permit (principal, action, resource) when { context.arguments == {} };"
+    )
+    assert empty_only.decide(ALICE, facts("lookup", {})).effect == "allow"
+    assert empty_only.decide(ALICE, facts("lookup", {"order_id": "A1"})).refused
+    indexed = Policy.from_text(
+        'forbid (principal, action, resource) when { context["arguments"] has order_id };\n'
+        "permit (principal, action, resource);"
+    )
+    assert indexed.decide(ALICE, facts("lookup", {"order_id": "A1"})).refused
 
 
 def test_parse_errors_name_the_file_and_line(tmp_path: Path) -> None:

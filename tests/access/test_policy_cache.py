@@ -83,7 +83,9 @@ def test_remembered_decisions_are_the_ones_a_fresh_policy_takes(
     for name, roles, tool, n, conversation in calls:
         principal = Principal(name, roles=roles)
         facts = CallFacts(
-            tool=tool, arguments={} if n is None else {"n": n}, conversation=conversation
+            tool=tool,
+            arguments={} if n is None else {"n": n, "unread": n * 1e300},
+            conversation=conversation,
         )
         fresh = Policy.from_text(ROLES.text, source="roles.cedar")
         assert ROLES.decide(principal, facts) == fresh.decide(principal, facts)

@@ -59,6 +59,53 @@ def test_the_demo_policy_checks_against_the_demo_tools() -> None:
     assert (result.exit_code, result.stdout) == (0, "ok: 4 policies\n"), result.output
 
 
+SHIPPED = [
+    "manifests/files.py source=files",
+    "manifests/http_fetch.py source=web",
+    "manifests/sqlite_query.py source=db",
+    "manifests/time.py source=time",
+]
+
+
+def test_the_shipped_tools_policy_checks_and_decides() -> None:
+    from bridge.access import CallFacts, Principal
+    from bridge.access.policy import Policy
+    from bridge.loading import load_tools
+
+    path = ROOT / "examples" / "policies" / "manifests.cedar"
+    specs = [arg for spec in SHIPPED for arg in ("--tools", str(ROOT / spec))]
+    result = runner.invoke(app, ["policy", "check", str(path), *specs])
+    assert (result.exit_code, result.stdout) == (0, "ok: 7 policies\n"), result.output
+    policy = Policy.from_file(path)
+    box = load_tools([str(ROOT / spec) for spec in SHIPPED])
+    try:
+        support = Principal("sam", roles=frozenset({"support"}))
+        analyst = Principal("ann", roles=frozenset({"analyst"}))
+
+        def decide(who: Principal, tool: str, arguments: dict[str, object]) -> tuple[str, ...]:
+            decision = policy.decide(who, CallFacts.of(tool, box.get(tool), arguments))
+            return (decision.effect, *decision.policies)
+
+        assert decide(support, "read_file", {"path": "reports/q3.md"}) == (
+            "allow",
+            "shared-folder-for-support",
+        )
+        assert decide(support, "read_file", {"path": "hr/salaries.csv"}) == (
+            "refuse",
+            "no-hr-files",
+        )
+        assert decide(analyst, "read_file", {"path": "reports/q3.md"})[0] == "refuse"
+        assert decide(analyst, "sqlite_query", {"sql": "select 1", "max_rows": 900}) == (
+            "refuse",
+            "row-cap",
+        )
+        assert decide(analyst, "fetch_url", {"url": "https://wiki.corp.example/x"})[0] == "allow"
+        assert decide(analyst, "fetch_url", {"url": "https://evil.example/"})[0] == "approval"
+        assert decide(support, "current_time", {})[0] == "allow"
+    finally:
+        box.close()
+
+
 def test_schema_prints_or_writes_the_schema(tmp_path: Path) -> None:
     result = runner.invoke(app, ["policy", "schema", "--tools", DEMO])
     assert result.exit_code == 0, result.output
