@@ -4,6 +4,8 @@ the policy decision on a call's arguments (Cedar), and the hash-chained audit re
 Used by every entry point: the daemon, `mcp-serve`, `toolbridge call` and the `Bridge` library.
 """
 
+from typing import TYPE_CHECKING
+
 from bridge.access.audit import (
     AuditLog,
     AuditProblem,
@@ -26,7 +28,6 @@ from bridge.access.decision import (
 )
 from bridge.access.door import Door, TokenVerifier
 from bridge.access.errors import AccessError, ForbiddenError, RateLimitedError, UnauthenticatedError
-from bridge.access.oidc import OidcVerifier, RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     ANONYMOUS,
@@ -36,6 +37,7 @@ from bridge.access.principal import (
     Principal,
     Rate,
     RateLimits,
+    RoleGrant,
     ToolPatterns,
 )
 from bridge.access.rates import RateLimiter
@@ -79,3 +81,16 @@ __all__ = [
     "source_of",
     "verify_audit",
 ]
+
+if TYPE_CHECKING:
+    from bridge.access.oidc import OidcVerifier
+
+
+def __getattr__(name: str) -> object:
+    # The identity-provider verifier is loaded when asked for: it brings PyJWT and its
+    # cryptography, which every other use of the door does without.
+    if name == "OidcVerifier":
+        from bridge.access.oidc import OidcVerifier
+
+        return OidcVerifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

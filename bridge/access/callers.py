@@ -35,13 +35,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bridge.access.oidc import RoleGrant
 from bridge.access.principal import (
     ALL_TOOLS,
     Permission,
     Principal,
     Rate,
     RateLimits,
+    RoleGrant,
     ToolPatterns,
 )
 from bridge.errors import ConfigurationError, register_secret

@@ -19,7 +19,6 @@ from typing import Protocol, runtime_checkable
 
 from bridge.access.callers import Callers
 from bridge.access.errors import ForbiddenError, UnauthenticatedError
-from bridge.access.oidc import OidcVerifier
 from bridge.access.principal import ANONYMOUS, Permission, Principal
 from bridge.access.rates import RateKind, RateLimiter
 from bridge.errors import ConfigurationError
@@ -97,6 +96,10 @@ class Door:
                 raise ConfigurationError(
                     "--oidc-issuer needs --oidc-audience: the audience tokens must be issued for"
                 )
+            # Imported only with an identity provider: it brings the JOSE library and its
+            # cryptography, which a daemon of keys alone never needs at start.
+            from bridge.access.oidc import OidcVerifier
+
             oidc = OidcVerifier(
                 oidc_issuer,
                 oidc_audience,

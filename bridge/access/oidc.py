@@ -31,7 +31,13 @@ import requests
 from jwt.api_jws import PyJWS
 
 from bridge.access.errors import UnauthenticatedError
-from bridge.access.principal import ALL_TOOLS, Permission, Principal, ToolPatterns
+from bridge.access.principal import (
+    ALL_TOOLS,
+    Permission,
+    Principal,
+    RoleGrant,
+    ToolPatterns,
+)
 
 __all__ = ["ACCEPTED_ALGORITHMS", "GrantsRole", "OidcVerifier", "RoleGrant"]
 
@@ -62,7 +68,6 @@ _KEY_TYPES: dict[str, tuple[str, frozenset[str] | None]] = {
     "EdDSA": ("OKP", frozenset({"Ed25519", "Ed448"})),
 }
 
-NO_TOOLS = ToolPatterns(())
 _MAX_TOKEN = 16 * 1024
 _MAX_NAME = 256
 _MAX_DOCUMENT = 1024 * 1024
@@ -77,14 +82,6 @@ class GrantsRole(Protocol):
 
     @property
     def tools(self) -> ToolPatterns: ...
-
-
-@dataclass(frozen=True)
-class RoleGrant:
-    """One role's permissions and the tools it may see and run (none unless given)."""
-
-    permissions: frozenset[Permission] = frozenset()
-    tools: ToolPatterns = NO_TOOLS
 
 
 RoleTable = Mapping[str, "GrantsRole | tuple[frozenset[Permission], ToolPatterns]"]

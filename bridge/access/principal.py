@@ -18,11 +18,13 @@ __all__ = [
     "ALL_TOOLS",
     "ANONYMOUS",
     "LOCAL",
+    "NO_TOOLS",
     "Authenticates",
     "Permission",
     "Principal",
     "Rate",
     "RateLimits",
+    "RoleGrant",
     "ToolPatterns",
 ]
 
@@ -73,6 +75,15 @@ class ToolPatterns:
 
 
 ALL_TOOLS = ToolPatterns(("*",))
+NO_TOOLS = ToolPatterns(())
+
+
+@dataclass(frozen=True)
+class RoleGrant:
+    """One role's permissions and the tools it may see and run (none unless given)."""
+
+    permissions: frozenset[Permission] = frozenset()
+    tools: ToolPatterns = NO_TOOLS
 
 
 @dataclass(frozen=True)
