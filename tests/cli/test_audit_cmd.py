@@ -227,6 +227,7 @@ def test_a_missing_journal_or_one_without_the_record_is_a_clear_error(tmp_path: 
 def test_postgres_two_replicas_then_an_edit(postgres: PostgresServer) -> None:
     from bridge.journal.postgres import PostgresJournal
 
+    register_secret(SECRET)  # not left to another test: each runs alone too
     database = f"a_{uuid.uuid4().hex[:12]}"
     dsn = postgres.create_database(database)
     journals = [PostgresJournal(dsn), PostgresJournal(dsn)]

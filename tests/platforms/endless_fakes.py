@@ -231,7 +231,9 @@ class EndlessServer:
 
     @contextmanager
     def running(self) -> Iterator[EndlessServer]:
-        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         thread.start()
         try:
             yield self

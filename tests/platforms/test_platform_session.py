@@ -89,7 +89,9 @@ class _Server(ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def server() -> Iterator[_Server]:
     server = _Server()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield server
     server.shutdown()

@@ -119,7 +119,12 @@ def recording_server(name: str, address: str = "127.0.0.1") -> Iterator[Recorder
     recorder = Recorder(name=name, address=address, port=0)
     server = _Server(address, recorder)
     recorder.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, name=f"recorder-{name}", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name=f"recorder-{name}",
+        daemon=True,
+    )
     thread.start()
     try:
         yield recorder
