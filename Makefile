@@ -8,8 +8,9 @@ CHROMIUM := /usr/bin/chromium
 SDK_VENVS := .venv-conformance .venv-cozepy .venv-openai
 SDK_STAMPS := $(SDK_VENVS:%=%/.toolbridge-sdk-stamp)
 # pytest-xdist workers: the tests wait on real servers and processes more than on the CPU,
-# so twice the cores of a 2-core machine (measured faster than one per core, `-n auto`).
-TEST_WORKERS ?= 4
+# so three per core of a 2-core machine (measured: 316 s against 338 s with 4, and faster than
+# one per core, `-n auto`).
+TEST_WORKERS ?= 6
 
 .PHONY: demo test test-setup lint docs bench clean postgresql-server sdk-venvs
 
