@@ -82,7 +82,15 @@ def door(
     emulator: Emulator, tools_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DaemonProcess]:
     folder = tmp_path_factory.mktemp("door")
-    callers = write_callers(folder / "callers.toml", CALLERS)
+    yield from door_daemon(emulator, tools_dir, folder, CALLERS)
+
+
+def door_daemon(
+    emulator: Emulator, tools_dir: Path, folder: Path, callers: dict[str, dict[str, Any]]
+) -> Iterator[DaemonProcess]:
+    """A daemon behind a caller file (kept as ``proc.callers`` for rewrites and SIGHUP), with
+    the extra tools; stopped when the generator is closed."""
+    path = write_callers(folder / "callers.toml", callers)
     proc = start_daemon(
         emulator,
         tools_dir,
@@ -90,9 +98,9 @@ def door(
         "--tools",
         str(tools_dir / "extra_tools.py"),
         "--callers",
-        str(callers),
+        str(path),
     )
-    proc.callers = callers  # type: ignore[attr-defined]
+    proc.callers = path  # type: ignore[attr-defined]
     try:
         yield proc
     finally:

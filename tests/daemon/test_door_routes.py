@@ -21,8 +21,8 @@ from bridge.daemon.app import create_app
 from bridge.daemon.permissions import ROUTE_PERMISSIONS, authorize
 from bridge.daemon.settings import load_settings
 from bridge.emulator import Emulator
-from tests.daemon.conftest import DaemonProcess, start_daemon, wait_for
-from tests.daemon.test_door import call, write_callers
+from tests.daemon.conftest import DaemonProcess, wait_for
+from tests.daemon.test_door import call, door_daemon, write_callers
 
 
 def _flat(routes: list[Any]) -> Iterator[Any]:
@@ -88,21 +88,7 @@ def reloading(
     emulator: Emulator, tools_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DaemonProcess]:
     folder = tmp_path_factory.mktemp("door-property")
-    path = write_callers(folder / "callers.toml", {"zed": {"roles": []}})
-    proc = start_daemon(
-        emulator,
-        tools_dir,
-        folder / "journal.db",
-        "--tools",
-        str(tools_dir / "extra_tools.py"),
-        "--callers",
-        str(path),
-    )
-    proc.callers = path  # type: ignore[attr-defined]
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from door_daemon(emulator, tools_dir, folder, {"zed": {"roles": []}})
 
 
 def _allows(patterns: list[str], name: str) -> bool:
