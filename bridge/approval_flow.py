@@ -23,7 +23,14 @@ from datetime import datetime, timezone
 from typing import cast
 
 from bridge._interleave import interleave
-from bridge.access.decision import ALLOW, AuditEvent, CallFacts, PolicyDecision, source_of
+from bridge.access.decision import (
+    ALLOW,
+    AuditEvent,
+    CallFacts,
+    PolicyDecision,
+    decide_or_refuse,
+    source_of,
+)
 from bridge.access.principal import Principal
 from bridge.options import ApproveHook, BridgeOptions
 from bridge.tools.approval import (
@@ -131,11 +138,7 @@ def _decided(
         conversation=scope.conversation,
         end_user=scope.end_user,
     )
-    try:
-        decision = options.policy.decide(scope.caller, facts)
-    except Exception as exc:  # a failure to decide is never a yes
-        logger.exception("the policy failed on %s (call %s)", call.name, call.call_id)
-        decision = PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
+    decision = decide_or_refuse(options.policy, scope.caller, facts)
     if options.audit is None:
         return decision
     event = AuditEvent(

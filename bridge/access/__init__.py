@@ -24,6 +24,7 @@ from bridge.access.decision import (
     Decides,
     PolicyDecision,
     Records,
+    decide_or_refuse,
     source_of,
 )
 from bridge.access.door import Door, TokenVerifier
@@ -75,6 +76,7 @@ __all__ = [
     "ToolPatterns",
     "UnauthenticatedError",
     "VerifyReport",
+    "decide_or_refuse",
     "export_audit",
     "parse_callers",
     "parse_rate",

@@ -45,7 +45,6 @@ __all__ = [
     "ChainHead",
     "ExpectedHead",
     "VerifyReport",
-    "arguments_sha256",
     "canonical_json",
     "entry_hash",
     "export_audit",
@@ -80,15 +79,6 @@ def _sha256(text: str) -> str:
 def entry_hash(prev_hash: str, entry: str) -> str:
     """The hash of an entry: SHA-256 (hex) of the previous hash followed by the entry's JSON."""
     return _sha256(prev_hash + entry)
-
-
-def arguments_sha256(arguments: Mapping[str, Any] | str | None) -> str | None:
-    """SHA-256 (hex) of the canonical JSON of the arguments as the tool received them (a
-    string is hashed as a JSON string); None for none. Lets an auditor who holds the original
-    arguments prove which call an entry records, without the record holding any secret."""
-    if arguments is None:
-        return None
-    return _sha256(canonical_json(_plain(arguments)))
 
 
 def _plain(arguments: Any) -> Any:
@@ -272,6 +262,9 @@ class AuditLog:
                 if arguments is None or isinstance(plain, str)
                 else _parsed(arguments, arguments_text or "")
             ),
+            # The canonical JSON of the arguments as the tool received them (a string as a JSON
+            # string): whoever holds them can prove which call an entry records, without the
+            # record holding any secret.
             "arguments_sha256": _sha256(arguments_json) if arguments_json is not None else None,
             "detail": _parsed(detail, detail_json or "") if detail is not None else {},
         }

@@ -8,6 +8,7 @@ approval or run, and `Records.record` each step.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -23,8 +24,11 @@ __all__ = [
     "Effect",
     "PolicyDecision",
     "Records",
+    "decide_or_refuse",
     "source_of",
 ]
+
+logger = logging.getLogger(__name__)
 
 Effect = Literal["allow", "refuse", "approval"]
 
@@ -133,6 +137,16 @@ class Decides(Protocol):
     def decide(self, principal: Principal, call: CallFacts) -> PolicyDecision:
         """The decision on `call` made by `principal`."""
         ...
+
+
+def decide_or_refuse(policy: Decides, principal: Principal, call: CallFacts) -> PolicyDecision:
+    """`policy`'s decision on `call`; a policy that fails is a refusal (logged), never a yes.
+    Every entry point decides through this (the loop, the daemon's direct calls, mcp-serve)."""
+    try:
+        return policy.decide(principal, call)
+    except Exception as exc:
+        logger.exception("the policy failed on a call of %s; the call is refused", call.tool)
+        return PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
 
 
 AuditKind = Literal["identity", "policy", "approval", "direct_call", "tool", "message"]

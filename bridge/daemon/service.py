@@ -43,10 +43,10 @@ from bridge.access import (
     Decides,
     ForbiddenError,
     Permission,
-    PolicyDecision,
     Principal,
     Records,
     ToolPatterns,
+    decide_or_refuse,
 )
 from bridge.bridge import Bridge
 from bridge.conversation import Conversation
@@ -523,11 +523,7 @@ class Service:
         """The policy's refusal of a direct call, as the error to answer (None: it may run)."""
         if self.policy is None or spec is None or principal is None:
             return None
-        try:
-            decision = self.policy.decide(principal, CallFacts.of(name, spec, arguments))
-        except Exception as exc:  # a failure to decide is never a yes
-            logger.exception("the policy failed on a direct call of %s", name)
-            decision = PolicyDecision("refuse", (), f"the policy failed ({type(exc).__name__})")
+        decision = decide_or_refuse(self.policy, principal, CallFacts.of(name, spec, arguments))
         detail = {"policies": list(decision.policies), "reason": decision.reason}
         try:
             self.record(

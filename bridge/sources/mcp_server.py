@@ -43,6 +43,7 @@ from bridge.access import (
     Principal,
     RateLimitedError,
     ToolPatterns,
+    decide_or_refuse,
 )
 from bridge.errors import redact_data
 from bridge.sources._mcp_confirm import HostApproval
@@ -285,12 +286,7 @@ def _decide(
         conversation=session,
         end_user=principal.name,
     )
-    try:
-        return policy.decide(principal, facts)
-    except Exception:
-        # A decision that could not be taken is no permission.
-        logger.exception("the policy could not decide on %s; the call is refused", spec.name)
-        return PolicyDecision("refuse", reason="the policy could not be evaluated")
+    return decide_or_refuse(policy, principal, facts)
 
 
 def _rate_limited(limiter: Any, principal: Principal) -> RateLimitedError | None:
