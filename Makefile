@@ -23,9 +23,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP) $(CORE)
 
-# The demo needs only the package itself, not the test tools.
+# The demo needs the package and its trace exporter (`otel`), not the test tools.
 $(CORE): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[otel]'
 	touch $(CORE)
 
 # The web console's browser test drives Debian's chromium (never a downloaded browser).
