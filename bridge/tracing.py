@@ -186,7 +186,7 @@ def content(value: Any) -> str | None:
     else:
         try:
             text = json.dumps(redact_data(value), ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # RecursionError: a cyclic value
             text = repr(value)
     text = redact(valid_text(text))
     if len(text) > CONTENT_LIMIT:
