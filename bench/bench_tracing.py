@@ -1,0 +1,294 @@
+"""What tracing costs: a two-turn tool conversation's CPU with OpenTelemetry off and on,
+against the same code before tracing existed.
+
+Each variant runs `Bridge.ask` on one embedded AppBuilder emulator (a conversation with one
+tool call) on a SQLite file journal (as the daemon journals it), in its own subprocess that
+measures its own process CPU (every thread: the journal's writer and the span exporter's
+included); the variants take turns for several rounds, in a rotating order, so machine noise
+hits all alike:
+
+- ``baseline``: the package as it was before ``bridge/tracing.py`` existed (the parent of the
+  commit that added it, found with ``git log --diff-filter=A``, extracted with ``git archive``
+  into a temporary directory; ``--baseline COMMIT`` picks another). Without a git checkout,
+  the current tree with `bridge.tracing.Tracing` short-circuited (its spans return the no-op
+  span without even checking for a provider) stands in for it.
+- ``off``: the current tree, no SDK configured (what a library user or a daemon without
+  ``OTEL_*`` variables gets): every span is a check, not a span.
+- ``on``: the current tree with the SDK as ``toolbridge serve`` sets it up from the
+  environment (`bridge.tracing.configure_from_environment`: a ``BatchSpanProcessor`` and the
+  ``OTLPSpanExporter``) exporting to an OTLP/HTTP receiver on loopback
+  (``tests/support/otlp.py``, in this process: the collector's CPU is not the bridge's); the
+  worker flushes its spans before it stops its clock, so their export is counted.
+
+Then, alone: the CPU of one span opened and closed while off, times the spans a conversation
+opens (counted by the receiver), as a share of a conversation: the off cost without the noise
+of whole conversations.
+
+Targets: off costs under 1 % over the baseline, on under 10 % over off. A benchmark reports;
+it never fails a build on a figure. Run: `.venv/bin/python bench/bench_tracing.py` (or
+`make bench`); `--conversations N`, `--rounds N`, `--baseline COMMIT`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = {
+    "settings": {"chunk_chars": 8},
+    "rules": [
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
+            "answer": "The weather in {city} is {outputs.get_weather}.",
+        }
+    ],
+}
+QUERY = "What is the weather in {city}?"
+EXPECTED = "The weather in {city} is sunny, 21 C."
+TARGET_OFF = 0.01
+TARGET_ON = 0.10
+WARMUP = 5
+VARIANTS = ("baseline", "off", "on")
+
+
+def _worker(spec: dict[str, Any]) -> dict[str, float]:
+    import bridge
+
+    tree = Path(spec["tree"]).resolve()
+    if not Path(bridge.__file__).resolve().is_relative_to(tree):
+        raise SystemExit(f"bridge imported from {bridge.__file__}, not from {tree}")
+    from bridge import AppBuilderPlatform, Bridge, manifest
+    from bridge.journal import SQLiteJournal
+
+    provider: Any = None
+    if spec["variant"] == "on":
+        from opentelemetry import trace
+
+        from bridge.tracing import configure_from_environment
+
+        if not configure_from_environment():
+            raise SystemExit("the OTEL_* variables configured no tracer provider")
+        provider = trace.get_tracer_provider()
+    elif spec["variant"] == "short":
+        _short_circuit()
+    elif spec["variant"] == "off":
+        from bridge.tracing import Tracing
+
+        if Tracing().enabled:
+            raise SystemExit("off must run without a tracer provider")
+
+    @manifest(description="Current weather of a city")
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City name
+        """
+        return "sunny, 21 C"
+
+    journal = SQLiteJournal(spec["db"])
+    platform = AppBuilderPlatform(
+        app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
+    )
+    with Bridge(platform, [get_weather], journal=journal) as bridge_:
+        for n in range(WARMUP):
+            bridge_.ask(QUERY.format(city=f"W{n}"))
+        if provider is not None:
+            provider.force_flush()
+        start = time.process_time()
+        for n in range(spec["n"]):
+            city = f"C{n}"
+            answer = bridge_.ask(QUERY.format(city=city)).answer
+            if answer != EXPECTED.format(city=city):
+                raise SystemExit(f"unexpected answer: {answer!r}")
+        if provider is not None:
+            provider.force_flush()  # the export of these conversations' spans counts
+        cpu = (time.process_time() - start) / spec["n"]
+    journal.close()
+    return {"cpu": cpu}
+
+
+def _short_circuit() -> None:
+    """`Tracing.span` and `Tracing.start` as if tracing did not exist: the no-op span, no
+    check for a provider (the stand-in baseline when there is no git history to take one
+    from)."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from opentelemetry.trace import INVALID_SPAN
+
+    from bridge import tracing
+
+    @contextmanager
+    def span(self: Any, name: str, **_: Any) -> Iterator[Any]:
+        yield INVALID_SPAN
+
+    tracing.Tracing.span = span  # type: ignore[assignment,method-assign]
+    tracing.Tracing.start = lambda self, name, **_: INVALID_SPAN  # type: ignore[method-assign]
+
+
+def _micro(n: int) -> dict[str, float]:
+    """CPU of one span opened and closed while off (no SDK), alone."""
+    from bridge.tracing import Tracing
+
+    tracing = Tracing()
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"}
+    for _ in range(1000):
+        with tracing.span("execute_tool get_weather", attributes=attributes):
+            pass
+    start = time.process_time()
+    for _ in range(n):
+        with tracing.span("execute_tool get_weather", attributes=attributes) as span:
+            if span.is_recording():
+                span.set_attribute("never", 1)
+    return {"span": (time.process_time() - start) / n}
+
+
+def _run(spec: dict[str, Any], tree: Path, environ: dict[str, str]) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(tree)
+    env.update(environ)
+    cmd = [sys.executable, __file__, "--worker", json.dumps({**spec, "tree": str(tree)})]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
+
+
+def _baseline(commit: str | None, into: Path) -> tuple[Path | None, str]:
+    """The package before tracing, extracted into `into`: (its tree, how it was found), or
+    (None, why not)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        if commit is None:
+            added = git("log", "--diff-filter=A", "--format=%H", "--", "bridge/tracing.py")
+            if not added:
+                return None, "no commit added bridge/tracing.py"
+            commit = git("rev-parse", added.splitlines()[-1] + "^")
+            how = f"{commit[:7]}, the parent of the commit that added bridge/tracing.py"
+        else:
+            commit = git("rev-parse", commit)
+            how = f"{commit[:7]}, given"
+        into.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "bridge"],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return None, f"no git history to take it from ({exc})"
+    return into, how
+
+
+def _share(numerator: list[float], denominator: list[float]) -> tuple[float, float, float]:
+    shares = [a / b - 1 for a, b in zip(numerator, denominator, strict=True)]
+    return statistics.median(shares), min(shares), max(shares)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--baseline", help="The commit to compare with (default: before tracing).")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--micro", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(json.loads(args.worker))))
+        return 0
+    if args.micro:
+        print(json.dumps(_micro(args.micro)))
+        return 0
+    sys.path.insert(0, str(ROOT))
+    from bridge.emulator import Emulator
+    from tests.support.otlp import OtlpReceiver
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Emulator(scenario=SCENARIO, faults="") as emulator,
+        OtlpReceiver() as receiver,
+    ):
+        baseline, how = _baseline(args.baseline, Path(tmp) / "baseline")
+        if baseline is None:
+            how = f"the current tree with Tracing short-circuited ({how})"
+        print(
+            f"tracing per conversation: {args.rounds} rotating rounds of {args.conversations} "
+            "two-turn conversations (Bridge.ask, one tool call, SQLite file journal) per "
+            "variant; process CPU per conversation (median of rounds)"
+        )
+        print(f"  baseline: {how}")
+        base = {
+            "app_id": emulator.app_id,
+            "token": emulator.token,
+            "base_url": emulator.base_url,
+            "n": args.conversations,
+        }
+        on_environ = receiver.environ()
+        del on_environ["OTEL_BSP_SCHEDULE_DELAY"]  # the SDK's default batching, as deployed
+        cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for turn in range(args.rounds):
+            order = VARIANTS[turn % 3 :] + VARIANTS[: turn % 3]
+            for variant in order:
+                db = str(Path(tmp) / f"{variant}-{turn}.db")
+                spec = {**base, "db": db, "variant": variant}
+                if variant == "baseline":
+                    spec["variant"] = "short" if baseline is None else "baseline"
+                    cpu[variant].append(_run(spec, baseline or ROOT, {}))
+                elif variant == "off":
+                    cpu[variant].append(_run(spec, ROOT, {}))
+                else:
+                    cpu[variant].append(_run(spec, ROOT, on_environ))
+        conversations = args.rounds * (args.conversations + WARMUP)
+        per_conversation = len(receiver.spans) / conversations
+        names = sorted({s.name.split(" ")[0] for s in receiver.spans})
+        done = subprocess.run(
+            [sys.executable, __file__, "--micro", "200000"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}},
+            check=True,
+        )
+        span_off = float(json.loads(done.stdout.strip().splitlines()[-1])["span"])
+
+    for variant in VARIANTS:
+        print(f"  {variant:<8} : {statistics.median(cpu[variant]) * 1000:6.3f} ms CPU")
+    off, off_lo, off_hi = _share(cpu["off"], cpu["baseline"])
+    on, on_lo, on_hi = _share(cpu["on"], cpu["off"])
+    print(
+        f"  off / baseline = {1 + off:.4f} ({100 * off:+.2f} %; rounds {100 * off_lo:+.2f} to "
+        f"{100 * off_hi:+.2f} %), target < {100 * TARGET_OFF:.0f} %: "
+        f"{'PASS' if off < TARGET_OFF else 'FAIL'}"
+    )
+    print(
+        f"  on / off = {1 + on:.4f} ({100 * on:+.2f} %; rounds {100 * on_lo:+.2f} to "
+        f"{100 * on_hi:+.2f} %), target < {100 * TARGET_ON:.0f} %: "
+        f"{'PASS' if on < TARGET_ON else 'FAIL'}"
+    )
+    estimate = per_conversation * span_off / statistics.median(cpu["off"])
+    print(
+        f"  spans per conversation when on: {per_conversation:.1f} ({', '.join(names) or 'none'})"
+        f"; one span off costs {span_off * 1e9:.0f} ns CPU alone, so off adds about "
+        f"{per_conversation * span_off * 1e6:.2f} µs per conversation ({100 * estimate:.3f} %)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
