@@ -414,6 +414,8 @@ TOPICS = {
     "the command line": ("cli.md", "Command line"),
     "reliability": ("reliability.md", "Reliability"),
     "benchmarks": ("benchmarks.md", "Benchmarks"),
+    "traces": ("observability.md", "Traces (OpenTelemetry)"),
+    "sending traces to a collector": ("observability.md", "Sending spans to a collector"),
     "troubleshooting AppBuilder": ("troubleshooting.md", "AppBuilder"),
     "troubleshooting Chat Completions": ("troubleshooting.md", "OpenAI-compatible servers"),
     "troubleshooting Coze": ("troubleshooting.md", "Coze"),
