@@ -70,6 +70,7 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
     from bridge import AppBuilderPlatform, Bridge, manifest
     from bridge.journal import SQLiteJournal
 
+    spent = _account() if spec.get("account") else None
     provider: Any = None
     if spec["variant"] == "on":
         from opentelemetry import trace
@@ -115,7 +116,39 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
             provider.force_flush()  # the export of these conversations' spans counts
         cpu = (time.process_time() - start) / spec["n"]
     journal.close()
-    return {"cpu": cpu}
+    per = {key: value / (spec["n"] + WARMUP) for key, value in (spent or {}).items()}
+    return {"cpu": cpu, **per}
+
+
+def _account() -> dict[str, float]:
+    """Thread CPU spent in each part of the SDK's work, whichever thread runs it (the loop's,
+    the dispatcher's, the exporter's): what the difference between on and off is made of."""
+    import functools
+
+    from opentelemetry import propagate
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk import trace as sdk_trace
+
+    spent: dict[str, float] = {"start": 0.0, "end": 0.0, "export": 0.0, "inject": 0.0}
+
+    def timed(owner: Any, name: str, part: str) -> None:
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[part] += time.thread_time() - start
+
+        setattr(owner, name, wrapper)
+
+    timed(sdk_trace.Tracer, "start_span", "start")  # ids, sampler, attributes, links
+    timed(sdk_trace.Span, "end", "end")  # handed to the batch processor's queue
+    timed(OTLPSpanExporter, "export", "export")  # protobuf and the POST, exporter's thread
+    timed(propagate, "inject", "inject")  # traceparent on each outgoing request
+    return spent
 
 
 def _short_circuit() -> None:
@@ -155,6 +188,10 @@ def _micro(n: int) -> dict[str, float]:
 
 
 def _run(spec: dict[str, Any], tree: Path, environ: dict[str, str]) -> float:
+    return _run_all(spec, tree, environ)["cpu"]
+
+
+def _run_all(spec: dict[str, Any], tree: Path, environ: dict[str, str]) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(tree)
     env.update(environ)
@@ -162,7 +199,8 @@ def _run(spec: dict[str, Any], tree: Path, environ: dict[str, str]) -> float:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"worker failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _baseline(commit: str | None, into: Path) -> tuple[Path | None, str]:
@@ -266,9 +304,15 @@ def main() -> int:
             check=True,
         )
         span_off = float(json.loads(done.stdout.strip().splitlines()[-1])["span"])
+        account = _run_all(
+            {**base, "db": str(Path(tmp) / "account.db"), "variant": "on", "account": True},
+            ROOT,
+            on_environ,
+        )
 
     for variant in VARIANTS:
         print(f"  {variant:<8} : {statistics.median(cpu[variant]) * 1000:6.3f} ms CPU")
+
     off, off_lo, off_hi = _share(cpu["off"], cpu["baseline"])
     on, on_lo, on_hi = _share(cpu["on"], cpu["off"])
     print(
@@ -286,6 +330,12 @@ def main() -> int:
         f"  spans per conversation when on: {per_conversation:.1f} ({', '.join(names) or 'none'})"
         f"; one span off costs {span_off * 1e9:.0f} ns CPU alone, so off adds about "
         f"{per_conversation * span_off * 1e6:.2f} µs per conversation ({100 * estimate:.3f} %)"
+    )
+    print(
+        "  in a conversation when on (thread CPU per conversation, whichever thread): span "
+        f"starts {account['start'] * 1e6:.0f} µs, ends {account['end'] * 1e6:.0f} µs, "
+        f"export (protobuf, POST) {account['export'] * 1e6:.0f} µs, traceparent injection "
+        f"{account['inject'] * 1e6:.0f} µs; of {account['cpu'] * 1e3:.2f} ms"
     )
     return 0
 
