@@ -172,6 +172,7 @@ def _daemon(
     intranet: Intranet,
     *args: str,
     instance: str = "single",
+    env: dict[str, str] | None = None,
 ) -> DaemonProcess:
     manifest = folder / "intranet.yaml"
     manifest.write_text(MANIFEST.format(port=intranet.port), encoding="utf-8")
@@ -181,6 +182,7 @@ def _daemon(
             OTEL_SERVICE_NAME="toolbridge-e2e",
             OTEL_RESOURCE_ATTRIBUTES=f"service.instance.id={instance}",
         ),
+        **(env or {}),
     }
     argv = ["--tools", str(manifest), "--port", "0", "--db", db, "--api-key", KEY]
     return DaemonProcess([*argv, "--log-json", *args], env=env, api_key=KEY)
@@ -408,3 +410,43 @@ def test_one_trace_when_a_replica_takes_over_on_postgresql(
             instance="b",
         )
     _no_secret_on_any_span(receiver)
+
+
+def test_a_call_that_finished_before_the_crash_is_not_traced_as_run_again(
+    emulator: Emulator, receiver: OtlpReceiver, intranet: Intranet, tmp_path: Path
+) -> None:
+    db = str(tmp_path / "journal.db")
+    mark = tmp_path / "hit-finished"
+    first = _daemon(
+        emulator, receiver, tmp_path, db, intranet, env={"TOOLBRIDGE_FAILPOINT": f"finished:{mark}"}
+    )
+    trace_id, _, traceparent = _traceparent()
+    with stopped(first):
+        cid = first.new_conversation()
+        in_background(lambda: _ask(first, cid, "weather in Tokyo", traceparent))
+        wait_for(mark.exists, "the call's output to be journaled")
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as journal:
+            run_tp, _ = _journaled(journal, cid, "?")
+        first.kill9()
+    assert len(intranet.received) == 1
+
+    second = _daemon(emulator, receiver, tmp_path, db, intranet, instance="restarted")
+    with stopped(second):
+
+        def finished() -> Any:
+            messages = second.request("GET", f"/v1/conversations/{cid}").json()["messages"]
+            return messages[-1]["status"] == "finished" and messages[-1]
+
+        assert wait_for(finished, "the resumed message", timeout=60)["answer"] == "Tokyo: sunny"
+
+        def resumed(spans: list[ReceivedSpan]) -> bool:
+            return any(s.trace_id == trace_id and s.attributes.get(RESUMED) for s in spans)
+
+        receiver.wait_for(resumed, timeout=60)
+    view = receiver.trace(trace_id)
+    run = next(s for s in view.named("invoke_agent") if s.attributes.get(RESUMED))
+    assert [(link.trace_id, link.span_id) for link in run.links] == [_ids(run_tp)]
+    # Its output was journaled before the crash: delivered, not executed again, so no new
+    # execution span, and the intranet service was asked once.
+    assert _under(view, run).named("execute_tool") == [], view.render()
+    assert len(intranet.received) == 1
