@@ -240,6 +240,7 @@ def _check_resumed(
     call_traceparent: str,
     interrupted_request: dict[str, str],
     instance: str,
+    takeover: bool,
 ) -> None:
     """The resumed run and the call run again, in the caller's trace, linked to the
     interrupted ones (whose trace context the journal kept)."""
@@ -271,6 +272,20 @@ def _check_resumed(
     assert _ids(interrupted_request["traceparent"])[1] != http.span_id
     assert _ids(again["traceparent"]) == (trace_id, http.span_id)
     assert again["path"] == interrupted_request["path"]
+
+    # The daemon's own record of the recovery: a span of its own, linked to the interrupted run.
+    def recovery_of(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+        return [
+            s
+            for s in spans
+            if s.name == "recover conversation"
+            and [(link.trace_id, link.span_id) for link in s.links] == [(trace_id, run_id)]
+        ]
+
+    (recovery,) = recovery_of(receiver.wait_for(recovery_of))
+    assert recovery.trace_id != trace_id and recovery.attributes.get(RESUMED) is True
+    assert recovery.attributes.get("toolbridge.recovery.takeover") is takeover
+    assert recovery.resource.get("service.instance.id") == instance
 
 
 def _no_secret_on_any_span(receiver: OtlpReceiver) -> None:
@@ -354,6 +369,7 @@ def test_one_trace_across_a_kill_9_and_the_restart(
             call_traceparent=call_tp,
             interrupted_request=interrupted,
             instance="restarted",
+            takeover=False,
         )
     _no_secret_on_any_span(receiver)
 
@@ -408,6 +424,7 @@ def test_one_trace_when_a_replica_takes_over_on_postgresql(
             call_traceparent=call_tp,
             interrupted_request=interrupted,
             instance="b",
+            takeover=True,
         )
     _no_secret_on_any_span(receiver)
 
