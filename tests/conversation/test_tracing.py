@@ -187,9 +187,11 @@ def test_a_run_is_an_invoke_agent_span_and_its_call_an_execute_tool_child(
     emulator: Emulator,
 ) -> None:
     provider, exporter = recorded()
-    with make_bridge(emulator, tracer_provider=provider, caller=ALICE) as bridge:
-        with bridge.conversation() as conv:
-            result = conv.ask("look A1 up")
+    with (
+        make_bridge(emulator, tracer_provider=provider, caller=ALICE) as bridge,
+        bridge.conversation() as conv,
+    ):
+        result = conv.ask("look A1 up")
     assert result.answer == "order A1: shipped"
     spans = list(exporter.get_finished_spans())
     run = _one(spans, "invoke_agent")
@@ -245,7 +247,7 @@ def test_sync_and_async_tools_run_inside_their_own_spans(emulator: Emulator) -> 
     for span in (sync, coroutine):
         assert span.parent is not None and span.parent.span_id == _ids(run)[1]
     # A worker thread and the dispatcher's event loop thread each saw their call's span.
-    assert SEEN == {"lookup": _ids(sync), "alookup": _ids(coroutine)}
+    assert {"lookup": _ids(sync), "alookup": _ids(coroutine)} == SEEN
 
 
 def test_a_failing_tool_marks_its_span_not_the_run(emulator: Emulator) -> None:
@@ -392,19 +394,17 @@ def test_content_is_captured_only_when_asked_and_then_redacted(
 
 def test_a_consumer_that_stops_early_still_ends_the_run_span(emulator: Emulator) -> None:
     provider, exporter = recorded()
-    with make_bridge(emulator, tracer_provider=provider) as bridge:
-        with bridge.conversation() as conv:
-            events = conv.stream("look C3 up")
-            next(iter(events))
-            events.close()  # type: ignore[attr-defined]
-            [message] = bridge.journal.messages(conv.id)
+    with make_bridge(emulator, tracer_provider=provider) as bridge, bridge.conversation() as conv:
+        events = conv.stream("look C3 up")
+        next(iter(events))
+        events.close()  # type: ignore[attr-defined]
+        [message] = bridge.journal.messages(conv.id)
     run = _one(list(exporter.get_finished_spans()), "invoke_agent")
     assert attributes(run)["error.type"] == "abandoned"
     assert message.error_code == "abandoned"
 
 
 def test_without_a_configured_provider_nothing_is_traced(emulator: Emulator) -> None:
-    provider, exporter = recorded()  # exists, but is given to nobody
     with make_bridge(emulator) as bridge:
         assert not bridge.tracing.enabled
         with bridge.conversation() as conv:
@@ -413,7 +413,6 @@ def test_without_a_configured_provider_nothing_is_traced(emulator: Emulator) -> 
         records = bridge.journal.calls(conv.id)
     assert result.answer == "order A2: shipped / order A2: on its way"
     assert SEEN == {"lookup": None, "alookup": None}, "no span is current in the tools"
-    assert exporter.get_finished_spans() == ()
     assert message.traceparent is None
     assert [r.traceparent for r in records] == [None, None]
     assert not Tracing(None).enabled
