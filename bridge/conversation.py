@@ -322,7 +322,9 @@ class Conversation:
         def accepted() -> None:
             self.pending_input = None  # only now: a refused resume leaves the pause answerable
 
-        span = self._open_run()
+        # Linked to the run that paused for this answer (it ended when it paused).
+        links = self._paused_link(interrupt_id) if self._tracing.enabled else ()
+        span = self._open_run(links=links)
         message_id = self._begin(answer, sent_by, span)
         return self._run(message_id, send, stream=use_stream, accepted=accepted, span=span)
 
@@ -792,6 +794,15 @@ class Conversation:
             f"invoke_agent {label}", kind=kind, attributes=attributes, links=links, parent=parent
         )
 
+    def _paused_link(self, interrupt_id: str) -> list[Any]:
+        """A link to the span of the run that paused on `interrupt_id`, if it was traced."""
+        if self._id is None:
+            return []
+        for message in reversed(self._journal.messages(self._id)):
+            if message.interrupt_id == interrupt_id:
+                return link_to(message.traceparent)
+        return []
+
     def _journaled_traceparent(self, message_id: int) -> str | None:
         for message in self._journal.messages(self.id):
             if message.message_id == message_id:
@@ -953,13 +964,13 @@ def _end_run_span(
             span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
     if isinstance(end, RunFinished) and end.message_id:
         span.set_attribute("gen_ai.response.id", end.message_id)
-    if isinstance(error, GeneratorExit):
-        if end is None:  # the consumer stopped reading before the run ended
-            span.set_attribute("error.type", "abandoned")
-            span.set_status(Status(StatusCode.ERROR, "the caller stopped reading the run"))
-    elif error is not None:
+    if isinstance(error, GeneratorExit) and end is None:
+        # The consumer stopped reading before the run ended.
+        span.set_attribute("error.type", "abandoned")
+        span.set_status(Status(StatusCode.ERROR, "the caller stopped reading the run"))
+    elif error is not None and not isinstance(error, GeneratorExit):
         record_error(span, error)
-    elif isinstance(end, RunFailed):
+    elif isinstance(end, RunFailed):  # closed after its last event, or read to the end
         span.set_attribute("error.type", end.code or "RunFailed")
         span.set_status(Status(StatusCode.ERROR, redact(valid_text(end.message))[:500]))
     span.end()

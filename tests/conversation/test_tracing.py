@@ -24,7 +24,7 @@ from bridge import Bridge, ToolCall, manifest
 from bridge.access import Principal
 from bridge.access.policy import Policy
 from bridge.emulator import Emulator
-from bridge.errors import register_secret
+from bridge.errors import MaxRoundsError, RunFailedError, register_secret
 from bridge.journal import MemoryJournal
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.tools.approval import ApprovalRequest, Verdict
@@ -112,6 +112,15 @@ ALICE = Principal("alice", roles=frozenset({"support"}), via="key")
 SCENARIO: dict[str, Any] = {
     "rules": [
         {
+            "name": "two-rounds",
+            "match": r"look (?P<a>\w+) up, then (?P<b>\w+)",
+            "steps": [
+                {"tool": "lookup", "arguments": {"order_id": "{a}"}},
+                {"tool": "lookup", "as": "second", "arguments": {"order_id": "{b}"}},
+            ],
+            "answer": "{outputs.second}",
+        },
+        {
             "name": "both",
             "match": r"look (?P<order>\w+) up twice",
             "steps": [
@@ -135,6 +144,22 @@ SCENARIO: dict[str, Any] = {
             "match": r"explode (?P<order>\w+)",
             "steps": [{"tool": "explode", "arguments": {"order_id": "{order}"}}],
             "answer": "model read: {outputs.explode}",
+        },
+        {
+            "name": "ask-first",
+            "match": r"which order\?",
+            "steps": [
+                {"ask": "Which order?", "as": "order"},
+                {"tool": "lookup", "arguments": {"order_id": "{answers.order}"}},
+            ],
+            "answer": "{outputs.lookup}",
+        },
+        {
+            "name": "failing-run",
+            "match": r"the workflow fails",
+            "steps": [{"tool": "lookup", "arguments": {"order_id": "F1"}}],
+            "answer": "never",
+            "faults": "inband=WorkflowError,message=code node failed,round=1",
         },
         {
             "name": "refund",
@@ -390,6 +415,43 @@ def test_content_is_captured_only_when_asked_and_then_redacted(
             assert secret not in str(value)
         for event in span.events:
             assert secret not in str(dict(event.attributes or {}))
+
+
+def test_a_failed_run_and_a_run_over_its_rounds_carry_error_type(emulator: Emulator) -> None:
+    provider, exporter = recorded()
+    with make_bridge(emulator, tracer_provider=provider) as bridge:
+        with pytest.raises(RunFailedError):
+            bridge.ask("the workflow fails")
+        [failed] = by_name(list(exporter.get_finished_spans()), "invoke_agent")
+        exporter.clear()
+    assert attributes(failed)["error.type"] == "WorkflowError"
+    assert failed.status.status_code is StatusCode.ERROR
+    assert "code node failed" in (failed.status.description or "")
+    assert attributes(failed)["toolbridge.rounds"] == 1
+    with (
+        make_bridge(emulator, tracer_provider=provider, max_rounds=1) as bridge,
+        pytest.raises(MaxRoundsError),
+    ):
+        bridge.ask("look R1 up, then R2")
+    run = _one(list(exporter.get_finished_spans()), "invoke_agent")
+    assert attributes(run)["error.type"] == "MaxRoundsError"
+    assert attributes(run)["toolbridge.rounds"] == 1
+
+
+def test_an_answer_to_a_pause_is_a_new_run_linked_to_the_paused_one(emulator: Emulator) -> None:
+    provider, exporter = recorded()
+    with make_bridge(emulator, tracer_provider=provider) as bridge, bridge.conversation() as conv:
+        paused = conv.ask("which order?")
+        assert paused.human_input is not None
+        done = conv.resume("Z9")
+    assert done.answer == "order Z9: shipped"
+    first, second = by_name(list(exporter.get_finished_spans()), "invoke_agent")
+    assert "error.type" not in attributes(first)
+    assert second.parent is None  # a new message: its own trace, linked to the paused run
+    [link] = second.links
+    assert (link.context.trace_id, link.context.span_id) == _ids(first)
+    tool = _one(list(exporter.get_finished_spans()), "execute_tool")
+    assert tool.parent is not None and tool.parent.span_id == _ids(second)[1]
 
 
 def test_a_consumer_that_stops_early_still_ends_the_run_span(emulator: Emulator) -> None:
