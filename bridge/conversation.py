@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Link, Span, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.access.decision import AuditEvent
@@ -371,9 +371,11 @@ class Conversation:
         if self._tracing.enabled:
             # The same trace as the interrupted run (journaled with its message), linked to it.
             original = self._journaled_traceparent(message_id)
-            span = self._open_run(
-                parent=context_of(original), links=link_to(original, **{RESUMED: True})
-            )
+            links = link_to(original, **{RESUMED: True})
+            current = trace.get_current_span().get_span_context()
+            if current.is_valid and links:  # what resumes it (a daemon's recovery, a takeover)
+                links.append(Link(current))
+            span = self._open_run(parent=context_of(original), links=links)
             if span.is_recording():
                 span.set_attribute(RESUMED, True)
                 span.set_attribute("toolbridge.message.id", message_id)

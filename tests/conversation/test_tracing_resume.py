@@ -133,9 +133,10 @@ def test_a_recovered_run_continues_the_trace_of_the_run_a_crash_interrupted(
             [interrupted] = journal.unfinished_messages()
             pending = journal.pending_batch(interrupted.message_id)
             assert pending == batch
-            with Bridge(
-                platform, [pay, price], journal=journal, tracer_provider=provider
-            ) as bridge:
+            with (
+                Bridge(platform, [pay, price], journal=journal, tracer_provider=provider) as bridge,
+                tracing.span("recovery") as recovery,  # e.g. a daemon's, in a trace of its own
+            ):
                 conv = bridge.conversation(interrupted.conversation_id)
                 events = list(conv.stream_recovered(interrupted.message_id, pending))
             answer = "".join(e.text for e in events if e.kind == "text_delta")
@@ -147,14 +148,17 @@ def test_a_recovered_run_continues_the_trace_of_the_run_a_crash_interrupted(
     assert RUNS == {"price tea": 1}, "only the interrupted idempotent call ran again"
     spans = list(exporter.get_finished_spans())
     [run] = by_name(spans, "invoke_agent")
+    assert by_name(spans, "recovery")
     [tool] = by_name(spans, "execute_tool")
 
     # The resumed run: same trace, child of the interrupted run, linked to it.
     original_ids = (original.get_span_context().trace_id, original.get_span_context().span_id)
     assert _ids(run)[0] == original_ids[0]
     assert run.parent is not None and run.parent.span_id == original_ids[1]
-    [link] = run.links
+    link, by = run.links
     assert (link.context.trace_id, link.context.span_id) == original_ids
+    assert dict(link.attributes or {}) == {RESUMED: True}
+    assert by.context.span_id == recovery.get_span_context().span_id
     assert attributes(run)[RESUMED] is True
     assert attributes(run)["toolbridge.message.id"] == interrupted.message_id
     # The finished call was not run again: an event on the run's span, no execute_tool span.
