@@ -27,6 +27,8 @@ from bridge.emulator import Emulator
 from bridge.errors import MaxRoundsError, RunFailedError, register_secret
 from bridge.journal import MemoryJournal
 from bridge.platforms.appbuilder import AppBuilderPlatform
+from bridge.platforms.openai_chat import OpenAIChatPlatform
+from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from bridge.tools.approval import ApprovalRequest, Verdict
 from bridge.tracing import CAPTURE_CONTENT_VARIABLE, Tracing
 from tests.support.tracing import attributes, by_name, recorded
@@ -259,6 +261,34 @@ def test_a_run_is_an_invoke_agent_span_and_its_call_an_execute_tool_child(
     record = bridge.journal.get_call(conv.id, call.call_id)
     assert record is not None
     assert record.traceparent == _traceparent(tool)
+
+
+@pytest.mark.parametrize("protocol", ["openai", "responses"])
+def test_an_openai_compatible_run_is_an_internal_agent_of_the_openai_provider(
+    protocol: str,
+) -> None:
+    """With a model API the agent is toolbridge's loop: an INTERNAL span, with the model."""
+    provider, exporter = recorded()
+    with Emulator(protocol=protocol, scenario=SCENARIO, faults="") as emu:
+        env = emu.env()
+        kind = OpenAIChatPlatform if protocol == "openai" else OpenAIResponsesPlatform
+        platform = kind(env["OPENAI_BASE_URL"], env["OPENAI_MODEL"], env["OPENAI_API_KEY"])
+        with Bridge(platform, [lookup], tracer_provider=provider) as bridge:
+            result = bridge.ask("look A1 up")
+    assert result.answer == "order A1: shipped"
+    spans = list(exporter.get_finished_spans())
+    run = _one(spans, "invoke_agent")
+    assert run.kind is SpanKind.INTERNAL
+    got = attributes(run)
+    assert got["gen_ai.provider.name"] == "openai"
+    assert got["gen_ai.request.model"] == env["OPENAI_MODEL"]
+    assert "gen_ai.agent.id" not in got
+    assert result.usage is not None
+    assert got["gen_ai.usage.input_tokens"] == result.usage.get(
+        "input_tokens", result.usage.get("prompt_tokens")
+    )
+    tool = _one(spans, "execute_tool lookup")
+    assert tool.parent is not None and tool.parent.span_id == _ids(run)[1]
 
 
 def test_sync_and_async_tools_run_inside_their_own_spans(emulator: Emulator) -> None:
