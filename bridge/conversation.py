@@ -404,13 +404,13 @@ class Conversation:
         try:
             return self._begin_message(query, sent_by, span)
         except BaseException as exc:
-            if span.is_recording():
+            if _live(span):
                 record_error(span, exc)
                 span.end()
             raise
 
     def _begin_message(self, query: str, sent_by: str | None, span: Span) -> int:
-        if span.is_recording():
+        if _live(span):
             # The platform's conversation may be made here: its request belongs to the run.
             token = otel_context.attach(trace.set_span_in_context(span))
             try:
@@ -431,7 +431,7 @@ class Conversation:
                     conversation_id=self.id,
                 )
             )
-        traceparent = traceparent_of(span) if span.is_recording() else None
+        traceparent = traceparent_of(span) if _live(span) else None
         if traceparent is None:
             self._message = self._journal.begin_message(self.id, query, sent_by=sent_by)
         else:  # written with the message: a run resumed after a crash continues its trace
@@ -458,7 +458,8 @@ class Conversation:
         `accepted` runs once the platform took the request; `posted`: see `_rounds`;
         `span`: the run's ``invoke_agent`` span (current while the run works, ended with it).
         """
-        context = trace.set_span_in_context(span) if span.is_recording() else None
+        # Current also when the sampler dropped it, so that its children are dropped too.
+        context = trace.set_span_in_context(span) if _live(span) else None
         token = otel_context.attach(context) if context is not None else None
         try:
             self._restore_state()
@@ -911,6 +912,11 @@ class Conversation:
             human_input=self.pending_input,
             events=kept,
         )
+
+
+def _live(span: Span) -> bool:
+    """A run's span that exists (recorded, or dropped by the sampler): not `INVALID_SPAN`."""
+    return span.get_span_context().is_valid
 
 
 _GLOBAL_TRACING = Tracing()

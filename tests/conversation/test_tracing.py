@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace import SpanKind, StatusCode
 
 from bridge import Bridge, ToolCall, manifest
@@ -494,6 +497,22 @@ def test_a_consumer_that_stops_early_still_ends_the_run_span(emulator: Emulator)
     run = _one(list(exporter.get_finished_spans()), "invoke_agent")
     assert attributes(run)["error.type"] == "abandoned"
     assert message.error_code == "abandoned"
+
+
+def test_a_run_the_sampler_drops_takes_its_calls_with_it(emulator: Emulator) -> None:
+    """Not recorded, but current: the tools' spans (and the platform's) follow its decision."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with make_bridge(emulator, tracer_provider=provider) as bridge, bridge.conversation() as conv:
+        conv.ask("look D4 up")
+        [message] = bridge.journal.messages(conv.id)
+    assert exporter.get_finished_spans() == ()
+    assert message.traceparent is not None
+    assert int(message.traceparent.split("-")[3], 16) & 1 == 0, "kept, with its decision"
+    seen = SEEN["lookup"]
+    assert seen is not None, "the call's (unsampled) span is current in the tool"
+    assert f"{seen[0]:032x}" == message.traceparent.split("-")[1], "in the run's trace"
 
 
 def test_without_a_configured_provider_nothing_is_traced(emulator: Emulator) -> None:
