@@ -119,7 +119,7 @@ def split_for_approval(
         )
         began = time.monotonic()
         if asking is not None:
-            asking.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.by": "approve hook"})
+            asking.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.asked": "approve hook"})
         verdict = decide(spec, call, approve, required=decision.needs_approval)
         if asking is not None:
             asking.event(
@@ -230,9 +230,11 @@ APPROVAL_DECIDED = "toolbridge.approval.decided"
 """The events of a call's span that wait for a person's decision."""
 
 
-def _decided_attributes(approved: bool, by: str | None, waited: float) -> dict[str, object]:
+def _decided_attributes(
+    approved: bool, by: str | None, waited: float, outcome: str | None = None
+) -> dict[str, object]:
     return {
-        "toolbridge.approval.outcome": "approved" if approved else "rejected",
+        "toolbridge.approval.outcome": outcome or ("approved" if approved else "rejected"),
         "toolbridge.approval.decided_by": by,
         "toolbridge.approval.waited_ms": round(waited * 1000, 3),
     }
@@ -267,21 +269,25 @@ def run_with_approvals(
         request = ApprovalRequest(conversation_id, message_id, call, digest, stop)
         began = time.monotonic()
         if spans is not None:
-            spans.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.by": "approver"})
+            spans.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.asked": "approver"})
         verdict = ask_deferred(approver, request)
         if spans is not None:
-            decided_by = None
+            record = None
             if journal is not None:
                 try:
                     record = journal.find_approval(conversation_id, call.call_id, digest)
                 except Exception:  # a span's detail must not fail the call
                     logger.debug("reading the approval of %s failed", call.call_id, exc_info=True)
-                    record = None
-                decided_by = record.decided_by if record is not None else None
+            decided = record is not None and record.status != "pending"
             spans.event(
                 call,
                 APPROVAL_DECIDED,
-                _decided_attributes(verdict.run, decided_by, time.monotonic() - began),
+                _decided_attributes(
+                    verdict.run,
+                    record.decided_by if record is not None else None,
+                    time.monotonic() - began,
+                    record.status if record is not None and decided else None,
+                ),
             )
         if verdict.run:
             yield from run([call])

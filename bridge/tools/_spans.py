@@ -149,7 +149,9 @@ class CallSpans:
         ``errors="raise"``, the consumer went away)."""
         with self._lock:
             spans = [s for c in calls if (s := self._spans.pop(c.call_id, None)) is not None]
+        # A closed generator: whoever read the batch went away, and the calls were cancelled.
+        kind = "abandoned" if isinstance(exc, GeneratorExit) else type(exc).__qualname__
         for span in spans:
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            span.set_attribute("error.type", kind)
+            span.set_status(Status(StatusCode.ERROR, kind))
             span.end()

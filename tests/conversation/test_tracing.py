@@ -390,6 +390,7 @@ def test_the_wait_for_a_person_is_on_the_calls_span(emulator: Emulator) -> None:
     tool = _one(spans, "execute_tool refund")
     requested, approved = tool.events
     assert requested.name == "toolbridge.approval.requested"
+    assert dict(requested.attributes or {}) == {"toolbridge.approval.asked": "approver"}
     assert approved.name == "toolbridge.approval.decided"
     assert approved.attributes is not None
     assert approved.attributes["toolbridge.approval.outcome"] == "approved"
