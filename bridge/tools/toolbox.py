@@ -174,10 +174,13 @@ class Toolbox:
                     f"arguments to the function's **kwargs, but tool {spec.name!r} cannot "
                     "receive them; leave strict on"
                 )
+        typed = getattr(toolset, "tool_type", None)  # a toolset that knows, per tool
         with self._lock:
             self._check_clashes(specs)
             for spec in specs:
                 self._specs[spec.name] = spec
+                if callable(typed):
+                    extension = typed(spec.name) == "extension"
                 if extension:
                     self._extensions.add(spec.name)
                 else:

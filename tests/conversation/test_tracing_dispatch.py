@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 from opentelemetry import context as otel_context
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from bridge import Toolbox, ToolCall, ToolContext, manifest
+from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.toolsets import StaticToolset
 from tests.support.tracing import attributes, by_name, recorded
@@ -140,6 +142,17 @@ def test_a_tool_from_a_source_is_an_extension() -> None:
     spans = list(exporter.get_finished_spans())
     assert attributes(_span_of(spans, "later"))["gen_ai.tool.type"] == "extension"
     assert attributes(_span_of(spans, "fail"))["gen_ai.tool.type"] == "function"
+
+
+def test_loaded_tools_keep_their_type_python_files_and_sources_alike() -> None:
+    """`load_tools` wraps every SPEC as a source of the toolbox: a Python file's tools are
+    still functions, an OpenAPI document's operations extensions."""
+    data = Path(__file__).parent.parent / "data"
+    with load_tools([str(data / "serve_tools.py"), f"openapi:{data / 'petstore.yaml'}"]) as box:
+        types = {name: box.tool_type(name) for name in box.names()}
+    assert types["listPets"] == "extension"
+    python = [name for name, kind in types.items() if kind == "function"]
+    assert python and "listPets" not in python
 
 
 def test_a_dispatcher_without_a_provider_opens_no_span() -> None:
