@@ -11,6 +11,12 @@ dies, the call in flight gets a clear error output and the next call starts it a
 tool's `inputSchema` is made canonical (references inlined, every object with `properties`,
 every array with `items`), so every dialect, AppBuilder's included, can describe it; an
 `isError` result becomes a `tool_error` output.
+
+Each call carries the trace it belongs to: the SDK writes the current OpenTelemetry context
+into the request's ``_meta`` (``traceparent``, ``tracestate``), and the call runs on the
+private loop under the context of the caller (the tool's execute_tool span), which
+`asyncio.run_coroutine_threadsafe` hands over with the coroutine. The task that holds the
+connection open outlives any one call, so it starts from an empty context.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import json
 import logging
 import re
@@ -177,7 +184,10 @@ class McpSource:
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[Client] = loop.create_future()
             stop = asyncio.Event()
-            task = loop.create_task(self._hold(mcp.Client(self._server), ready, stop))
+            # Not in the caller's context: the connection is no part of the call that opened it.
+            task = contextvars.Context().run(
+                loop.create_task, self._hold(mcp.Client(self._server), ready, stop)
+            )
             try:
                 client = await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
             except BaseException:
@@ -275,6 +285,8 @@ class McpSource:
             thread = self._thread
             if thread is None:
                 raise McpToolError(f"the MCP source {self.label} is closed")
+            # The call's task starts in this context (the tool span's): the SDK puts its
+            # traceparent in the request's _meta.
             future = asyncio.run_coroutine_threadsafe(self._call(remote, arguments), thread.loop)
             return await asyncio.wrap_future(future)
 
