@@ -26,6 +26,7 @@ from starlette.routing import Route
 from bridge._serve import serve_in_thread
 from bridge.emulator import Emulator
 from bridge.errors import PlatformConnectionError, ServerError
+from bridge.platforms import create_platform
 from bridge.platforms._transport import ErrorAnswer, Transport
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.platforms.base import use_tracing
@@ -251,3 +252,28 @@ class closing_transport:  # noqa: N801 - used as a context manager, like context
 
     def __exit__(self, *exc: Any) -> None:
         self.transport.close()
+
+
+@pytest.mark.parametrize("name", ["appbuilder", "coze", "responses", "openai"])
+def test_every_http_adapter_takes_the_bridges_tracing(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, exporter = recorded()
+    tracing = Tracing(provider)
+    scenario = {"rules": [{"name": "hi", "match": "hello", "answer": "hi there"}]}
+    with Emulator(protocol=name, scenario=scenario, faults="") as emulator:
+        for key, value in emulator.env().items():
+            monkeypatch.setenv(key, value)
+        with create_platform(name) as platform:
+            use_tracing(platform, tracing)
+            with tracing.span("invoke_agent test") as parent:
+                platform.check()
+    spans = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    assert spans, f"{name}: no client span"
+    for span in spans:
+        assert span.parent is not None
+        assert span.parent.span_id == parent.get_span_context().span_id
+        assert attributes(span)["server.port"] == emulator.port
+        assert attributes(span)["http.response.status_code"] == 200
+    no_secret_in(list(exporter.get_finished_spans()))
+    assert emulator.token not in repr([attributes(s) for s in exporter.get_finished_spans()])
