@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +20,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from bridge._serve import serve_in_thread
 from bridge.emulator import Emulator
-from bridge.errors import PlatformConnectionError, ServerError
+from bridge.errors import PlatformConnectionError, ServerError, StreamInterruptedError
 from bridge.platforms import create_platform
 from bridge.platforms._transport import ErrorAnswer, Transport
 from bridge.platforms.appbuilder import AppBuilderPlatform
@@ -45,6 +45,12 @@ class Reply:
     status: int = 200
     body: bytes = b"{}"
     headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+    """Send `body`, then cut the connection mid-answer."""
+
+
+class _DroppedError(Exception):
+    """Raised inside a streamed body so that uvicorn aborts the connection."""
 
 
 class Recording:
@@ -64,6 +70,13 @@ class Recording:
     async def _handle(self, request: Request) -> Response:
         self.headers.append(dict(request.headers))
         reply = self.replies.popleft() if self.replies else Reply(599, b"none left")
+        if reply.drop:
+
+            async def cut() -> AsyncIterator[bytes]:
+                yield reply.body
+                raise _DroppedError("scripted drop")
+
+            return StreamingResponse(cut(), status_code=reply.status, headers=reply.headers)
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
 
@@ -188,6 +201,20 @@ def test_a_streamed_answer_span_ends_with_its_headers(server: Recording) -> None
         assert attributes(span)["http.response.status_code"] == 200
         assert response.content == b"data: {}\n\n"
         response.close()
+
+
+def test_a_whole_answer_span_covers_reading_it_and_fails_when_it_breaks_off(
+    server: Recording,
+) -> None:
+    provider, exporter = recorded()
+    server.script(Reply(200, b'{"a": ', drop=True))
+    with closing_transport(Tracing(provider)) as http, pytest.raises(StreamInterruptedError):
+        http.request("POST", server.base_url + f"/v1/run?key={QUERY_SECRET}", stream=False)
+    [span] = exporter.get_finished_spans()
+    assert attributes(span)["http.response.status_code"] == 200
+    assert attributes(span)["error.type"] == "StreamInterruptedError"
+    assert span.status.status_code is StatusCode.ERROR
+    no_secret_in([span])
 
 
 def test_without_tracing_no_span_and_no_traceparent_is_sent(server: Recording) -> None:

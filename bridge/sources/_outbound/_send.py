@@ -36,7 +36,7 @@ from bridge.sources._outbound._allowlist import (
 from bridge.sources._outbound._connect import GatedAdapter, gated
 from bridge.sources._outbound._errors import HostNotAllowedError, HttpToolError
 from bridge.sources._outbound._url import IPAddress, Target, UrlError, parse_target, shown
-from bridge.tracing import SpanKind, Tracing, inject_span, mark_failed, record_error
+from bridge.tracing import SpanKind, Tracing, inject_span, mark_failed
 
 __all__ = ["MAX_REDIRECTS", "Outbound", "Reply"]
 
@@ -186,7 +186,7 @@ class Outbound:
             except HttpToolError:
                 raise  # its span is marked where the request failed
             except BaseException as exc:
-                record_error(span, exc)
+                mark_failed(span, type(exc).__qualname__)  # its text may name the query
                 raise
             finally:
                 span.end()
