@@ -102,6 +102,39 @@ def test_mcp_serve_runs_the_tool_in_the_callers_trace() -> None:
     assert inside == traceparent_of(span), "the served tool continued the caller's span"
 
 
+@manifest
+def where_sync() -> str:
+    """Say which trace this call runs in, from a worker thread."""
+    return current_traceparent() or "none"
+
+
+@pytest.mark.parametrize("name", ["where", "where_sync"])
+def test_mcp_serve_nests_its_execute_tool_span_under_the_callers_span(name: str) -> None:
+    client_provider, _ = recorded()
+    server_provider, server_spans = recorded()
+    box = Toolbox([where, where_sync])
+    with Dispatcher(box, tracer_provider=server_provider) as dispatcher:
+        app = mcp_http_app(box, dispatcher=dispatcher)
+        with serve_in_thread(app) as handle:
+            source = McpSource.http(handle.base_url + "/mcp")
+            try:
+                [spec] = [s for s in source.specs() if s.name == name]
+                with Tracing(client_provider).span(f"execute_tool {name}") as span:
+                    inside = asyncio.run(spec.function())
+            finally:
+                source.close()
+    [served] = [s for s in server_spans.get_finished_spans() if s.name.startswith("execute_tool")]
+    caller = span.get_span_context()
+    assert served.context is not None and served.parent is not None
+    assert served.context.trace_id == caller.trace_id, "the served call is in the caller's trace"
+    assert served.parent.span_id == caller.span_id and served.parent.is_remote
+    # The tool itself ran under the served execute_tool span.
+    assert inside.split("-")[1:3] == [
+        f"{served.context.trace_id:032x}",
+        f"{served.context.span_id:016x}",
+    ]
+
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
