@@ -32,6 +32,7 @@ import contextlib
 import json as jsonlib
 import logging
 import math
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -592,31 +593,32 @@ def _url_attributes(url: str) -> dict[str, Any]:
     there), `server.address` and `server.port`, as the HTTP semantic conventions name them."""
     try:
         parts = urlsplit(url)
-        host = parts.hostname
+    except ValueError:  # e.g. an unclosed "[": the request fails, its span says little
+        return {}
+    netloc = parts.netloc.rpartition("@")[2]
+    attributes: dict[str, Any] = {"url.full": f"{parts.scheme}://{netloc}{parts.path}"}
+    host = parts.hostname
+    if host:
+        attributes["server.address"] = host
+    try:
         port = parts.port
-    except ValueError:  # a malformed port: the request fails, its span says where it went
-        return {"url.full": url.split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]}
-    if host is None:
-        return {"url.full": url.split("?", 1)[0].split("#", 1)[0]}
+    except ValueError:  # a malformed port
+        port = None
     if port is None:
         port = {"http": 80, "https": 443}.get(parts.scheme)
-    shown_host = f"[{host}]" if ":" in host else host
-    netloc = f"{shown_host}:{parts.port}" if parts.port is not None else shown_host
-    attributes: dict[str, Any] = {
-        "url.full": f"{parts.scheme}://{netloc}{parts.path}",
-        "server.address": host,
-    }
     if port is not None:
         attributes["server.port"] = port
     return attributes
 
 
 def _failure(exc: BaseException) -> str:
-    """Why a request failed, in the OS's few words, or the exception's class: never its text,
-    which names the URL (its query string included)."""
+    """Why a request failed, in the OS's few words, or the exception's class: never the
+    exception's own text, which names the URL (its query string included)."""
     for error in causes(exc):
-        if isinstance(error, OSError | TimeoutError) and not isinstance(
-            error, requests.exceptions.RequestException
+        if isinstance(error, requests.exceptions.RequestException):
+            continue  # an OSError too, whose text is urllib3's, URL and all
+        if isinstance(error, OSError) and (
+            error.errno is not None or isinstance(error, TimeoutError | ssl.SSLError)
         ):
             return connect_failure(error)
     return type(exc).__qualname__

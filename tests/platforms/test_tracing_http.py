@@ -304,3 +304,36 @@ def test_every_http_adapter_takes_the_bridges_tracing(
         assert attributes(span)["http.response.status_code"] == 200
     no_secret_in(list(exporter.get_finished_spans()))
     assert emulator.token not in repr([attributes(s) for s in exporter.get_finished_spans()])
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            f"https://user:{SECRET_KEY}@api.example.com/v2/app/conversation?key={QUERY_SECRET}#x",
+            {
+                "url.full": "https://api.example.com/v2/app/conversation",
+                "server.address": "api.example.com",
+                "server.port": 443,
+            },
+        ),
+        (
+            "http://[::1]:8080/v1/chat/completions",
+            {
+                "url.full": "http://[::1]:8080/v1/chat/completions",
+                "server.address": "::1",
+                "server.port": 8080,
+            },
+        ),
+        (
+            f"http://u:{SECRET_KEY}@host:notaport/p?{QUERY_SECRET}",
+            {"url.full": "http://host:notaport/p", "server.address": "host", "server.port": 80},
+        ),
+    ],
+)
+def test_url_attributes_leave_out_userinfo_query_and_fragment(
+    url: str, expected: dict[str, Any]
+) -> None:
+    from bridge.platforms._transport import _url_attributes
+
+    assert _url_attributes(url) == expected
