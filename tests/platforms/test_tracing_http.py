@@ -337,3 +337,15 @@ def test_url_attributes_leave_out_userinfo_query_and_fragment(
     from bridge.platforms._transport import _url_attributes
 
     assert _url_attributes(url) == expected
+
+
+def test_the_trace_context_does_not_fill_the_checked_headers_table(server: Recording) -> None:
+    provider, _ = recorded()
+    server.script(Reply(), Reply(), Reply())
+    with closing_transport(Tracing(provider)) as http:
+        for _ in range(3):
+            http.request("GET", server.base_url + "/v1/models", stream=False)
+        checked = http._session._checked_headers  # type: ignore[attr-defined]
+    assert len({headers["traceparent"] for headers in server.headers}) == 3
+    assert ("authorization", f"Bearer {SECRET_KEY}") in {(k.lower(), v) for k, v in checked}
+    assert not [name for name, _ in checked if name in ("traceparent", "tracestate")]
