@@ -15,8 +15,8 @@ every array with `items`), so every dialect, AppBuilder's included, can describe
 Each call carries the trace it belongs to: the SDK writes the current OpenTelemetry context
 into the request's ``_meta`` (``traceparent``, ``tracestate``), and the call runs on the
 private loop under the context of the caller (the tool's execute_tool span), which
-`asyncio.run_coroutine_threadsafe` hands over with the coroutine. The task that holds the
-connection open outlives any one call, so it starts from an empty context.
+`asyncio.run_coroutine_threadsafe` hands over with the coroutine. A server started again
+within a call is started in that call's trace (its initialization is part of the call's time).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import contextvars
 import json
 import logging
 import re
@@ -184,10 +183,7 @@ class McpSource:
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[Client] = loop.create_future()
             stop = asyncio.Event()
-            # Not in the caller's context: the connection is no part of the call that opened it.
-            task = contextvars.Context().run(
-                loop.create_task, self._hold(mcp.Client(self._server), ready, stop)
-            )
+            task = loop.create_task(self._hold(mcp.Client(self._server), ready, stop))
             try:
                 client = await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
             except BaseException:
