@@ -30,6 +30,7 @@ from bridge.tools.approval import DeferredApprover
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.schema import to_dialect
 from bridge.tools.toolbox import Toolbox
+from bridge.tracing import Tracing
 from bridge.types import Event, ToolCall, ToolChoice, ToolChoiceMode, ToolRun
 
 __all__ = ["Bridge"]
@@ -95,7 +96,9 @@ class Bridge:
                 self._owned.append(self.toolbox.close)  # e.g. MCP server processes
             built: dict[str, Any] = {k: v for k, v in settings.items() if k in DISPATCHER_FIELDS}
             try:
-                self.dispatcher = Dispatcher(self.toolbox, **built)
+                self.dispatcher = Dispatcher(
+                    self.toolbox, tracer_provider=options.tracer_provider, **built
+                )
             except BaseException:
                 self._release()
                 raise
@@ -110,6 +113,8 @@ class Bridge:
             self._release()
             raise
         self.options = options
+        self.tracing = Tracing(options.tracer_provider)
+        """Where its spans go: the runs' and the tool calls' (`bridge.tracing`)."""
         if journal is None:
             from bridge.journal.memory import MemoryJournal
 

@@ -54,6 +54,8 @@ class Toolbox:
         """Create a toolbox and `add` each of `tools`."""
         self._specs: dict[str, ToolSpec] = {}
         self._sources: list[ToolSource] = []
+        self._extensions: set[str] = set()
+        """Names of the tools a tool source gave (HTTP, OpenAPI, MCP): `tool_type`."""
         self._lock = threading.RLock()
         for tool in tools:
             self.add(tool)
@@ -133,12 +135,13 @@ class Toolbox:
         if prefix:
             PrefixedToolset(StaticToolset([]), prefix)  # checked before a toolkit is created
         toolset = build_toolset(obj, request)
+        from_source = toolset is obj  # a source is its own toolset; other kinds are built
         if enable is not None or exclude:
             toolset = SelectedToolset(toolset, enable=enable, exclude=exclude)
         chosen = prefix if prefix is not None else getattr(toolset, "default_prefix", None)
         if chosen is not None:
             toolset = PrefixedToolset(toolset, chosen)
-        return self._register(toolset)
+        return self._register(toolset, extension=from_source)
 
     def add_toolset(self, toolset: Toolset) -> list[ToolSpec]:
         """Register every tool of a toolset (all or none); the toolbox closes it on `close()`.
@@ -153,7 +156,7 @@ class Toolbox:
             )
         return self._register(toolset)
 
-    def _register(self, toolset: Toolset) -> list[ToolSpec]:
+    def _register(self, toolset: Toolset, *, extension: bool = False) -> list[ToolSpec]:
         specs = list(toolset.specs())
         for spec in specs:
             if not isinstance(spec, ToolSpec):
@@ -171,10 +174,17 @@ class Toolbox:
                     f"arguments to the function's **kwargs, but tool {spec.name!r} cannot "
                     "receive them; leave strict on"
                 )
+        typed = getattr(toolset, "tool_type", None)  # a toolset that knows, per tool
         with self._lock:
             self._check_clashes(specs)
             for spec in specs:
                 self._specs[spec.name] = spec
+                if callable(typed):
+                    extension = typed(spec.name) == "extension"
+                if extension:
+                    self._extensions.add(spec.name)
+                else:
+                    self._extensions.discard(spec.name)
             self._sources.append(toolset)
         return specs
 
@@ -202,7 +212,7 @@ class Toolbox:
             raise UsageError(
                 f"add_source takes an object with specs() and close() (got {type(source).__name__})"
             )
-        return self._register(source)
+        return self._register(source, extension=True)
 
     def close(self) -> None:
         """Close every added source (newest first): MCP servers stop, HTTP sessions close.
@@ -244,6 +254,11 @@ class Toolbox:
         spec = self._specs.get(name)
         return spec if spec is not None and spec.enabled else None
 
+    def tool_type(self, name: str) -> str:
+        """The OpenTelemetry ``gen_ai.tool.type`` of a tool: "extension" for one a tool source
+        gave (an HTTP service, an OpenAPI operation, an MCP server's tool), else "function"."""
+        return "extension" if name in self._extensions else "function"
+
     def is_idempotent(self, name: str) -> bool:
         """True if the enabled tool called `name` is safe to run twice (`idempotent=True`):
         what the journal's `Ledger.plan` asks of a call a crash interrupted."""
@@ -281,6 +296,7 @@ class Toolbox:
         """Unregister a tool (enabled or not) and return it."""
         with self._lock:
             self._known(name)
+            self._extensions.discard(name)
             return self._specs.pop(name)
 
     def _set_enabled(self, name: str, enabled: bool) -> None:
