@@ -19,6 +19,8 @@ hits all alike:
   ``OTLPSpanExporter``) exporting to an OTLP/HTTP receiver on loopback
   (``tests/support/otlp.py``, in this process: the collector's CPU is not the bridge's); the
   worker flushes its spans before it stops its clock, so their export is counted.
+- ``sampled``: ``on`` keeping one trace in ten (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``,
+  ``OTEL_TRACES_SAMPLER_ARG=0.1``): what an operator who samples pays.
 
 Then, alone: the CPU of one span opened and closed while off, times the spans a conversation
 opens (counted by the receiver), as a share of a conversation: the off cost without the noise
@@ -58,7 +60,8 @@ EXPECTED = "The weather in {city} is sunny, 21 C."
 TARGET_OFF = 0.01
 TARGET_ON = 0.10
 WARMUP = 5
-VARIANTS = ("baseline", "off", "on")
+VARIANTS = ("baseline", "off", "on", "sampled")
+SAMPLED = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
 
 
 def _worker(spec: dict[str, Any]) -> dict[str, float]:
@@ -280,8 +283,9 @@ def main() -> int:
         on_environ = receiver.environ()
         del on_environ["OTEL_BSP_SCHEDULE_DELAY"]  # the SDK's default batching, as deployed
         cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        on_spans: list[Any] = []
         for turn in range(args.rounds):
-            order = VARIANTS[turn % 3 :] + VARIANTS[: turn % 3]
+            order = VARIANTS[turn % len(VARIANTS) :] + VARIANTS[: turn % len(VARIANTS)]
             for variant in order:
                 db = str(Path(tmp) / f"{variant}-{turn}.db")
                 spec = {**base, "db": db, "variant": variant}
@@ -290,11 +294,16 @@ def main() -> int:
                     cpu[variant].append(_run(spec, baseline or ROOT, {}))
                 elif variant == "off":
                     cpu[variant].append(_run(spec, ROOT, {}))
-                else:
+                elif variant == "on":
+                    before = len(receiver.spans)  # a worker has exported all when it exits
                     cpu[variant].append(_run(spec, ROOT, on_environ))
+                    on_spans += receiver.spans[before:]
+                else:  # on, keeping one trace in ten
+                    spec["variant"] = "on"
+                    cpu[variant].append(_run(spec, ROOT, {**on_environ, **SAMPLED}))
         conversations = args.rounds * (args.conversations + WARMUP)
-        per_conversation = len(receiver.spans) / conversations
-        names = sorted({s.name.split(" ")[0] for s in receiver.spans})
+        per_conversation = len(on_spans) / conversations
+        names = sorted({s.name.split(" ")[0] for s in on_spans})
         done = subprocess.run(
             [sys.executable, __file__, "--micro", "200000"],
             capture_output=True,
@@ -315,6 +324,7 @@ def main() -> int:
 
     off, off_lo, off_hi = _share(cpu["off"], cpu["baseline"])
     on, on_lo, on_hi = _share(cpu["on"], cpu["off"])
+    sampled, sampled_lo, sampled_hi = _share(cpu["sampled"], cpu["off"])
     print(
         f"  off / baseline = {1 + off:.4f} ({100 * off:+.2f} %; rounds {100 * off_lo:+.2f} to "
         f"{100 * off_hi:+.2f} %), target < {100 * TARGET_OFF:.0f} %: "
@@ -324,6 +334,10 @@ def main() -> int:
         f"  on / off = {1 + on:.4f} ({100 * on:+.2f} %; rounds {100 * on_lo:+.2f} to "
         f"{100 * on_hi:+.2f} %), target < {100 * TARGET_ON:.0f} %: "
         f"{'PASS' if on < TARGET_ON else 'FAIL'}"
+    )
+    print(
+        f"  on, one trace in ten kept / off = {1 + sampled:.4f} ({100 * sampled:+.2f} %; rounds "
+        f"{100 * sampled_lo:+.2f} to {100 * sampled_hi:+.2f} %)"
     )
     estimate = per_conversation * span_off / statistics.median(cpu["off"])
     print(
