@@ -25,6 +25,7 @@ from bridge.platforms.base import (
     declare_tools_to,
     parse_tool_choice,
     platform_tools_for,
+    use_tracing,
 )
 from bridge.tools.approval import DeferredApprover
 from bridge.tools.dispatch import Dispatcher
@@ -115,6 +116,12 @@ class Bridge:
         self.options = options
         self.tracing = Tracing(options.tracer_provider)
         """Where its spans go: the runs' and the tool calls' (`bridge.tracing`)."""
+        if options.tracer_provider is not None:
+            # The client spans of the platform's requests and of the HTTP tools' requests go
+            # where their parents (the runs and the tool calls) go; by default all use the
+            # global provider, so nothing needs handing on.
+            use_tracing(platform, self.tracing)
+            self.toolbox.use_tracing(self.tracing)
         if journal is None:
             from bridge.journal.memory import MemoryJournal
 

@@ -31,6 +31,7 @@ from bridge.tools.kinds import Request, build_toolset
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, StaticToolset, Toolset
+from bridge.tracing import Tracing
 from bridge.types import ToolRun
 
 __all__ = ["ToolSource", "Toolbox"]
@@ -56,6 +57,8 @@ class Toolbox:
         self._sources: list[ToolSource] = []
         self._extensions: set[str] = set()
         """Names of the tools a tool source gave (HTTP, OpenAPI, MCP): `tool_type`."""
+        self._tracing: Tracing | None = None
+        """Where its sources' client spans go (None: the global provider): `use_tracing`."""
         self._lock = threading.RLock()
         for tool in tools:
             self.add(tool)
@@ -186,7 +189,18 @@ class Toolbox:
                 else:
                     self._extensions.discard(spec.name)
             self._sources.append(toolset)
+        if self._tracing is not None:
+            _hand_tracing(toolset, self._tracing)
         return specs
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its sources' requests (HTTP, OpenAPI) to `tracing`, now
+        and for sources added later; sources that make no requests are left as they are."""
+        with self._lock:
+            self._tracing = tracing
+            sources = list(self._sources)
+        for source in sources:
+            _hand_tracing(source, tracing)
 
     def add_spec(self, spec: ToolSpec) -> ToolSpec:
         """Register a ready spec (from another tool source: HTTP, OpenAPI, MCP...)."""
@@ -377,3 +391,15 @@ class Toolbox:
             call_id=call_id,
             approve=approve,
         )
+
+
+def _hand_tracing(source: object, tracing: Tracing) -> None:
+    """Hand `tracing` to a source, through the toolsets that wrap or combine sources."""
+    hook = getattr(source, "use_tracing", None)
+    if callable(hook):
+        hook(tracing)
+    wrapped = getattr(source, "wrapped", None)
+    if wrapped is not None:
+        _hand_tracing(wrapped, tracing)
+    for inner in getattr(source, "toolsets", ()):
+        _hand_tracing(inner, tracing)
