@@ -203,13 +203,35 @@ def test_without_the_sdk_one_warning_and_the_command_still_works(
     assert receiver.exports == []
 
 
-def test_an_unknown_exporter_is_one_warning(tools: Path, receiver: Receiver) -> None:
-    done = _call(tools, _env(OTEL_TRACES_EXPORTER="zipkin"))
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        (["call", "{tools}", "traced", '{{"word": "hi"}}'], "said hi"),
+        (["run", "--emulator", "--tools", "{tools}", "hello"], "plain reply to: hello"),
+        (["chat", "--emulator", "--tools", "{tools}"], ""),
+        (["mcp-serve", "--tools", "{tools}"], ""),
+    ],
+    ids=["call", "run", "chat", "mcp-serve"],
+)
+def test_every_command_reads_the_variables_an_unknown_exporter_is_one_warning(
+    command: list[str], output: str, tools: Path
+) -> None:
+    """(`serve`: see the export tests below.) Standard input is closed: `chat` and the stdio
+    MCP server end at once."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", *(arg.format(tools=tools) for arg in command)],
+        capture_output=True,
+        text=True,
+        env=_env(OTEL_TRACES_EXPORTER="zipkin"),
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "said hi"
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "'zipkin'" in lines[0] and "otlp, console or none" in lines[0]
+    assert output in done.stdout
+    warnings = [line for line in done.stderr.splitlines() if "OTEL_TRACES_EXPORTER" in line]
+    assert len(warnings) == 1, done.stderr
+    assert "'zipkin'" in warnings[0] and "otlp, console or none" in warnings[0]
 
 
 def test_without_otel_variables_nothing_is_configured(tools: Path) -> None:
