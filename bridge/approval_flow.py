@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,7 +33,9 @@ from bridge.access.decision import (
     source_of,
 )
 from bridge.access.principal import Principal
+from bridge.journal.base import Journal
 from bridge.options import ApproveHook, BridgeOptions
+from bridge.tools._spans import CallSpans
 from bridge.tools.approval import (
     ApprovalRequest,
     arguments_digest,
@@ -68,11 +71,15 @@ def split_for_approval(
     options: BridgeOptions,
     dispatcher: Dispatcher,
     scope: CallScope | None = None,
+    *,
+    spans: CallSpans | None = None,
 ) -> tuple[list[ToolCall], list[ToolRun], list[ToolCall]]:
     """Split calls into those allowed to run, rejection records, and calls that wait for
     a person who answers later (a `DeferredApprover`).
 
     `scope`: who asks and where (default: `options.principal`, nowhere in particular).
+    `spans`: the calls' spans (tracing on), which get the policy's decision and the answer
+    of an `approve` function.
     """
     scope = scope if scope is not None else CallScope(options.principal)
     deferred = options.deferred_approver is not None
@@ -86,6 +93,15 @@ def split_for_approval(
         decision = ALLOW
         if refusal is None and spec is not None and options.policy is not None:
             decision = _decided(call, spec, options, scope)
+            if spans is not None:
+                spans.note(
+                    call.call_id,
+                    {
+                        "toolbridge.policy.decision": decision.effect,
+                        "toolbridge.policy.ids": list(decision.policies),
+                        "toolbridge.policy.reason": decision.reason or None,
+                    },
+                )
             if decision.refused:
                 refusal = dispatcher.reject(call, decision.refusal())
         if refusal is not None:
@@ -96,7 +112,21 @@ def split_for_approval(
             (waiting if asked else allowed).append(call)
             continue
         # the one shared rule
+        asking = (
+            spans
+            if approve is not None and (decision.needs_approval or needs_approval(spec))
+            else None
+        )
+        began = time.monotonic()
+        if asking is not None:
+            asking.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.asked": "approve hook"})
         verdict = decide(spec, call, approve, required=decision.needs_approval)
+        if asking is not None:
+            asking.event(
+                call,
+                APPROVAL_DECIDED,
+                _decided_attributes(verdict.run, "approve hook", time.monotonic() - began),
+            )
         if verdict.run:
             allowed.append(call)
         else:
@@ -195,6 +225,21 @@ def record_outcome(
         logger.exception("the audit record refused the outcome of call %s", run.call_id)
 
 
+APPROVAL_REQUESTED = "toolbridge.approval.requested"
+APPROVAL_DECIDED = "toolbridge.approval.decided"
+"""The events of a call's span that wait for a person's decision."""
+
+
+def _decided_attributes(
+    approved: bool, by: str | None, waited: float, outcome: str | None = None
+) -> dict[str, object]:
+    return {
+        "toolbridge.approval.outcome": outcome or ("approved" if approved else "rejected"),
+        "toolbridge.approval.decided_by": by,
+        "toolbridge.approval.waited_ms": round(waited * 1000, 3),
+    }
+
+
 def run_with_approvals(
     allowed: list[ToolCall],
     waiting: list[ToolCall],
@@ -204,9 +249,15 @@ def run_with_approvals(
     dispatcher: Dispatcher,
     conversation_id: str,
     message_id: int | None,
+    spans: CallSpans | None = None,
+    journal: Journal | None = None,
 ) -> CallUpdates:
     """`run` the allowed calls now, and each waiting call once a person approved it (or
-    report its rejection); the waits do not hold up the rest of the batch."""
+    report its rejection); the waits do not hold up the rest of the batch.
+
+    `spans`: the calls' spans (tracing on): a waiting call's span begins when the person is
+    asked and records the wait (requested, decided: by whom, after how long; who decided is
+    read from `journal`'s approval record, when there is one)."""
     if not waiting:
         return run(allowed) if allowed else iter(())
     approver = options.deferred_approver
@@ -216,11 +267,35 @@ def run_with_approvals(
     def once_decided(call: ToolCall) -> CallUpdates:
         digest = arguments_digest(call.name, call.arguments)
         request = ApprovalRequest(conversation_id, message_id, call, digest, stop)
+        began = time.monotonic()
+        if spans is not None:
+            spans.event(call, APPROVAL_REQUESTED, {"toolbridge.approval.asked": "approver"})
         verdict = ask_deferred(approver, request)
+        if spans is not None:
+            record = None
+            if journal is not None:
+                try:
+                    record = journal.find_approval(conversation_id, call.call_id, digest)
+                except Exception:  # a span's detail must not fail the call
+                    logger.debug("reading the approval of %s failed", call.call_id, exc_info=True)
+            decided = record is not None and record.status != "pending"
+            spans.event(
+                call,
+                APPROVAL_DECIDED,
+                _decided_attributes(
+                    verdict.run,
+                    record.decided_by if record is not None else None,
+                    time.monotonic() - began,
+                    record.status if record is not None and decided else None,
+                ),
+            )
         if verdict.run:
             yield from run([call])
         else:
-            yield ToolCallFinished(run=dispatcher.reject(call, verdict.reason))
+            rejected = dispatcher.reject(call, verdict.reason)
+            if spans is not None:
+                spans.close(rejected)
+            yield ToolCallFinished(run=rejected)
 
     sources = [functools.partial(once_decided, call) for call in waiting]
     if allowed:

@@ -25,11 +25,13 @@ from bridge.platforms.base import (
     declare_tools_to,
     parse_tool_choice,
     platform_tools_for,
+    use_tracing,
 )
 from bridge.tools.approval import DeferredApprover
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.schema import to_dialect
 from bridge.tools.toolbox import Toolbox
+from bridge.tracing import Tracing
 from bridge.types import Event, ToolCall, ToolChoice, ToolChoiceMode, ToolRun
 
 __all__ = ["Bridge"]
@@ -95,7 +97,9 @@ class Bridge:
                 self._owned.append(self.toolbox.close)  # e.g. MCP server processes
             built: dict[str, Any] = {k: v for k, v in settings.items() if k in DISPATCHER_FIELDS}
             try:
-                self.dispatcher = Dispatcher(self.toolbox, **built)
+                self.dispatcher = Dispatcher(
+                    self.toolbox, tracer_provider=options.tracer_provider, **built
+                )
             except BaseException:
                 self._release()
                 raise
@@ -110,6 +114,14 @@ class Bridge:
             self._release()
             raise
         self.options = options
+        self.tracing = Tracing(options.tracer_provider)
+        """Where its spans go: the runs' and the tool calls' (`bridge.tracing`)."""
+        if options.tracer_provider is not None:
+            # The client spans of the platform's requests and of the HTTP tools' requests go
+            # where their parents (the runs and the tool calls) go; by default all use the
+            # global provider, so nothing needs handing on.
+            use_tracing(platform, self.tracing)
+            self.toolbox.use_tracing(self.tracing)
         if journal is None:
             from bridge.journal.memory import MemoryJournal
 

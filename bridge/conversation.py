@@ -27,6 +27,9 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import INVALID_SPAN, Link, Span, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.access.decision import AuditEvent
@@ -48,6 +51,8 @@ from bridge.errors import (
     RunFailedError,
     RunInterruptedError,
     UsageError,
+    redact,
+    valid_text,
 )
 from bridge.journal.base import Journal
 from bridge.journal.ledger import Ledger, MessageTrail
@@ -55,14 +60,25 @@ from bridge.journal.records import INTERRUPTED_MESSAGE, MessageRecord, StateSnap
 from bridge.options import BridgeOptions
 from bridge.platform_state import restore_state, snapshot
 from bridge.platforms.base import (
+    DescribesItself,
     Platform,
     ToolChoiceLike,
     holds_submitted_outputs,
     knows_conversation,
 )
+from bridge.tools._spans import CallSpans
 from bridge.tools.context import ConversationScope
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.toolbox import Toolbox
+from bridge.tracing import (
+    RESUMED,
+    SpanKind,
+    Tracing,
+    context_of,
+    link_to,
+    record_error,
+    traceparent_of,
+)
 from bridge.types import (
     Event,
     EventTally,
@@ -125,6 +141,11 @@ class BridgeParts(Protocol):
         """Signs the platform states the bridge journals (`bridge.platform_state`)."""
         ...
 
+    @property
+    def tracing(self) -> Tracing:
+        """Where the spans of its runs and tool calls go (`bridge.tracing`)."""
+        ...
+
     def checked_tool_choice(self, value: object) -> ToolChoice | ToolChoiceMode | None:
         """`value` as a neutral tool choice naming a loaded tool, or a `UsageError`."""
         ...
@@ -151,6 +172,8 @@ class Conversation:
         self._platform_id: str | None = None
         self._caller: Principal | None = None
         """Who asked the question being answered (None: the bridge's `caller`)."""
+        self._recovering = False
+        """The run being answered continues one a crash interrupted (`stream_recovered`)."""
         if id is not None:
             self.pending_input = _journaled_pause(self._journal, id)
 
@@ -168,6 +191,10 @@ class Conversation:
         self._dispatcher: Dispatcher = bridge.dispatcher
         self._toolbox: Toolbox = bridge.toolbox
         self._options: BridgeOptions = bridge.options
+        tracing = getattr(bridge, "tracing", None)
+        self._tracing: Tracing = tracing if isinstance(tracing, Tracing) else _GLOBAL_TRACING
+        self._agent: dict[str, Any] | None = None
+        """The run spans' description of the agent, made at the first traced run."""
         options = bridge.options
         self._listens = bool(options.on_event or options.on_tool_call or options.on_tool_result)
 
@@ -251,9 +278,14 @@ class Conversation:
         def accepted() -> None:
             self.pending_input = None  # a new question abandons an unanswered pause
 
-        message_id = self._begin(query, sent_by)
+        span = self._open_run()
+        message_id = self._begin(query, sent_by, span)
         return self._run(
-            message_id, lambda: self._on_platform(start), stream=use_stream, accepted=accepted
+            message_id,
+            lambda: self._on_platform(start),
+            stream=use_stream,
+            accepted=accepted,
+            span=span,
         )
 
     def stream_resume(
@@ -290,8 +322,11 @@ class Conversation:
         def accepted() -> None:
             self.pending_input = None  # only now: a refused resume leaves the pause answerable
 
-        message_id = self._begin(answer, sent_by)
-        return self._run(message_id, send, stream=use_stream, accepted=accepted)
+        # Linked to the run that paused for this answer (it ended when it paused).
+        links = self._paused_link(interrupt_id) if self._tracing.enabled else ()
+        span = self._open_run(links=links)
+        message_id = self._begin(answer, sent_by, span)
+        return self._run(message_id, send, stream=use_stream, accepted=accepted, span=span)
 
     def stream_recovered(
         self,
@@ -332,7 +367,21 @@ class Conversation:
 
         use_stream = self._options.stream if stream is None else stream
         posted = batch if submitting else None
-        return self._run(message_id, pending, stream=use_stream, posted=posted)
+        span: Span = INVALID_SPAN
+        if self._tracing.enabled:
+            # The same trace as the interrupted run (journaled with its message), linked to it.
+            original = self._journaled_traceparent(message_id)
+            links = link_to(original, **{RESUMED: True})
+            current = trace.get_current_span().get_span_context()
+            if current.is_valid and links:  # what resumes it (a daemon's recovery, a takeover)
+                links.append(Link(current))
+            span = self._open_run(parent=context_of(original), links=links)
+            if span.is_recording():
+                span.set_attribute(RESUMED, True)
+                span.set_attribute("toolbridge.message.id", message_id)
+                span.set_attribute("gen_ai.conversation.id", self.id)
+        self._recovering = True
+        return self._run(message_id, pending, stream=use_stream, posted=posted, span=span)
 
     def close(self) -> None:
         """Release the conversation's tool resources (pooled connections, sessions)."""
@@ -348,8 +397,27 @@ class Conversation:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def _begin(self, query: str, sent_by: str | None) -> int:
-        """Write the query down as a running message of this conversation."""
+    def _begin(self, query: str, sent_by: str | None, span: Span = INVALID_SPAN) -> int:
+        """Write the query down as a running message of this conversation (with the trace
+        context of its run's `span`, when it records)."""
+        self._recovering = False
+        try:
+            return self._begin_message(query, sent_by, span)
+        except BaseException as exc:
+            if _live(span):
+                record_error(span, exc)
+                span.end()
+            raise
+
+    def _begin_message(self, query: str, sent_by: str | None, span: Span) -> int:
+        if _live(span):
+            # The platform's conversation may be made here: its request belongs to the run.
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                conversation_id = self.id
+            finally:
+                otel_context.detach(token)
+            span.set_attribute("gen_ai.conversation.id", conversation_id)
         self._journal.add_conversation(self.id, end_user_id=self.end_user_id)
         audit = self._options.audit
         if audit is not None:  # written in the same transaction as the message
@@ -363,7 +431,14 @@ class Conversation:
                     conversation_id=self.id,
                 )
             )
-        self._message = self._journal.begin_message(self.id, query, sent_by=sent_by)
+        traceparent = traceparent_of(span) if _live(span) else None
+        if traceparent is None:
+            self._message = self._journal.begin_message(self.id, query, sent_by=sent_by)
+        else:  # written with the message: a run resumed after a crash continues its trace
+            self._message = self._journal.begin_message(
+                self.id, query, sent_by=sent_by, traceparent=traceparent
+            )
+            span.set_attribute("toolbridge.message.id", self._message)
         return self._message
 
     def _run(
@@ -374,22 +449,71 @@ class Conversation:
         stream: bool,
         posted: ToolBatch | None = None,
         accepted: Callable[[], None] | None = None,
+        span: Span = INVALID_SPAN,
     ) -> Iterator[Event]:
         """The one run path of `stream`, `stream_resume` and `stream_recovered`: bring the
         platform's state up to date, `send` (the first response's events), then the rounds,
         journaled; a failure before the first event still ends the message in the journal.
 
-        `accepted` runs once the platform took the request; `posted`: see `_rounds`.
+        `accepted` runs once the platform took the request; `posted`: see `_rounds`;
+        `span`: the run's ``invoke_agent`` span (current while the run works, ended with it).
         """
+        # Current also when the sampler dropped it, so that its children are dropped too.
+        context = trace.set_span_in_context(span) if _live(span) else None
+        token = otel_context.attach(context) if context is not None else None
         try:
             self._restore_state()
             first = send()
         except BaseException as exc:
             MessageTrail(self._journal, message_id).close(exc, rounds=0)
+            if context is not None:
+                record_error(span, exc)
+                span.end()
             raise
+        finally:
+            if token is not None:
+                otel_context.detach(token)
         if accepted is not None:
             accepted()
-        return self._journaled(self._rounds(first, stream=stream, posted=posted), message_id)
+        events = self._journaled(self._rounds(first, stream=stream, posted=posted), message_id)
+        if context is None:
+            return events
+        return self._traced(events, span, context)
+
+    def _traced(
+        self, events: Iterator[Event], span: Span, context: otel_context.Context
+    ) -> Iterator[Event]:
+        """Pass a run's events through with its span current while the run works (not while
+        the consumer holds an event); end the span however the run ends."""
+        end: Event | None = None
+        usage: dict[str, Any] | None = None
+        error: BaseException | None = None
+        try:
+            while True:
+                token = otel_context.attach(context)
+                try:
+                    event = next(events)
+                except StopIteration:
+                    break
+                finally:
+                    otel_context.detach(token)
+                if isinstance(event, RunFinished | RunFailed | HumanInputRequested):
+                    end = event
+                    if isinstance(event, RunFinished) and event.usage:
+                        usage = event.usage
+                yield event
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:  # the consumer stopped early: the run ends with it
+                token = otel_context.attach(context)
+                try:
+                    close()
+                finally:
+                    otel_context.detach(token)
+            _end_run_span(span, end, usage, error, self.last_rounds)
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
@@ -420,6 +544,7 @@ class Conversation:
                 if batch is posted:
                     self.last_rounds += 1
                     runs = [self.ledger[call.call_id] for call in batch.calls]
+                    _note_recorded(runs)
                     runs_this_ask.extend(runs)
                     events = self._deliver(batch, runs, stream=stream, may_have_arrived=True)
                     continue
@@ -590,8 +715,9 @@ class Conversation:
         ledger = self.ledger
         ledger.receive(batch, self._message, self._snapshot())
         fresh, interrupted = ledger.plan(batch, self._toolbox.is_idempotent)
+        spans = self._call_spans(batch, fresh, interrupted) if self._tracing.enabled else None
         allowed, rejected, waiting = split_for_approval(
-            fresh, self._toolbox, self._options, self._dispatcher, self._call_scope()
+            fresh, self._toolbox, self._options, self._dispatcher, self._call_scope(), spans=spans
         )
         audit = self._options.audit is not None
         for run in (*interrupted, *rejected):
@@ -599,7 +725,10 @@ class Conversation:
                 record_outcome(self._options, self._call_scope(), run, self._toolbox)
             ledger.finish(run)
             yield self._emit(ToolCallFinished(run=run))
-        for update in self._dispatch(allowed, waiting):
+        if spans is not None:
+            for run in rejected:  # refused or rejected: never ran, still a call on the trace
+                spans.close(run)
+        for update in self._dispatch(allowed, waiting, spans):
             if isinstance(update, ToolCallFinished):
                 if audit:  # staged: written in the same transaction as the call's finish
                     record_outcome(self._options, self._call_scope(), update.run, self._toolbox)
@@ -608,19 +737,25 @@ class Conversation:
         return [ledger[call.call_id] for call in batch.calls]
 
     def _dispatch(
-        self, allowed: list[ToolCall], waiting: list[ToolCall]
+        self, allowed: list[ToolCall], waiting: list[ToolCall], spans: CallSpans | None = None
     ) -> Iterator[ToolCallStarted | ToolCallFinished]:
         """Run the allowed calls now, and each waiting call once a person approved it (or
         report its rejection); the waits do not hold up the rest of the batch."""
         ledger = self.ledger
         scope = self._conversation_scope()
 
+        def started(call: ToolCall) -> None:
+            # With the trace context of this execution, in the same write.
+            ledger.start((call,), spans.traceparents((call,)) if spans is not None else None)
+
         def run(calls: list[ToolCall]) -> Iterator[ToolCallStarted | ToolCallFinished]:
             # Each call is journaled "started" by the dispatcher's hook, right before its
             # function may run: a crash before that leaves it "received" (it never ran).
-            return self._dispatcher.iter_run(
-                calls, scope=scope, before_run=lambda call: ledger.start((call,))
-            )
+            if spans is None:
+                return self._dispatcher.iter_run(
+                    calls, scope=scope, before_run=lambda call: ledger.start((call,))
+                )
+            return self._dispatcher.iter_run(calls, scope=scope, before_run=started, spans=spans)
 
         return run_with_approvals(
             allowed,
@@ -630,7 +765,87 @@ class Conversation:
             dispatcher=self._dispatcher,
             conversation_id=self.id,
             message_id=self._message,
+            spans=spans,
+            journal=self._journal,
         )
+
+    # --- spans ----------------------------------------------------------------------------------
+
+    def _open_run(
+        self, *, parent: otel_context.Context | None = None, links: Sequence[Any] = ()
+    ) -> Span:
+        """The ``invoke_agent`` span of a run (`INVALID_SPAN`, no work, when tracing is off)."""
+        tracing = self._tracing
+        if not tracing.enabled:
+            return INVALID_SPAN
+        agent = self._agent
+        if agent is None:
+            agent = self._agent = _describe_agent(self._platform)
+        caller = self._principal
+        attributes = dict(agent)
+        attributes["toolbridge.caller"] = caller.name
+        attributes["toolbridge.caller.via"] = caller.via
+        label = (
+            agent.get("gen_ai.agent.name") or agent.get("gen_ai.agent.id") or self._platform.name
+        )
+        kind = (
+            SpanKind.CLIENT
+            if agent["gen_ai.provider.name"] in _REMOTE_AGENTS
+            else SpanKind.INTERNAL
+        )
+        return tracing.start(
+            f"invoke_agent {label}", kind=kind, attributes=attributes, links=links, parent=parent
+        )
+
+    def _paused_link(self, interrupt_id: str) -> list[Any]:
+        """A link to the span of the run that paused on `interrupt_id`, if it was traced."""
+        if self._id is None:
+            return []
+        for message in reversed(self._journal.messages(self._id)):
+            if message.interrupt_id == interrupt_id:
+                return link_to(message.traceparent)
+        return []
+
+    def _journaled_traceparent(self, message_id: int) -> str | None:
+        for message in self._journal.messages(self.id):
+            if message.message_id == message_id:
+                return message.traceparent
+        return None
+
+    def _call_spans(
+        self, batch: ToolBatch, fresh: list[ToolCall], interrupted: list[ToolRun]
+    ) -> CallSpans:
+        """The ``execute_tool`` spans of a batch (children of the run's span, current now).
+
+        Calls that ran before a crash are not executed again, so they get no span: only an
+        event on the run's span. An idempotent call that a crash interrupted runs again in a
+        new span linked to the interrupted execution's."""
+        caller = self._principal
+        spans = CallSpans(
+            self._tracing,
+            attributes={
+                "gen_ai.conversation.id": self.id,
+                "toolbridge.caller": caller.name,
+                "toolbridge.caller.via": caller.via,
+            },
+            tool_type=self._dispatcher.tool_type,
+        )
+        run_span = trace.get_current_span()
+        again = {call.call_id for call in fresh}
+        skipped = {run.call_id for run in interrupted}
+        for call in batch.calls:
+            if call.call_id in again:
+                if self._recovering:
+                    record = self._journal.get_call(self.id, call.call_id)
+                    if record is not None and record.state == "started":
+                        spans.resumed(call.call_id, record.traceparent)
+            elif run_span.is_recording():
+                name = "interrupted" if call.call_id in skipped else "recorded"
+                run_span.add_event(
+                    f"toolbridge.tool.call.{name}",
+                    {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.call_id},
+                )
+        return spans
 
     @property
     def _principal(self) -> Principal:
@@ -696,6 +911,89 @@ class Conversation:
             message_id=finished.message_id if finished else None,
             human_input=self.pending_input,
             events=kept,
+        )
+
+
+def _live(span: Span) -> bool:
+    """A run's span that exists (recorded, or dropped by the sampler): not `INVALID_SPAN`."""
+    return span.get_span_context().is_valid
+
+
+_GLOBAL_TRACING = Tracing()
+"""For a bridge without its own `Tracing`: the global provider."""
+
+_PROVIDERS = {"openai": "openai", "responses": "openai", "openai_chat": "openai"}
+_PROVIDERS["openai_responses"] = "openai"
+"""Adapter names whose `gen_ai.provider.name` is another (the API's owner)."""
+
+_REMOTE_AGENTS = frozenset({"appbuilder", "coze"})
+"""Providers whose agent runs on their side (a CLIENT span calls it); with the others the
+agent is this loop around a model (an INTERNAL span)."""
+
+
+def _describe_agent(platform: Platform) -> dict[str, Any]:
+    """The run spans' attributes describing the agent a platform adapter talks to."""
+    name = getattr(platform, "name", "") or type(platform).__name__
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": _PROVIDERS.get(name, name),
+    }
+    if isinstance(platform, DescribesItself):
+        try:
+            described = platform.describe()
+        except Exception:  # a status description must never fail a run
+            logger.debug("describing the platform for the run's span failed", exc_info=True)
+        else:
+            if described.app_id:
+                attributes["gen_ai.agent.id"] = described.app_id
+            if described.model:
+                attributes["gen_ai.request.model"] = described.model
+    agent_name = getattr(platform, "agent_name", None)
+    if isinstance(agent_name, str) and agent_name:
+        attributes["gen_ai.agent.name"] = agent_name
+    return attributes
+
+
+def _end_run_span(
+    span: Span,
+    end: Event | None,
+    usage: dict[str, Any] | None,
+    error: BaseException | None,
+    rounds: int,
+) -> None:
+    """End a run's span with what it did: rounds, usage, and how it failed if it did."""
+    span.set_attribute("toolbridge.rounds", rounds)
+    if usage:
+        tokens_in = usage.get("input_tokens", usage.get("prompt_tokens"))
+        tokens_out = usage.get("output_tokens", usage.get("completion_tokens"))
+        if isinstance(tokens_in, int):
+            span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+        if isinstance(tokens_out, int):
+            span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+    if isinstance(end, RunFinished) and end.message_id:
+        span.set_attribute("gen_ai.response.id", end.message_id)
+    if isinstance(error, GeneratorExit) and end is None:
+        # The consumer stopped reading before the run ended.
+        span.set_attribute("error.type", "abandoned")
+        span.set_status(Status(StatusCode.ERROR, "the caller stopped reading the run"))
+    elif error is not None and not isinstance(error, GeneratorExit):
+        record_error(span, error)
+    elif isinstance(end, RunFailed):  # closed after its last event, or read to the end
+        span.set_attribute("error.type", end.code or "RunFailed")
+        span.set_status(Status(StatusCode.ERROR, redact(valid_text(end.message))[:500]))
+    span.end()
+
+
+def _note_recorded(runs: Sequence[ToolRun]) -> None:
+    """Calls whose outputs are sent again after a crash: they did not run again, so no
+    ``execute_tool`` span, only an event on the run's span."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    for run in runs:
+        span.add_event(
+            "toolbridge.tool.call.recorded",
+            {"gen_ai.tool.name": run.name, "gen_ai.tool.call.id": run.call_id},
         )
 
 

@@ -285,6 +285,7 @@ class _Loaded:
             else replace_spec(spec, source=source)
             for spec in part
         ]
+        self._types = {prefix + spec.name: part.tool_type(spec.name) for spec in part}
         too_long = [spec.name for spec in self._specs if len(spec.name) > 64]
         if too_long:
             raise UsageError(
@@ -294,6 +295,11 @@ class _Loaded:
 
     def specs(self) -> list[ToolSpec]:
         return list(self._specs)
+
+    def tool_type(self, name: str) -> str:
+        """What the SPEC's own toolbox says a tool is: a Python "function", or an
+        "extension" from a source (HTTP, OpenAPI, MCP)."""
+        return self._types.get(name, "function")
 
     def close(self) -> None:
         self._part.close()

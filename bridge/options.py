@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from opentelemetry.trace import TracerProvider
 from typing_extensions import TypedDict
 
 from bridge.access.decision import Decides, Records
@@ -66,6 +67,9 @@ class BridgeOptions:
             name another (`Conversation.stream(..., caller=...)`, `Bridge.ask`).
         audit: where policy decisions and tool outcomes are recorded
             (`bridge.access.audit.AuditLog`, anything with `record(AuditEvent)`).
+        tracer_provider: where the OpenTelemetry spans of the runs (``invoke_agent``) and
+            of the tool calls (``execute_tool``) go; None: the global provider (no span at
+            all while no SDK is configured).
 
     Raises:
         UsageError: a value is out of range or of the wrong kind; the message says what fits.
@@ -84,6 +88,7 @@ class BridgeOptions:
     policy: Decides | None = None
     caller: Principal | None = None
     audit: Records | None = None
+    tracer_provider: TracerProvider | None = None
     _deferred: DeferredApprover | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +136,13 @@ class BridgeOptions:
             raise UsageError(f"caller must be a bridge.access.Principal, got {self.caller!r}")
         if self.audit is not None and not callable(getattr(self.audit, "record", None)):
             raise UsageError(f"audit must have record(event), got {self.audit!r}")
+        if self.tracer_provider is not None and not callable(
+            getattr(self.tracer_provider, "get_tracer", None)
+        ):
+            raise UsageError(
+                "tracer_provider must be an OpenTelemetry TracerProvider (with get_tracer), "
+                f"got {self.tracer_provider!r}"
+            )
         # A runtime-checkable protocol's isinstance walks its members: asked once, not per batch.
         deferred = self.approve if isinstance(self.approve, DeferredApprover) else None
         object.__setattr__(self, "_deferred", deferred)
@@ -171,6 +183,7 @@ class BridgeSettings(TypedDict, total=False):
     policy: Decides | None
     caller: Principal | None
     audit: Records | None
+    tracer_provider: TracerProvider | None
     max_concurrency: int
     default_timeout: float
     errors: ErrorsMode

@@ -58,7 +58,9 @@ __all__ = [
     "current_traceparent",
     "extract",
     "inject",
+    "inject_span",
     "link_to",
+    "mark_failed",
     "record_error",
     "traceparent_of",
 ]
@@ -176,6 +178,16 @@ def record_error(span: Span, exc: BaseException, *, error_type: str | None = Non
     span.set_status(Status(StatusCode.ERROR, message or kind))
 
 
+def mark_failed(span: Span, error_type: str, description: str = "") -> None:
+    """Mark `span` failed with `error.type` (an HTTP status as text, a class name) and a
+    description chosen by the caller: for a request whose exception text would show its URL
+    (and so its query string, where secrets live)."""
+    if not span.is_recording():
+        return
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, description or None))
+
+
 def content(value: Any) -> str | None:
     """`value` as redacted JSON text for a span attribute, or None unless the operator opted
     in to content capture (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``)."""
@@ -239,6 +251,16 @@ def inject(headers: MutableMapping[str, str]) -> None:
     whatever ``OTEL_PROPAGATORS`` adds); nothing when no span is current."""
     if trace.get_current_span().get_span_context().is_valid:
         propagate.inject(headers)
+
+
+def inject_span(span: Span, headers: MutableMapping[str, str]) -> None:
+    """Write the trace context of `span` (a client span that is not current) into `headers`;
+    when `span` records nothing (tracing off), the current context's, if there is one, so a
+    trace that came in goes on out even from a process that exports no span."""
+    if span.get_span_context().is_valid:
+        propagate.inject(headers, context=trace.set_span_in_context(span))
+    else:
+        inject(headers)
 
 
 def extract(carrier: Mapping[str, str]) -> otel_context.Context | None:

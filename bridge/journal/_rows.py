@@ -89,6 +89,7 @@ def message_record(row: Row) -> MessageRecord:
         platform_settled=bool(row["platform_settled"]),
         sent_by=row["sent_by"],
         replica=row["replica"],
+        traceparent=row["traceparent"],
     )
 
 
@@ -105,6 +106,7 @@ def call_record(row: Row) -> CallRecord:
         started_at=_time(row["started_at"]),
         duration_ms=row["duration_ms"],
         updated_at=datetime.fromisoformat(row["updated_at"]),
+        traceparent=row["traceparent"],
     )
 
 

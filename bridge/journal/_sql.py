@@ -23,7 +23,7 @@ import json
 import threading
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -223,7 +223,14 @@ class SQLJournal(Journal, Generic[C]):
         total = self._read("SELECT count(*) AS n FROM conversations c" + where, args)[0]["n"]
         return [conversation_record(row) for row in rows], int(total)
 
-    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+    def begin_message(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        sent_by: str | None = None,
+        traceparent: str | None = None,
+    ) -> int:
         stamp = now().isoformat()
 
         def op(db: C) -> int:
@@ -236,8 +243,8 @@ class SQLJournal(Journal, Generic[C]):
             return self._insert(
                 db,
                 "INSERT INTO messages (conversation_id, query, status, created_at, sent_by, "
-                "replica) VALUES (?, ?, 'running', ?, ?, ?)",
-                (conversation_id, redact(query), stamp, sent_by, self.replica),
+                "replica, traceparent) VALUES (?, ?, 'running', ?, ?, ?, ?)",
+                (conversation_id, redact(query), stamp, sent_by, self.replica, traceparent),
                 "id",
             )
 
@@ -342,15 +349,26 @@ class SQLJournal(Journal, Generic[C]):
 
         self._write("received", op, conversation=conversation_id)
 
-    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+    def start(
+        self,
+        conversation_id: str,
+        call_ids: Sequence[str],
+        *,
+        traceparents: Mapping[str, str] | None = None,
+    ) -> None:
         stamp = now().isoformat()
+        spans = traceparents or {}
 
         def op(db: C) -> None:
             self._executemany(
                 db,
-                "UPDATE calls SET state = 'started', started_at = ?, updated_at = ? "
+                "UPDATE calls SET state = 'started', started_at = ?, updated_at = ?, "
+                "traceparent = ? "
                 "WHERE conversation_id = ? AND call_id = ? AND state IN ('received', 'started')",
-                [(stamp, stamp, conversation_id, call_id) for call_id in call_ids],
+                [
+                    (stamp, stamp, spans.get(call_id), conversation_id, call_id)
+                    for call_id in call_ids
+                ],
             )
 
         self._write("started", op, conversation=conversation_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -61,10 +61,19 @@ class Journal(ABC):
         with `created_by`, only the conversations that caller opened."""
 
     @abstractmethod
-    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+    def begin_message(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        sent_by: str | None = None,
+        traceparent: str | None = None,
+    ) -> int:
         """Record a query whose run starts now (status "running"); returns its message id.
 
         `sent_by`: who sent it (the daemon's API key name), for attribution.
+        `traceparent`: the W3C trace context of the run's span, kept so that a run resumed
+        after a crash (or by another replica) continues its trace.
         """
 
     def end_message(self, message_id: int, end: MessageEnd | None = None, /, **fields: Any) -> None:
@@ -115,8 +124,18 @@ class Journal(ABC):
         """
 
     @abstractmethod
-    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
-        """Mark calls "started": written before any of them may run."""
+    def start(
+        self,
+        conversation_id: str,
+        call_ids: Sequence[str],
+        *,
+        traceparents: Mapping[str, str] | None = None,
+    ) -> None:
+        """Mark calls "started": written before any of them may run.
+
+        `traceparents`: call id -> the W3C trace context of the span of this execution, in
+        the same write (a call run again after a crash links its new span to it).
+        """
 
     @abstractmethod
     def finish(self, conversation_id: str, run: ToolRun) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -95,11 +95,17 @@ class Ledger:
                 fresh.append(call)
         return fresh, interrupted
 
-    def start(self, calls: Iterable[ToolCall]) -> None:
-        """Mark calls "started": each right before its function may run."""
+    def start(
+        self, calls: Iterable[ToolCall], traceparents: Mapping[str, str] | None = None
+    ) -> None:
+        """Mark calls "started": each right before its function may run (`traceparents`:
+        call id -> the trace context of its execution's span, written with it)."""
         ids = [call.call_id for call in calls]
         if ids:
-            self.journal.start(self.conversation_id, ids)
+            if traceparents:
+                self.journal.start(self.conversation_id, ids, traceparents=traceparents)
+            else:
+                self.journal.start(self.conversation_id, ids)
 
     def finish(self, run: ToolRun) -> None:
         """Record a call's outcome."""

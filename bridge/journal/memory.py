@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -171,7 +171,14 @@ class MemoryJournal(LocalLeases):
             ]
             return records[offset : offset + limit], len(records)
 
-    def begin_message(self, conversation_id: str, query: str, *, sent_by: str | None = None) -> int:
+    def begin_message(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        sent_by: str | None = None,
+        traceparent: str | None = None,
+    ) -> int:
         with self._lock:
             conv = self._conv(conversation_id)
             message_id, self._next_message = self._next_message, self._next_message + 1
@@ -183,6 +190,7 @@ class MemoryJournal(LocalLeases):
                 created_at=now(),
                 sent_by=sent_by,
                 replica=self.replica,
+                traceparent=traceparent,
             )
             conv.message_ids.append(message_id)
             self._touch(conv)
@@ -245,7 +253,13 @@ class MemoryJournal(LocalLeases):
                         updated_at=now(),
                     )
 
-    def start(self, conversation_id: str, call_ids: Sequence[str]) -> None:
+    def start(
+        self,
+        conversation_id: str,
+        call_ids: Sequence[str],
+        *,
+        traceparents: Mapping[str, str] | None = None,
+    ) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
             moment = now()
@@ -253,7 +267,11 @@ class MemoryJournal(LocalLeases):
                 record = conv.calls.get(call_id)
                 if record is not None and not record.done:
                     conv.calls[call_id] = _updated(
-                        record, state="started", started_at=moment, updated_at=moment
+                        record,
+                        state="started",
+                        started_at=moment,
+                        updated_at=moment,
+                        traceparent=traceparents.get(call_id) if traceparents else None,
                     )
 
     def finish(self, conversation_id: str, run: ToolRun) -> None:
@@ -272,6 +290,7 @@ class MemoryJournal(LocalLeases):
                 started_at=run.started_at,
                 duration_ms=run.duration_ms,
                 updated_at=now(),
+                traceparent=record.traceparent if record else None,
             )
 
     def submitting(self, conversation_id: str, batch: ToolBatch) -> None:

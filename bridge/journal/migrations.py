@@ -187,5 +187,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX audit_by_time ON audit (at);
     """,
+    # 9 -> 10: the trace context (W3C ``traceparent``) of each message's run span and of each
+    # call's execution span, written with the step that already happens (the message's
+    # insert, the call's "started"), so a run resumed after a crash stays in its trace.
+    """
+    ALTER TABLE messages ADD COLUMN traceparent TEXT;
+    ALTER TABLE calls ADD COLUMN traceparent TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -132,6 +132,9 @@ class MessageRecord(_Record):
     """Who sent the query: the name of the daemon API key it came with (None without keys)."""
     replica: str | None = None
     """The daemon replica that ran it (the last one, after a failover); None outside a daemon."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of its run's span (None when it was not traced): a run resumed
+    after a crash, or on another replica, continues that trace."""
 
 
 class MessageEnd(_Record):
@@ -165,6 +168,9 @@ class CallRecord(_Record):
     started_at: datetime | None = None
     duration_ms: float | None = None
     updated_at: datetime
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the span of its (last) execution, written when it started
+    (None when it was not traced): a run again after a crash links to it."""
 
     @property
     def done(self) -> bool:

@@ -61,6 +61,9 @@ MAX_CHECKED_HEADERS = 4096
 """Distinct (name, value) pairs a session keeps as checked: the fixed ones (authorization,
 user agent, content type) are checked once; per-request ids fill the table, then are checked
 each time."""
+_PER_REQUEST = frozenset({"traceparent", "tracestate"})
+"""Headers new on every request (the trace context): never kept as checked, so they do not
+crowd the table out."""
 Pools = dict[tuple[Origin, object, object], HTTPConnectionPool]
 """The pools `send_direct` used, by origin and TLS settings (one table per session)."""
 
@@ -91,7 +94,7 @@ def send_direct(
     for item in headers.items():
         if item not in checked:
             check_header_validity(item)  # a newline in a value is refused, as requests does
-            if len(checked) < MAX_CHECKED_HEADERS:
+            if len(checked) < MAX_CHECKED_HEADERS and item[0] not in _PER_REQUEST:
                 checked.add(item)
     body = body or None  # requests sends an empty body as none
     # A plain dict for urllib3, with the Content-Length requests' `prepare_body` sets.

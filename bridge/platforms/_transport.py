@@ -6,6 +6,16 @@ only before any byte of an answer was read: once a server has started answering,
 run the agent, and its side effects, twice. Each retry is logged at INFO and announced to
 `RetryPolicy.on_retry`.
 
+Each attempt is an OpenTelemetry CLIENT span named after the method (the stable HTTP semantic
+conventions: `url.full` without userinfo or query string, `server.address`, `server.port`,
+`http.response.status_code`, `error.type`, `http.request.resend_count` on a retry, and the
+platform's request id as `toolbridge.platform.request_id`), a child of whatever span is current
+(the loop's invoke_agent span), and its W3C ``traceparent`` goes out with the request, as other
+OpenTelemetry-instrumented clients send it: an OpenAI-compatible server that traces (vLLM, a
+gateway) continues the trace, the cloud platforms ignore a header they do not know, and
+``OTEL_PROPAGATORS=none`` keeps it in. Without tracing no span is made and nothing is sent
+(unless a trace came in: its context goes on out).
+
 `Transport.errors` is the one place where exceptions of `requests`, urllib3, `json`, UTF-8
 decoding, pydantic and the answer bounds (too large, nested too deeply) become
 `bridge.errors`; `EXCEPTION_TABLE` lists, in order, which class maps to which error (a test
@@ -22,14 +32,17 @@ import contextlib
 import json as jsonlib
 import logging
 import math
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 import requests
 import urllib3.exceptions
+from opentelemetry.trace import INVALID_SPAN, Span
 
 from bridge.errors import (
     BridgeError,
@@ -59,6 +72,7 @@ from bridge.platforms._http import (
 from bridge.platforms._limits import RunBudget
 from bridge.platforms._sse import TooLargeError
 from bridge.platforms.retry import ExcKind, RetryPolicy
+from bridge.tracing import SpanKind, Tracing, inject_span, mark_failed
 
 __all__ = [
     "ERROR_BODY_LIMIT",
@@ -199,6 +213,8 @@ class Transport:
             which settings to check.
         session: The `requests.Session` to use; one is created (and closed by `close`) if None.
         sleep: Waits between attempts; injectable so tests need not wait.
+        tracing: Where the attempts' client spans go (default: the global tracer provider);
+            the bridge sets `tracing` to its own (`bridge.platforms.base.use_tracing`).
     """
 
     def __init__(
@@ -215,8 +231,10 @@ class Transport:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         base_url: str = "",
+        tracing: Tracing | None = None,
     ) -> None:
         self.label = label
+        self.tracing = tracing if tracing is not None else Tracing()
         self.headers: dict[str, str] = dict(headers or {})
         for name, value in self.headers.items():
             if name.lower() in ("authorization", "api-key", "x-api-key"):
@@ -305,19 +323,26 @@ class Transport:
         operation: str | None,
         budget: RunBudget | None,
     ) -> requests.Response:
-        call = self._call(url, operation, request_id=header(merged, self.request_id_header))
+        sent_id = header(merged, self.request_id_header)
+        call = self._call(url, operation, request_id=sent_id)
         attempt = 0
         while True:
             if logger.isEnabledFor(logging.DEBUG):  # or redact() runs for nothing
                 logger.debug("%s%s %s (attempt %d)", _lead(call), method, redact(url), attempt + 1)
+            span = self._span(method, url, attempt)
+            carrier: dict[str, str] = {}
+            inject_span(span, carrier)
+            sent = {**merged, **carrier} if carrier else merged
             try:
                 if budget is None:
-                    response = self._send(method, url, params, body, files, merged)
+                    response = self._send(method, url, params, body, files, sent)
                 else:
                     budget.check_time()
                     with budget.sending():
-                        response = self._send(method, url, params, body, files, merged)
+                        response = self._send(method, url, params, body, files, sent)
             except _FOREIGN as exc:
+                mark_failed(span, type(exc).__qualname__, _failure(exc))
+                span.end()
                 if budget is not None and budget.expired:
                     raise budget.timeout_error() from exc
                 error = _translate(exc, call)
@@ -331,16 +356,41 @@ class Transport:
                 self._before_retry(call, method, attempt, delay, reason)
                 attempt += 1
                 continue
+            except BaseException as exc:
+                mark_failed(span, type(exc).__qualname__)  # its text may name the URL
+                span.end()
+                raise
             status = response.status_code
+            if span.is_recording():
+                span.set_attribute("http.response.status_code", status)
+                request_id = self.request_id(response) or sent_id
+                if request_id:
+                    span.set_attribute("toolbridge.platform.request_id", request_id)
             if status < 400:
-                if not stream:
+                # A streamed answer's span ends with its headers: the stream is read by the
+                # adapter for as long as the agent talks (that time is the run's, on the
+                # invoke_agent span), and an answer abandoned unread leaves no span open.
+                # A whole answer's span covers reading it.
+                if stream:
+                    span.end()
+                    return response
+                try:
                     self._read_whole(response, url, operation, budget)
+                except BaseException as exc:
+                    mark_failed(span, type(exc).__qualname__)
+                    raise
+                finally:
+                    span.end()
                 return response
+            mark_failed(span, str(status))
             retry_after = response.headers.get("Retry-After")
             delay = self._delay(call, method, attempt, status=status, retry_after=retry_after)
-            status_error = self._status_error(
-                method, response, call, attempt, delay is not None, retry_after
-            )
+            try:
+                status_error = self._status_error(
+                    method, response, call, attempt, delay is not None, retry_after
+                )
+            finally:
+                span.end()
             if budget is not None and budget.expired:
                 raise budget.timeout_error() from status_error
             if delay is None:
@@ -396,6 +446,17 @@ class Transport:
             config_hint=self.config_hint,
             request_id=request_id,
         )
+
+    def _span(self, method: str, url: str, attempt: int) -> Span:
+        """The CLIENT span of one attempt (`INVALID_SPAN`, which records nothing, when off)."""
+        tracing = self.tracing
+        if not tracing.enabled:
+            return INVALID_SPAN
+        attributes = _url_attributes(url)
+        attributes["http.request.method"] = method
+        if attempt:
+            attributes["http.request.resend_count"] = attempt
+        return tracing.start(method, kind=SpanKind.CLIENT, attributes=attributes)
 
     def _send(
         self,
@@ -525,6 +586,42 @@ class Transport:
             retry_after=self.retry_policy.parse_retry_after(retry_after),
         )
         return self.read_status_error(answer)
+
+
+def _url_attributes(url: str) -> dict[str, Any]:
+    """`url.full` without userinfo, query string or fragment (credentials and API keys live
+    there), `server.address` and `server.port`, as the HTTP semantic conventions name them."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed "[": the request fails, its span says little
+        return {}
+    netloc = parts.netloc.rpartition("@")[2]
+    attributes: dict[str, Any] = {"url.full": f"{parts.scheme}://{netloc}{parts.path}"}
+    host = parts.hostname
+    if host:
+        attributes["server.address"] = host
+    try:
+        port = parts.port
+    except ValueError:  # a malformed port
+        port = None
+    if port is None:
+        port = {"http": 80, "https": 443}.get(parts.scheme)
+    if port is not None:
+        attributes["server.port"] = port
+    return attributes
+
+
+def _failure(exc: BaseException) -> str:
+    """Why a request failed, in the OS's few words, or the exception's class: never the
+    exception's own text, which names the URL (its query string included)."""
+    for error in causes(exc):
+        if isinstance(error, requests.exceptions.RequestException):
+            continue  # an OSError too, whose text is urllib3's, URL and all
+        if isinstance(error, OSError) and (
+            error.errno is not None or isinstance(error, TimeoutError | ssl.SSLError)
+        ):
+            return connect_failure(error)
+    return type(exc).__qualname__
 
 
 def _read_error_body(response: requests.Response) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import (
+    TYPE_CHECKING,
     Any,
     ClassVar,
     Generic,
@@ -32,6 +33,9 @@ from typing_extensions import Self
 
 from bridge.errors import ConversationLostError, UsageError
 from bridge.types import Event, ToolBatch, ToolChoice, ToolChoiceMode, ToolResult
+
+if TYPE_CHECKING:
+    from bridge.tracing import Tracing
 
 __all__ = [
     "NO_LIMITS",
@@ -66,6 +70,7 @@ __all__ = [
     "platform_tools_for",
     "results_by_call",
     "state_field",
+    "use_tracing",
 ]
 
 ToolChoiceLike = ToolChoice | str | Mapping[str, Any]
@@ -207,6 +212,15 @@ def exports_state(platform: object) -> bool:
 def holds_submitted_outputs(platform: object) -> bool:
     """True when the adapter's state changes on submit (`HoldsSubmittedOutputs`)."""
     return implements(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
+
+
+def use_tracing(platform: object, tracing: Tracing) -> None:
+    """Send the client spans of `platform`'s HTTP requests to `tracing` (the bridge's tracer
+    provider) rather than to the global provider; a platform without HTTP, or one that does
+    not trace, is left as it is."""
+    hook = getattr(platform, "use_tracing", None)
+    if callable(hook):
+        hook(tracing)
 
 
 def export_state_of(platform: object, conversation_id: str) -> PlatformState | None:
@@ -674,6 +688,13 @@ class PlatformBase:
     def close(self) -> None:
         """Close the HTTP session if this platform created it."""
         self.client.close()
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Trace the HTTP requests of `client` with `tracing` (see `use_tracing`), when the
+        client has transports to trace."""
+        hook = getattr(getattr(self, "client", None), "use_tracing", None)
+        if callable(hook):
+            hook(tracing)
 
     def upload_file(self, conversation_id: str, path: str | Path) -> str:
         """Not supported unless the adapter overrides it: the platform keeps no files."""

@@ -54,6 +54,7 @@ from bridge.sources._outbound import (
 from bridge.sources._schema import canonical_schema
 from bridge.tools.output import truncate
 from bridge.tools.spec import ToolOptions, ToolSpec
+from bridge.tracing import Tracing
 
 __all__ = ["HttpToolError", "HttpToolSource", "load_http_manifest"]
 
@@ -96,16 +97,24 @@ class HttpToolSource:
         origin: Where it came from (a file, ``openapi:...``), for messages.
         allow_hosts: Hosts allowed on top of the manifest's (e.g. from ``--allow-host``); the
             `TOOLBRIDGE_ALLOW_HOSTS` environment variable adds more.
+        tracing: Where each request's CLIENT span goes (default: the global tracer provider;
+            a bridge hands its own with `use_tracing`). Each request sends its
+            ``traceparent`` to the service, whose spans then join the trace.
     """
 
     def __init__(
-        self, manifest: HttpManifest, *, origin: str, allow_hosts: Iterable[str] = ()
+        self,
+        manifest: HttpManifest,
+        *,
+        origin: str,
+        allow_hosts: Iterable[str] = (),
+        tracing: Tracing | None = None,
     ) -> None:
         self.manifest = manifest
         self.origin = origin
         base = manifest.allow_hosts if manifest.allow_hosts is not None else _named_hosts(manifest)
         self.allowlist = HostAllowlist([*base, *allow_hosts, *env_allow_hosts()])
-        self._outbound = Outbound(self.allowlist)
+        self._outbound = Outbound(self.allowlist, tracing=tracing)
         self._specs = [self._spec(tool) for tool in manifest.tools]
         if any(env_names(value) for value in _query_values(manifest)):
             _redact_urllib3_request_lines()
@@ -142,6 +151,10 @@ class HttpToolSource:
     def specs(self) -> list[ToolSpec]:
         """One spec per tool of the manifest."""
         return list(self._specs)
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its requests to `tracing` (the bridge's provider)."""
+        self._outbound.tracing = tracing
 
     def close(self) -> None:
         """Close the pooled connections."""

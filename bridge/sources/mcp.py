@@ -11,6 +11,12 @@ dies, the call in flight gets a clear error output and the next call starts it a
 tool's `inputSchema` is made canonical (references inlined, every object with `properties`,
 every array with `items`), so every dialect, AppBuilder's included, can describe it; an
 `isError` result becomes a `tool_error` output.
+
+Each call carries the trace it belongs to: the SDK writes the current OpenTelemetry context
+into the request's ``_meta`` (``traceparent``, ``tracestate``), and the call runs on the
+private loop under the context of the caller (the tool's execute_tool span), which
+`asyncio.run_coroutine_threadsafe` hands over with the coroutine. A server started again
+within a call is started in that call's trace (its initialization is part of the call's time).
 """
 
 from __future__ import annotations
@@ -275,6 +281,8 @@ class McpSource:
             thread = self._thread
             if thread is None:
                 raise McpToolError(f"the MCP source {self.label} is closed")
+            # The call's task starts in this context (the tool span's): the SDK puts its
+            # traceparent in the request's _meta.
             future = asyncio.run_coroutine_threadsafe(self._call(remote, arguments), thread.loop)
             return await asyncio.wrap_future(future)
 

@@ -17,7 +17,10 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from opentelemetry import context as otel_context
+
 from bridge.tools._core import ADMIT, Core, Deferred, Flow, Settled, Step, on_worker
+from bridge.tools._spans import CallSpans
 from bridge.tools._threaded import log_late
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import Workers, bridge_future
@@ -41,8 +44,12 @@ async def run_async(
     on_start: Callable[[ToolCall], None] | None = None,
     on_finish: Callable[[ToolRun], None] | None = None,
     before_run: Callable[[ToolCall], None] | None = None,
+    spans: CallSpans | None = None,
 ) -> list[ToolRun]:
-    """Run a batch concurrently on the running loop; one `ToolRun` per call, in order."""
+    """Run a batch concurrently on the running loop; one `ToolRun` per call, in order.
+
+    `spans`: the calls' ``execute_tool`` spans (None: untraced); each call's task runs with
+    its span current (so do the threads and tasks it starts)."""
     own_scope = scope is None
     conversation = ConversationScope(None) if scope is None else scope
     limit = asyncio.Semaphore(max_concurrency)
@@ -52,12 +59,19 @@ async def run_async(
             started_at, began = datetime.now(timezone.utc), time.perf_counter()
             if on_start is not None:
                 on_start(call)
-            flow = core.start(call, conversation)
+            context = None
+            if spans is not None:
+                # This task's own context: attached for good, it ends with the task.
+                context = spans.context(call)
+                otel_context.attach(context)
+            flow = core.start(call, conversation, context)
             if isinstance(flow, Flow):
                 settled = await _drive(core, flow, workers, conversation, began, before_run)
             else:
                 settled = flow
             run = core.record(call, started_at, began, settled)
+            if spans is not None:
+                spans.close(run)
             if on_finish is not None:
                 on_finish(run)
             return run
@@ -65,10 +79,12 @@ async def run_async(
     tasks = [asyncio.ensure_future(one(call)) for call in batch]
     try:
         return list(await asyncio.gather(*tasks))
-    except BaseException:
+    except BaseException as exc:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks)  # let each call set its cancel event before we leave
+        if spans is not None:
+            spans.abort(exc, batch)
         raise
     finally:
         if own_scope:
@@ -151,7 +167,7 @@ async def _run_on_worker(
 ) -> Any:
     loop = asyncio.get_running_loop()
     try:
-        job = workers.submit(partial(on_worker, step))
+        job = workers.submit(partial(on_worker, step, flow.context))
     except BaseException:
         if leave is not None:
             leave()

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+
 from bridge.errors import redact, valid_text
 from bridge.tools._tuple_args import looks_like_tuple, tuple_arguments
 from bridge.tools.context import ConversationScope, ToolContext
@@ -98,9 +101,17 @@ class Deferred:
         self.awaitable = awaitable
 
 
-def on_worker(step: Step) -> Any:
-    """What a worker thread runs for a sync step (an awaitable result comes back `Deferred`)."""
-    result = step()
+def on_worker(step: Step, context: Context | None = None) -> Any:
+    """What a worker thread runs for a sync step (an awaitable result comes back `Deferred`),
+    with `context` (the call's span) current while it runs."""
+    if context is None:
+        result = step()
+    else:
+        token = otel_context.attach(context)
+        try:
+            result = step()
+        finally:
+            otel_context.detach(token)
     return Deferred(result) if inspect.isawaitable(result) else result
 
 
@@ -131,6 +142,8 @@ class Flow:
     timeout: float
     cancelled: threading.Event
     steps: Generator[Step | _Admit, Any, Settled]
+    context: Context | None = None
+    """The trace context its steps run in (its ``execute_tool`` span); None untraced."""
 
 
 class _HookError(Exception):
@@ -171,8 +184,11 @@ class Core:
 
     # --- prepare -----------------------------------------------------------------------------
 
-    def start(self, call: ToolCall, scope: ConversationScope) -> Flow | Settled:
-        """The flow of a call, or how it ended when it cannot run at all."""
+    def start(
+        self, call: ToolCall, scope: ConversationScope, context: Context | None = None
+    ) -> Flow | Settled:
+        """The flow of a call, or how it ended when it cannot run at all (`context`: the
+        trace context of its span, which its steps and its `ToolContext` get)."""
         spec = self.toolbox.get(call.name)
         if spec is None:
             return Settled(self._unknown(call.name), "unknown_tool")
@@ -191,7 +207,8 @@ class Core:
             spec=spec,
             timeout=timeout if timeout is not None else self.policy.default_timeout,
             cancelled=cancelled,
-            steps=self._steps(call, spec, raw, scope, cancelled),
+            steps=self._steps(call, spec, raw, scope, cancelled, context),
+            context=context,
         )
 
     def _steps(
@@ -201,6 +218,7 @@ class Core:
         raw: dict[str, Any],
         scope: ConversationScope,
         cancelled: threading.Event,
+        context: Context | None = None,
     ) -> Generator[Step | _Admit, Any, Settled]:
         before = spec.options.before
         if before is not None:
@@ -225,7 +243,11 @@ class Core:
             return self._failed(spec, call, exc, scope)
         if spec.context_param:
             kwargs[spec.context_param] = ToolContext(
-                call_id=call.call_id, tool_name=spec.name, scope=scope, cancelled=cancelled
+                call_id=call.call_id,
+                tool_name=spec.name,
+                scope=scope,
+                cancelled=cancelled,
+                trace_context=context,
             )
         yield ADMIT
         function = _with_after(spec.function, spec.options.after, spec.is_async)

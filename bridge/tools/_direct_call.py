@@ -16,10 +16,12 @@ from typing import Any
 from bridge.errors import UsageError
 from bridge.tools._aio import run_async
 from bridge.tools._core import Core, ErrorsMode, Policy, ToolLookup
+from bridge.tools._spans import CallSpans
 from bridge.tools._threaded import run_threaded
 from bridge.tools.approval import Approver, decide
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
+from bridge.tracing import Tracing
 from bridge.types import ToolCall, ToolRun
 
 __all__ = ["acall_tool", "call_tool"]
@@ -135,7 +137,9 @@ def call_tool(
             "Toolbox.call() was called from an async tool run by a direct call; "
             "use `await toolbox.acall(...)` there"
         )
-    updates = run_threaded(core, _shared_workers(), _shared_loop, [call], scope, 1)
+    updates = run_threaded(
+        core, _shared_workers(), _shared_loop, [call], scope, 1, spans=_spans(toolbox)
+    )
     while True:
         try:
             next(updates)
@@ -162,5 +166,16 @@ async def acall_tool(
     verdict = await asyncio.to_thread(decide, toolbox.get(name), call, approve, nobody=_NOBODY)
     if not verdict.run:
         return core.reject(call, verdict.reason)
-    [run] = await run_async(core, _shared_workers(), [call], scope, 1)
+    [run] = await run_async(core, _shared_workers(), [call], scope, 1, spans=_spans(toolbox))
     return run
+
+
+_TRACING = Tracing()
+"""Direct calls' spans go to the global provider (none while no SDK is configured)."""
+
+
+def _spans(toolbox: ToolLookup) -> CallSpans | None:
+    if not _TRACING.enabled:
+        return None
+    tool_type = getattr(toolbox, "tool_type", None)
+    return CallSpans(_TRACING, tool_type=tool_type if callable(tool_type) else None)

@@ -22,7 +22,11 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+
 from bridge.tools._core import ADMIT, Core, Deferred, Flow, Settled, Step, on_worker
+from bridge.tools._spans import CallSpans
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
@@ -55,9 +59,17 @@ class Launched:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs there
                 loop.call_soon_threadsafe(task.cancel)
 
-    def _start(self, loop: asyncio.AbstractEventLoop, make: Callable[[], Any]) -> None:
+    def _start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        make: Callable[[], Any],
+        context: Context | None = None,
+    ) -> None:
         # On the loop's thread.
         async def drive() -> Any:
+            # The task has a context of its own: what is attached here stays in it.
+            if context is not None:
+                otel_context.attach(context)
             result = make()
             return (await result) if inspect.isawaitable(result) else result
 
@@ -76,17 +88,21 @@ class Launched:
             self.future.set_result(task.result())
 
 
-def launch(step: Step, workers: Workers) -> Launched:
-    """Start a sync step on a worker thread."""
-    return Launched(workers.submit(partial(on_worker, step)))
+def launch(step: Step, workers: Workers, context: Context | None = None) -> Launched:
+    """Start a sync step on a worker thread (`context`: the trace context it runs in)."""
+    return Launched(workers.submit(partial(on_worker, step, context)))
 
 
-def launch_on_loop(make: Callable[[], Any], loop_thread: Callable[[], LoopThread]) -> Launched:
+def launch_on_loop(
+    make: Callable[[], Any],
+    loop_thread: Callable[[], LoopThread],
+    context: Context | None = None,
+) -> Launched:
     """Start an async step (or await what a sync one returned) on the loop thread."""
     launched = Launched()
     try:
         loop = loop_thread().loop
-        loop.call_soon_threadsafe(launched._start, loop, make)
+        loop.call_soon_threadsafe(launched._start, loop, make, context)
     except Exception as exc:  # the dispatcher was closed meanwhile
         launched.future.set_exception(exc)
     return launched
@@ -134,8 +150,12 @@ def run_threaded(
     scope: ConversationScope | None,
     max_concurrency: int,
     before_run: Callable[[ToolCall], None] | None = None,
+    spans: CallSpans | None = None,
 ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
-    """Run a batch, at most `max_concurrency` calls at once; yield progress, return the runs."""
+    """Run a batch, at most `max_concurrency` calls at once; yield progress, return the runs.
+
+    `spans`: the calls' ``execute_tool`` spans (None: untraced), each current where its
+    call's steps run."""
     conversation = ConversationScope(None) if scope is None else scope
     runs: dict[int, ToolRun] = {}
     waiting = collections.deque(range(len(batch)))
@@ -154,15 +174,15 @@ def run_threaded(
             result = error = None
             if step is ADMIT:
                 if before_run is not None:
-                    before_run(live.flow.call)
+                    _admitted(before_run, live.flow)
                 continue
             assert isinstance(step, Step)
             live.leave = conversation.enter_call() if step.holds_scope else None
             try:
                 if step.is_async:
-                    live.step = launch_on_loop(step, loop_thread)
+                    live.step = launch_on_loop(step, loop_thread, live.flow.context)
                 else:
-                    live.step = launch(step, workers)
+                    live.step = launch(step, workers, live.flow.context)
             except BaseException:
                 live.release()
                 raise
@@ -175,7 +195,8 @@ def run_threaded(
                 index = waiting.popleft()
                 call = batch[index]
                 started_at, began = datetime.now(timezone.utc), time.perf_counter()
-                flow = core.start(call, conversation)
+                context = spans.context(call) if spans is not None else None
+                flow = core.start(call, conversation, context)
                 if isinstance(flow, Flow):
                     live = _Live(flow, started_at, began, began + flow.timeout)
                     running[index] = live
@@ -188,6 +209,8 @@ def run_threaded(
                 if settled is not None:
                     running.pop(index, None)
                     runs[index] = core.record(call, started_at, began, settled)
+                    if spans is not None:
+                        spans.close(runs[index])
                     yield ToolCallFinished(run=runs[index])
             if not running:
                 continue
@@ -214,7 +237,9 @@ def run_threaded(
                 else:
                     if isinstance(value, Deferred):
                         # A sync callable gave an awaitable: await it on the loop, in time.
-                        live.step = launch_on_loop(partial(_get, value), loop_thread)
+                        live.step = launch_on_loop(
+                            partial(_get, value), loop_thread, live.flow.context
+                        )
                         live.step.future.add_done_callback(partial(_put, done, index))
                         continue
                     live.release()
@@ -222,6 +247,8 @@ def run_threaded(
                 if settled is not None:
                     running.pop(index)
                     runs[index] = core.record(live.flow.call, live.started_at, live.began, settled)
+                    if spans is not None:
+                        spans.close(runs[index])
                     yield ToolCallFinished(run=runs[index])
             now = time.perf_counter()
             if nearest > now:
@@ -233,18 +260,34 @@ def run_threaded(
                     runs[index] = core.record(
                         live.flow.call, live.started_at, live.began, core.timed_out(live.flow)
                     )
+                    if spans is not None:
+                        spans.close(runs[index])
                     yield ToolCallFinished(run=runs[index])
-    except BaseException:
+    except BaseException as exc:
         for live in running.values():  # errors="raise", KeyboardInterrupt, a closed generator
             live.release_when_done()
             live.flow.cancelled.set()
             if live.step is not None:
                 live.step.cancel()
+        if spans is not None:
+            spans.abort(exc, batch)
         raise
     finally:
         if scope is None:
             conversation.close()
     return [runs[index] for index in range(len(batch))]
+
+
+def _admitted(before_run: Callable[[ToolCall], None], flow: Flow) -> None:
+    """`before_run(call)`, with the call's span current (the journal writes its context)."""
+    if flow.context is None:
+        before_run(flow.call)
+        return
+    token = otel_context.attach(flow.context)
+    try:
+        before_run(flow.call)
+    finally:
+        otel_context.detach(token)
 
 
 def _abandon(live: _Live) -> None:

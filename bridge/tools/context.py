@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from bridge.errors import UsageError
 from bridge.tools._resources import (
@@ -49,6 +49,9 @@ from bridge.tools._resources import (
     prepare_async,
     prepare_sync,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 __all__ = ["ConversationScope", "PoolExhaustedError", "ToolContext"]
 
@@ -318,6 +321,10 @@ class ToolContext:
         logger: A logger named ``bridge.tool.<tool name>``.
         state: The conversation's dict, shared by all its calls (also concurrent ones).
         scope: The `ConversationScope` behind `state` and `resource`.
+        trace_context: The OpenTelemetry context of the call's ``execute_tool`` span (None
+            when it is not traced). It is already current while the tool's function runs;
+            work the tool hands to threads or event loops of its own attaches it
+            (``opentelemetry.context.attach(ctx.trace_context)``) to stay in the trace.
     """
 
     def __init__(
@@ -327,8 +334,10 @@ class ToolContext:
         tool_name: str,
         scope: ConversationScope | None = None,
         cancelled: threading.Event | None = None,
+        trace_context: Context | None = None,
     ) -> None:
         self.scope = scope if scope is not None else ConversationScope(None)
+        self.trace_context = trace_context
         self.call_id = call_id
         self.tool_name = tool_name
         self.cancelled = cancelled if cancelled is not None else threading.Event()

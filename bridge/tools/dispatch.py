@@ -25,12 +25,16 @@ import weakref
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import TracerProvider
+
 from bridge.errors import UsageError
 from bridge.tools._aio import run_async
 from bridge.tools._core import Core, ErrorsMode, Policy
+from bridge.tools._spans import CallSpans
 from bridge.tools._threaded import run_threaded
 from bridge.tools.context import ConversationScope
 from bridge.tools.runtime import LoopThread, Workers
+from bridge.tracing import Tracing
 from bridge.types import ToolCall, ToolCallFinished, ToolCallStarted, ToolRun
 
 if TYPE_CHECKING:
@@ -134,6 +138,8 @@ class Dispatcher:
             no traceback), ``"hidden"`` (a fixed text), or ``"raise"`` (the exception leaves
             `run`/`arun`; the batch's other calls are cancelled). The traceback is always logged.
         max_output_chars: Longer outputs are cut, with a marker saying how much; None: no limit.
+        tracer_provider: Where each call's ``execute_tool`` span goes (OpenTelemetry); None:
+            the global provider, and no span at all while none is configured.
 
     Raises:
         UsageError: An option is out of range; the message says what is allowed.
@@ -147,6 +153,7 @@ class Dispatcher:
         default_timeout: float = 60.0,
         errors: ErrorsMode = "message",
         max_output_chars: int | None = 20_000,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         _check_options(max_concurrency, default_timeout, errors, max_output_chars)
         if not callable(getattr(toolbox, "get", None)) or not callable(
@@ -161,6 +168,8 @@ class Dispatcher:
         self.default_timeout = float(default_timeout)
         self.errors: ErrorsMode = errors
         self.max_output_chars = max_output_chars
+        self.tracing = Tracing(tracer_provider)
+        """Where the calls' spans go (`bridge.tracing`)."""
         self._runtime = _Runtime()
         self._finalizer = weakref.finalize(self, self._runtime.close)
 
@@ -198,7 +207,7 @@ class Dispatcher:
         Returns:
             One `ToolRun` per call, in the order of `calls`.
         """
-        updates = self.iter_run(calls, scope=scope)
+        updates = self.iter_run(calls, scope=scope, spans=self._spans())
         while True:
             try:
                 event = next(updates)
@@ -216,6 +225,7 @@ class Dispatcher:
         *,
         scope: ConversationScope | None = None,
         before_run: Callable[[ToolCall], None] | None = None,
+        spans: CallSpans | None = None,
     ) -> Generator[ToolCallStarted | ToolCallFinished, None, list[ToolRun]]:
         """Run a batch, yielding each call as it starts and finishes; return the runs.
 
@@ -240,6 +250,8 @@ class Dispatcher:
                 "use `await dispatcher.arun(...)` there"
             )
         core = self._core()
+        if spans is None:
+            spans = self._spans()
         if all(self._runs_on_threads(call) for call in batch):
             # Only worker threads involved (the usual case): the caller's thread drives them,
             # without the loop thread's two extra hand-offs per call.
@@ -252,6 +264,7 @@ class Dispatcher:
                     scope,
                     self.max_concurrency,
                     before_run,
+                    spans,
                 )
             )
         events: queue.SimpleQueue[ToolCallStarted | ToolCallFinished | None] = queue.SimpleQueue()
@@ -265,6 +278,7 @@ class Dispatcher:
                 lambda call: events.put(ToolCallStarted(call=call)),
                 lambda run: events.put(ToolCallFinished(run=run)),
                 before_run,
+                spans,
             ),
             self._runtime.loop().loop,
         )
@@ -308,6 +322,7 @@ class Dispatcher:
             self.max_concurrency,
             guard(on_start),
             guard(on_finish),
+            spans=self._spans(),
         )
 
     def reject(self, call: ToolCall, reason: str = "rejected by the user") -> ToolRun:
@@ -330,6 +345,19 @@ class Dispatcher:
         # Built per batch from the public attributes, so a changed option takes effect.
         policy = Policy(self.default_timeout, self.errors, self.max_output_chars)
         return Core(self.toolbox, policy)
+
+    def _spans(self) -> CallSpans | None:
+        """A batch's spans, when tracing is on (off: nothing is made)."""
+        if not self.tracing.enabled:
+            return None
+        return CallSpans(self.tracing, tool_type=self.tool_type)
+
+    def tool_type(self, name: str) -> str:
+        """`gen_ai.tool.type` of a tool: "extension" for one from a tool source (an HTTP
+        service, an MCP server), when the toolbox knows, else "function"."""
+        of = getattr(self.toolbox, "tool_type", None)
+        kind = of(name) if callable(of) else None
+        return kind if isinstance(kind, str) else "function"
 
     def _runs_on_threads(self, call: ToolCall) -> bool:
         spec = self.toolbox.get(call.name)

@@ -31,6 +31,7 @@ from bridge.tools.kinds import Request, build_toolset
 from bridge.tools.schema import replace_spec, to_dialect
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolsets import PrefixedToolset, SelectedToolset, StaticToolset, Toolset
+from bridge.tracing import Tracing
 from bridge.types import ToolRun
 
 __all__ = ["ToolSource", "Toolbox"]
@@ -54,6 +55,10 @@ class Toolbox:
         """Create a toolbox and `add` each of `tools`."""
         self._specs: dict[str, ToolSpec] = {}
         self._sources: list[ToolSource] = []
+        self._extensions: set[str] = set()
+        """Names of the tools a tool source gave (HTTP, OpenAPI, MCP): `tool_type`."""
+        self._tracing: Tracing | None = None
+        """Where its sources' client spans go (None: the global provider): `use_tracing`."""
         self._lock = threading.RLock()
         for tool in tools:
             self.add(tool)
@@ -133,12 +138,13 @@ class Toolbox:
         if prefix:
             PrefixedToolset(StaticToolset([]), prefix)  # checked before a toolkit is created
         toolset = build_toolset(obj, request)
+        from_source = toolset is obj  # a source is its own toolset; other kinds are built
         if enable is not None or exclude:
             toolset = SelectedToolset(toolset, enable=enable, exclude=exclude)
         chosen = prefix if prefix is not None else getattr(toolset, "default_prefix", None)
         if chosen is not None:
             toolset = PrefixedToolset(toolset, chosen)
-        return self._register(toolset)
+        return self._register(toolset, extension=from_source)
 
     def add_toolset(self, toolset: Toolset) -> list[ToolSpec]:
         """Register every tool of a toolset (all or none); the toolbox closes it on `close()`.
@@ -153,7 +159,7 @@ class Toolbox:
             )
         return self._register(toolset)
 
-    def _register(self, toolset: Toolset) -> list[ToolSpec]:
+    def _register(self, toolset: Toolset, *, extension: bool = False) -> list[ToolSpec]:
         specs = list(toolset.specs())
         for spec in specs:
             if not isinstance(spec, ToolSpec):
@@ -171,12 +177,30 @@ class Toolbox:
                     f"arguments to the function's **kwargs, but tool {spec.name!r} cannot "
                     "receive them; leave strict on"
                 )
+        typed = getattr(toolset, "tool_type", None)  # a toolset that knows, per tool
         with self._lock:
             self._check_clashes(specs)
             for spec in specs:
                 self._specs[spec.name] = spec
+                if callable(typed):
+                    extension = typed(spec.name) == "extension"
+                if extension:
+                    self._extensions.add(spec.name)
+                else:
+                    self._extensions.discard(spec.name)
             self._sources.append(toolset)
+        if self._tracing is not None:
+            _hand_tracing(toolset, self._tracing)
         return specs
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its sources' requests (HTTP, OpenAPI) to `tracing`, now
+        and for sources added later; sources that make no requests are left as they are."""
+        with self._lock:
+            self._tracing = tracing
+            sources = list(self._sources)
+        for source in sources:
+            _hand_tracing(source, tracing)
 
     def add_spec(self, spec: ToolSpec) -> ToolSpec:
         """Register a ready spec (from another tool source: HTTP, OpenAPI, MCP...)."""
@@ -202,7 +226,7 @@ class Toolbox:
             raise UsageError(
                 f"add_source takes an object with specs() and close() (got {type(source).__name__})"
             )
-        return self._register(source)
+        return self._register(source, extension=True)
 
     def close(self) -> None:
         """Close every added source (newest first): MCP servers stop, HTTP sessions close.
@@ -244,6 +268,11 @@ class Toolbox:
         spec = self._specs.get(name)
         return spec if spec is not None and spec.enabled else None
 
+    def tool_type(self, name: str) -> str:
+        """The OpenTelemetry ``gen_ai.tool.type`` of a tool: "extension" for one a tool source
+        gave (an HTTP service, an OpenAPI operation, an MCP server's tool), else "function"."""
+        return "extension" if name in self._extensions else "function"
+
     def is_idempotent(self, name: str) -> bool:
         """True if the enabled tool called `name` is safe to run twice (`idempotent=True`):
         what the journal's `Ledger.plan` asks of a call a crash interrupted."""
@@ -281,6 +310,7 @@ class Toolbox:
         """Unregister a tool (enabled or not) and return it."""
         with self._lock:
             self._known(name)
+            self._extensions.discard(name)
             return self._specs.pop(name)
 
     def _set_enabled(self, name: str, enabled: bool) -> None:
@@ -361,3 +391,15 @@ class Toolbox:
             call_id=call_id,
             approve=approve,
         )
+
+
+def _hand_tracing(source: object, tracing: Tracing) -> None:
+    """Hand `tracing` to a source, through the toolsets that wrap or combine sources."""
+    hook = getattr(source, "use_tracing", None)
+    if callable(hook):
+        hook(tracing)
+    wrapped = getattr(source, "wrapped", None)
+    if wrapped is not None:
+        _hand_tracing(wrapped, tracing)
+    for inner in getattr(source, "toolsets", ()):
+        _hand_tracing(inner, tracing)

@@ -273,7 +273,7 @@ def test_a_version_1_journal_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_outputs_are_submitting_before_the_post_and_submitted_once_accepted(
@@ -438,7 +438,7 @@ def test_a_version_3_journal_is_migrated_to_4(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def _snapshot(messages: list[Any], *, writer: str = "w1", pid: str = "conv") -> StateSnapshot:
@@ -517,7 +517,7 @@ def test_a_version_4_journal_is_migrated_to_5(tmp_path: Path) -> None:
     finally:
         journal.close()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_a_migration_logs_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -53,6 +53,7 @@ from bridge.platforms.appbuilder.models import (
 )
 from bridge.platforms.appbuilder.stream import RunStream
 from bridge.platforms.retry import RetryPolicy
+from bridge.tracing import Tracing
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -195,6 +196,10 @@ class AppBuilderClient:
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its requests to `tracing`."""
+        self._http.tracing = tracing
 
     def close(self) -> None:
         """Release pooled connections (a session passed in by the caller stays open)."""

@@ -15,6 +15,7 @@ from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._transport import ErrorAnswer, Files, Transport, trim
 from bridge.platforms.coze.models import classify, error_for_code
 from bridge.platforms.retry import RetryPolicy
+from bridge.tracing import Tracing
 
 __all__ = ["LOGID", "CozeClient"]
 
@@ -60,6 +61,10 @@ class CozeClient:
             sleep=sleep,
             base_url=base_url,
         )
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its requests to `tracing`."""
+        self.http.tracing = tracing
 
     def close(self) -> None:
         """Close the HTTP session if this client created it."""

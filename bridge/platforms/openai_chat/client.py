@@ -21,6 +21,7 @@ from bridge.platforms._openai import openai_transport
 from bridge.platforms.openai_chat.models import Completion
 from bridge.platforms.openai_chat.stream import read_body, read_stream
 from bridge.platforms.retry import RetryPolicy
+from bridge.tracing import Tracing
 from bridge.types import Event
 
 __all__ = ["ChatClient", "ChatTransport"]
@@ -139,6 +140,10 @@ class ChatClient:
         self.extra_body = extra_body
         self.stream_usage = stream_usage
         self.stream_limits = stream_limits
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its requests to `tracing`."""
+        self.http.transport.tracing = tracing
 
     def close(self) -> None:
         """Close the HTTP session if the transport created it."""

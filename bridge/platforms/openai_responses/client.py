@@ -23,6 +23,7 @@ from bridge.platforms._sse import iter_sse_data
 from bridge.platforms.openai_responses.models import ResponseTurn, turn_from_body
 from bridge.platforms.openai_responses.stream import StreamAssembler
 from bridge.platforms.retry import RetryPolicy
+from bridge.tracing import Tracing
 from bridge.types import Event
 
 __all__ = ["ResponsesClient"]
@@ -65,6 +66,10 @@ class ResponsesClient:
             retry_policy=retry_policy,
             session=session,
         )
+
+    def use_tracing(self, tracing: Tracing) -> None:
+        """Send the client spans of its requests to `tracing`."""
+        self._http.tracing = tracing
 
     def close(self) -> None:
         """Close the HTTP session if this client created it."""

@@ -6,6 +6,12 @@ When a connection opens: the host urllib3 connects to is checked again, names re
 and their answers checked, and the socket opened to exactly those addresses (`GatedAdapter`).
 Redirects are followed by hand, each hop checked the same way, at most `MAX_REDIRECTS`.
 Failures raise `HttpToolError`, whose message is what the model reads.
+
+Each hop is an OpenTelemetry CLIENT span named after its method (`url.full` without userinfo
+or query string, `server.address`, `server.port`, `http.response.status_code`, `error.type`;
+a redirect hop counts in `http.request.resend_count`), a child of the current span (the tool
+call's), and sends its W3C ``traceparent``/``tracestate`` so the intranet service's spans
+join the trace. Those headers are not secrets: unlike the credentials they go to every hop.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 import requests
+from opentelemetry.trace import INVALID_SPAN, Span
 from requests.structures import CaseInsensitiveDict
 
 from bridge.sources._outbound._allowlist import (
@@ -29,6 +36,7 @@ from bridge.sources._outbound._allowlist import (
 from bridge.sources._outbound._connect import GatedAdapter, gated
 from bridge.sources._outbound._errors import HostNotAllowedError, HttpToolError
 from bridge.sources._outbound._url import IPAddress, Target, UrlError, parse_target, shown
+from bridge.tracing import SpanKind, Tracing, inject_span, mark_failed
 
 __all__ = ["MAX_REDIRECTS", "Outbound", "Reply"]
 
@@ -70,6 +78,7 @@ class Outbound:
             connection resolves once and connects only to the checked answers.
         allow_hint: How the operator allows a host, for refusal messages (``{target}`` is
             replaced by the refused ``host[:port]``).
+        tracing: Where the requests' client spans go (default: the global tracer provider).
     """
 
     def __init__(
@@ -79,8 +88,10 @@ class Outbound:
         pool_size: int = 16,
         resolver: Resolver | None = None,
         allow_hint: str = _ALLOW_HINT,
+        tracing: Tracing | None = None,
     ) -> None:
         self.allowlist = allowlist
+        self.tracing = tracing if tracing is not None else Tracing()
         self.resolver: Resolver = resolver or system_resolver
         self.allow_hint = allow_hint
         self.session = requests.Session()
@@ -137,33 +148,48 @@ class Outbound:
         """
         first = current = self._target(url, None)
         query = params
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
             sent = dict(headers or {})
+            span = self._span(method, current, hop)
+            inject_span(span, sent)  # traceparent: to every hop, unlike the secrets
             if _keeps_secrets(first, current):
                 sent.update(secret_headers or {})
-            response = self._request(
-                method,
-                current,
-                params=query,
-                headers=sent,
-                cookies=cookies,
-                json_body=json_body if has_body else None,
-                has_body=has_body,
-                timeout=timeout,
-            )
-            with response:
-                location = response.headers.get("Location")
-                if response.status_code not in _REDIRECTS or not location:
-                    body, truncated = _read(response, max_bytes, current)
-                    return Reply(
-                        status=response.status_code,
-                        reason=response.reason or "",
-                        url=current.url,
-                        headers=CaseInsensitiveDict(response.headers),
-                        body=body,
-                        truncated=truncated,
-                        encoding=response.encoding,
-                    )
+            try:
+                response = self._request(
+                    method,
+                    current,
+                    params=query,
+                    headers=sent,
+                    cookies=cookies,
+                    json_body=json_body if has_body else None,
+                    has_body=has_body,
+                    timeout=timeout,
+                    span=span,
+                )
+                if span.is_recording():
+                    span.set_attribute("http.response.status_code", response.status_code)
+                    if response.status_code >= 400:
+                        mark_failed(span, str(response.status_code))
+                with response:
+                    location = response.headers.get("Location")
+                    if response.status_code not in _REDIRECTS or not location:
+                        body, truncated = _read(response, max_bytes, current, span)
+                        return Reply(
+                            status=response.status_code,
+                            reason=response.reason or "",
+                            url=current.url,
+                            headers=CaseInsensitiveDict(response.headers),
+                            body=body,
+                            truncated=truncated,
+                            encoding=response.encoding,
+                        )
+            except HttpToolError:
+                raise  # its span is marked where the request failed
+            except BaseException as exc:
+                mark_failed(span, type(exc).__qualname__)  # its text may name the query
+                raise
+            finally:
+                span.end()
             location = _header_text(location)
             logger.debug("redirect %s from %s to %r", response.status_code, current.url, location)
             current = self._target(urljoin(current.url, location), current)
@@ -175,6 +201,21 @@ class Outbound:
         raise HttpToolError(
             f"{method} {first.short} was redirected more than {MAX_REDIRECTS} times; gave up"
         )
+
+    def _span(self, method: str, target: Target, hop: int) -> Span:
+        """The CLIENT span of one hop (`INVALID_SPAN`, which records nothing, when off)."""
+        tracing = self.tracing
+        if not tracing.enabled:
+            return INVALID_SPAN
+        attributes: dict[str, Any] = {
+            "http.request.method": method,
+            "url.full": target.short,  # no userinfo, no query string
+            "server.address": target.host,
+            "server.port": target.port,
+        }
+        if hop:
+            attributes["http.request.resend_count"] = hop
+        return tracing.start(method, kind=SpanKind.CLIENT, attributes=attributes)
 
     def _target(self, url: str, previous: Target | None) -> Target:
         how = f"the redirect from {previous.short} to {shown(url)}" if previous else shown(url)
@@ -211,6 +252,7 @@ class Outbound:
         json_body: Any,
         has_body: bool,
         timeout: float,
+        span: Span,
     ) -> requests.Response:
         try:
             with gated(self):
@@ -225,15 +267,21 @@ class Outbound:
                     allow_redirects=False,
                     stream=True,
                 )
-        except requests.Timeout:
+        except HostNotAllowedError:
+            mark_failed(span, "HostNotAllowedError", "refused by the outbound gate")
+            raise
+        except requests.Timeout as exc:
+            mark_failed(span, type(exc).__qualname__, "timed out")
             raise HttpToolError(
                 f"{method} {target.short} timed out after {timeout:g} seconds"
             ) from None
         except requests.ConnectionError as exc:
+            mark_failed(span, type(exc).__qualname__, _words(exc))
             raise HttpToolError(
                 f"{method} {target.short} failed: cannot connect ({_reason(exc)})"
             ) from None
         except requests.RequestException as exc:
+            mark_failed(span, type(exc).__qualname__, _words(exc))
             raise HttpToolError(
                 f"{method} {target.short} failed: {type(exc).__name__}: {_reason(exc)}"
             ) from None
@@ -256,7 +304,9 @@ def _header_text(value: str) -> str:
         return value
 
 
-def _read(response: requests.Response, max_bytes: int, target: Target) -> tuple[bytes, bool]:
+def _read(
+    response: requests.Response, max_bytes: int, target: Target, span: Span
+) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
     try:
@@ -266,10 +316,20 @@ def _read(response: requests.Response, max_bytes: int, target: Target) -> tuple[
             if size > max_bytes:
                 return b"".join(chunks)[:max_bytes], True
     except requests.RequestException as exc:
+        mark_failed(span, type(exc).__qualname__, "the response broke off")
         raise HttpToolError(
             f"the response from {target.short} broke off ({_reason(exc)})"
         ) from None
     return b"".join(chunks), False
+
+
+def _words(exc: BaseException) -> str:
+    """The few words of `_reason` when it finds them, else the exception's class."""
+    text = str(exc)
+    for marker in ("Connection refused", "Name or service not known", "timed out", "reset"):
+        if marker in text:
+            return marker
+    return type(exc).__qualname__
 
 
 def _reason(exc: BaseException) -> str:
