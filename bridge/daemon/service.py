@@ -299,7 +299,10 @@ class Service:
         specs = tuple(self.settings.tools)
         _refresh_modules(specs)
         toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
-        dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
+        provider = self.tracing.provider  # None: the global one
+        dispatcher = Dispatcher(
+            toolbox, default_timeout=self.settings.tool_timeout, tracer_provider=provider
+        )
         bridge = Bridge(
             self.platform,
             dispatcher=dispatcher,
@@ -309,6 +312,7 @@ class Service:
             approve=self.approvals,
             policy=self.policy,
             audit=self.audit,
+            tracer_provider=provider,
         )
         return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
 

@@ -336,7 +336,7 @@ def test_an_incoming_traceparent_is_continued_down_to_the_run(
     assert response.status_code == 200, response.text
     request_id = response.headers["x-request-id"]
     span = traced.server_span(request_id)
-    trace_id, _ = _ids(span)
+    trace_id, span_id = _ids(span)
     assert trace_id == TRACE_ID
     assert span.parent is not None and f"{span.parent.span_id:016x}" == PARENT_ID
     assert span.parent.is_remote
@@ -354,6 +354,14 @@ def test_an_incoming_traceparent_is_continued_down_to_the_run(
         assert line["trace_id"] == TRACE_ID, line
     known = {_ids(s)[1] for s in traced.spans}
     assert all(line["span_id"] in known for line in run_lines), run_lines
+    # The run (on its worker thread) is a child of the request's span, the tool call (on the
+    # dispatcher's) of the run's: one trace, the caller's.
+    [run] = wait_for(lambda: by_name(traced.spans, "invoke_agent"), "the run's span")
+    [tool] = by_name(traced.spans, "execute_tool get_weather")
+    assert _ids(run)[0] == _ids(tool)[0] == TRACE_ID
+    assert run.parent is not None and f"{run.parent.span_id:016x}" == span_id
+    assert tool.parent is not None and tool.parent.span_id == run.get_span_context().span_id
+    assert attributes(run)["gen_ai.conversation.id"] == cid
 
 
 def test_a_bad_traceparent_starts_a_trace_of_its_own(traced: Traced) -> None:
@@ -408,8 +416,9 @@ def test_a_recovered_message_runs_under_a_recovery_span_of_its_own(
     json_lines: JsonLines,
 ) -> None:
     """A daemon dies after its journal took a tool batch; the next one on the same journal
-    resumes the message under a ``recover conversation`` span, and the run's log lines are
-    in its trace."""
+    resumes the message under a ``recover conversation`` span (a trace of its own, linked to
+    the interrupted run), and the resumed run continues the interrupted run's trace (the
+    caller's)."""
     failpoint, marker = marker_of(tmp_path, "received")
     first = _start(tmp_path, emulator, tools_dir, monkeypatch, failpoint=failpoint)
     second: Traced | None = None
@@ -417,7 +426,10 @@ def test_a_recovered_message_runs_under_a_recovery_span_of_its_own(
         cid = first.new_conversation()
         _in_background(
             lambda: first.request(
-                "POST", MESSAGES.format(conversation_id=cid), json={"query": "lookup k1"}
+                "POST",
+                MESSAGES.format(conversation_id=cid),
+                json={"query": "lookup k1"},
+                headers={"traceparent": TRACEPARENT},
             )
         )
         wait_for(marker.exists, "the journal to take the tool batch")
@@ -444,6 +456,16 @@ def test_a_recovered_message_runs_under_a_recovery_span_of_its_own(
     assert isinstance(seen["toolbridge.message.id"], int)
     assert span.parent is None
     trace_id, _ = _ids(span)
+    assert trace_id != TRACE_ID
+    [link] = span.links
+    assert f"{link.context.trace_id:032x}" == TRACE_ID  # the interrupted run's span
+    assert link.attributes is not None and link.attributes["toolbridge.resumed"] is True
+    assert second is not None
+    [resumed] = by_name(second.spans, "invoke_agent")
+    assert _ids(resumed)[0] == TRACE_ID
+    assert attributes(resumed)["toolbridge.resumed"] is True
+    [lookup] = by_name(second.spans, "execute_tool lookup")
+    assert _ids(lookup)[0] == TRACE_ID
     run_lines = [
         line
         for line in json_lines.lines
@@ -452,3 +474,18 @@ def test_a_recovered_message_runs_under_a_recovery_span_of_its_own(
     finished = [line for line in run_lines if line["message"] == "run finished"]
     assert finished, run_lines
     assert finished[-1]["trace_id"] == trace_id
+
+
+def test_a_direct_tool_call_runs_in_the_request_s_trace(traced: Traced) -> None:
+    response = traced.request(
+        "POST",
+        "/v1/tools/lookup/call",
+        json={"arguments": {"key": "k9"}},
+        headers={"traceparent": TRACEPARENT},
+    )
+    assert response.status_code == 200, response.text
+    span = traced.server_span(response.headers["x-request-id"])
+    assert span.name == "POST /v1/tools/{name}/call"
+    [tool] = by_name(traced.spans, "execute_tool lookup")
+    assert _ids(tool)[0] == _ids(span)[0] == TRACE_ID
+    assert tool.parent is not None and tool.parent.span_id == span.get_span_context().span_id
