@@ -170,11 +170,10 @@ def _recovery_span(service: Service, message: MessageRecord, takeover: bool) -> 
         "toolbridge.recovery.previous_replica": message.replica,
         RESUMED: True,
     }
-    traceparent: str | None = getattr(message, "traceparent", None)
     return service.tracing.start(
         "recover conversation",
         attributes=attributes,
-        links=link_to(traceparent, **{RESUMED: True}),
+        links=link_to(message.traceparent, **{RESUMED: True}),
         parent=otel_context.Context(),  # a trace of its own, whatever is current
     )
 

@@ -195,6 +195,16 @@ def test_the_two_conversation_posts_are_server_spans_named_by_their_route(
         sent = traced.server_span(answered.headers["x-request-id"])
     finally:
         traced.daemon.stop()
+    # The platform call that opened the conversation (on a thread) is the request's child.
+    [platform] = [
+        span
+        for span in traced.spans
+        if span.parent is not None and span.parent.span_id == opened.get_span_context().span_id
+    ]
+    assert platform.kind is SpanKind.CLIENT
+    assert str(attributes(platform)["url.full"]).endswith("/conversation")
+    [run] = by_name(traced.spans, "invoke_agent")
+    assert run.parent is not None and run.parent.span_id == sent.get_span_context().span_id
     assert opened.name == "POST /v1/conversations"
     assert attributes(opened) == {
         "http.request.method": "POST",
@@ -362,6 +372,11 @@ def test_an_incoming_traceparent_is_continued_down_to_the_run(
     assert run.parent is not None and f"{run.parent.span_id:016x}" == span_id
     assert tool.parent is not None and tool.parent.span_id == run.get_span_context().span_id
     assert attributes(run)["gen_ai.conversation.id"] == cid
+    # The platform's HTTP requests of the run too (the run's client spans).
+    posts = [s for s in traced.spans if s.kind is SpanKind.CLIENT and s.name == "POST"]
+    in_run = [s for s in posts if s.parent and s.parent.span_id == run.get_span_context().span_id]
+    assert len(in_run) == 2, posts  # the question, then the tool's output
+    assert all(_ids(post)[0] == TRACE_ID for post in in_run)
 
 
 def test_a_bad_traceparent_starts_a_trace_of_its_own(traced: Traced) -> None:
