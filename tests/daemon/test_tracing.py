@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from bridge.daemon.app import FASTPATH_ENV
 from bridge.daemon.logs import JsonFormatter, RequestIdFilter
 from bridge.emulator import Emulator
-from tests.daemon.conftest import SCENARIO, TOOLS, daemon_env, wait_for
+from tests.daemon.conftest import SCENARIO, TOOLS, daemon_env, in_background, start_daemon, wait_for
 from tests.daemon.inprocess import InProcessDaemon, marker_of
 from tests.daemon.test_crash_matrix import _in_background
+from tests.support.postgres import PostgresServer
 from tests.support.tracing import attributes, by_name, recorded
 
 KEY = "tracing-daemon-key-0123456789abcdef"
@@ -504,3 +506,84 @@ def test_a_direct_tool_call_runs_in_the_request_s_trace(traced: Traced) -> None:
     [tool] = by_name(traced.spans, "execute_tool lookup")
     assert _ids(tool)[0] == _ids(span)[0] == TRACE_ID
     assert tool.parent is not None and tool.parent.span_id == span.get_span_context().span_id
+
+
+# --- replicas ---------------------------------------------------------------------------------
+
+
+def test_a_takeover_from_a_dead_replica_runs_under_its_recovery_span(
+    tmp_path: Path,
+    emulator: Emulator,
+    tools_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    postgres: PostgresServer,
+) -> None:
+    """Replica a (a process, tracing on) dies with a message in flight; replica b takes it
+    over once a's lease expired: a ``recover conversation`` span saying so, linked to a's
+    run, and the run it resumes continues a's trace, the caller's."""
+    dsn = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    mark = tmp_path / "hit-received"
+    lease = ["--lease-seconds", "2"]
+    a = start_daemon(
+        emulator,
+        tools_dir,
+        dsn,
+        "--replica-id",
+        "replica-a",
+        *lease,
+        api_key=KEY,
+        # Spans on (printed, nobody reads them): the run's trace context is journaled.
+        env={"TOOLBRIDGE_FAILPOINT": f"received:{mark}", "OTEL_TRACES_EXPORTER": "console"},
+    )
+    b: Traced | None = None
+    try:
+        cid = a.new_conversation()
+        in_background(
+            lambda: a.request(
+                "POST",
+                MESSAGES.format(conversation_id=cid),
+                json={"query": "lookup k7"},
+                headers={"traceparent": TRACEPARENT},
+            )
+        )
+        wait_for(mark.exists, "replica a to journal the tool batch")
+        provider, exporter = recorded()
+        b = Traced(
+            InProcessDaemon(
+                [
+                    "--tools",
+                    str(tools_dir / "daemon_tools.py"),
+                    "--db",
+                    dsn,
+                    "--replica-id",
+                    "replica-b",
+                    *lease,
+                    "--api-key",
+                    KEY,
+                ],
+                env=daemon_env(emulator, tools_dir),
+                monkeypatch=monkeypatch,
+                tracer_provider=provider,
+            ),
+            exporter,
+        )
+        a.kill9()
+        traced = b
+        [span] = wait_for(
+            lambda: by_name(traced.spans, "recover conversation"), "replica b's takeover", 60
+        )
+        [resumed] = wait_for(lambda: by_name(traced.spans, "invoke_agent"), "the resumed run", 60)
+    finally:
+        a.stop()
+        if b is not None:
+            b.daemon.stop()
+    seen = attributes(span)
+    assert seen["toolbridge.recovery.takeover"] is True
+    assert seen["toolbridge.recovery.previous_replica"] == "replica-a"
+    assert seen["toolbridge.replica"] == "replica-b"
+    assert seen["toolbridge.recovery.outcome"] == "resumed"
+    assert seen["gen_ai.conversation.id"] == cid
+    [link] = span.links
+    assert f"{link.context.trace_id:032x}" == TRACE_ID
+    assert _ids(resumed)[0] == TRACE_ID
+    assert attributes(resumed)["toolbridge.resumed"] is True
