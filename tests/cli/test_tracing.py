@@ -169,8 +169,26 @@ def test_a_short_command_exports_its_spans_before_it_exits(tools: Path, receiver
         assert export.path == "/v1/traces"
         assert export.content_type == "application/x-protobuf"
     assert "inside the tool" in receiver.span_names()
+    assert "execute_tool traced" in receiver.span_names()
     assert {name for e in receiver.exports for name in e.service_names()} == {"toolbridge"}
     assert done.stderr == ""
+
+
+def test_a_run_exports_the_run_the_tool_call_and_the_platform_requests(
+    tools: Path, receiver: Receiver
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "run", "--emulator", "--tools", str(tools), "hello"],
+        capture_output=True,
+        text=True,
+        env=_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    names = receiver.span_names()
+    assert any(name.startswith("invoke_agent ") for name in names), names
+    assert "POST" in names, names  # the platform's request (a client span)
 
 
 def test_otel_service_name_names_the_service(tools: Path, receiver: Receiver) -> None:
