@@ -587,3 +587,21 @@ def test_a_takeover_from_a_dead_replica_runs_under_its_recovery_span(
     assert f"{link.context.trace_id:032x}" == TRACE_ID
     assert _ids(resumed)[0] == TRACE_ID
     assert attributes(resumed)["toolbridge.resumed"] is True
+
+
+def test_a_request_the_caller_did_not_sample_records_nothing_below_it(traced: Traced) -> None:
+    """The caller's ``traceparent`` says "not sampled": the request's span is not recorded,
+    and neither is the run it starts (not a new trace of its own either)."""
+    cid = traced.new_conversation()
+    before = len(traced.spans)
+    response = traced.request(
+        "POST",
+        MESSAGES.format(conversation_id=cid),
+        json={"query": "weather in Paris"},
+        headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-00"},
+    )
+    assert response.status_code == 200, response.text
+    # Another request, sampled, ends after it: every span of the first has ended by then.
+    after = traced.request("GET", "/v1/conversations")
+    traced.server_span(after.headers["x-request-id"])
+    assert [span.name for span in traced.spans[before:]] == ["GET /v1/conversations"]
