@@ -27,7 +27,6 @@ from bridge.daemon.logs import JsonFormatter, RequestIdFilter
 from bridge.emulator import Emulator
 from tests.daemon.conftest import SCENARIO, TOOLS, daemon_env, in_background, start_daemon, wait_for
 from tests.daemon.inprocess import InProcessDaemon, marker_of
-from tests.daemon.test_crash_matrix import _in_background
 from tests.support.postgres import PostgresServer
 from tests.support.tracing import attributes, by_name, recorded
 
@@ -441,7 +440,7 @@ def test_a_recovered_message_runs_under_a_recovery_span_of_its_own(
     second: Traced | None = None
     try:
         cid = first.new_conversation()
-        _in_background(
+        in_background(
             lambda: first.request(
                 "POST",
                 MESSAGES.format(conversation_id=cid),
