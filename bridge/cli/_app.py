@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from typer import _click  # click itself with typer < 0.2x: only named in annotations
     from typer.models import CommandFunctionType
 
-__all__ = ["Command", "Typer", "app", "state"]
+__all__ = ["Command", "Typer", "app", "flush_spans", "state"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,11 +181,40 @@ def main(
     level = library.level
     library.setLevel(logging.DEBUG if verbose else level)
     ctx.call_on_close(lambda: library.setLevel(level))
+    if ctx.invoked_subcommand in _TRACED:
+        _start_tracing(ctx)
     if not verbose and ctx.invoked_subcommand in _TOOL_LINES:
         dispatch = logging.getLogger("bridge.tools.dispatch")
         shown = _ShownElsewhere()
         dispatch.addFilter(shown)
         ctx.call_on_close(lambda: dispatch.removeFilter(shown))
+
+
+_TRACED = frozenset({"run", "chat", "call", "serve", "mcp-serve"})
+"""Commands whose spans go where the standard ``OTEL_*`` variables say."""
+
+
+def _start_tracing(ctx: typer.Context) -> None:
+    """Export spans as the ``OTEL_*`` variables ask (`bridge.tracing.configure_from_environment`),
+    flushed when the command ends: a short command's spans must not be lost at exit."""
+    if not any(name.startswith("OTEL_") for name in os.environ):
+        return  # nothing asks for traces: the command does not even load the SDK
+    from bridge.tracing import configure_from_environment
+
+    if configure_from_environment(service_name="toolbridge"):
+        ctx.call_on_close(flush_spans)
+
+
+def flush_spans(timeout_millis: int = 10_000) -> None:
+    """Send the spans still batched by the global provider (an SDK's), if there is one."""
+    from opentelemetry import trace
+
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if callable(flush):
+        try:
+            flush(timeout_millis)
+        except Exception:  # a collector out of reach must not turn into the command's error
+            logger.debug("the spans could not be flushed", exc_info=True)
 
 
 _TOOL_LINES = frozenset({"run", "chat", "demo", "call"})

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
+from opentelemetry.trace import TracerProvider
 
 from bridge._hosts import HostGate
 from bridge._version import __version__
@@ -41,6 +42,7 @@ from bridge.errors import register_secret
 from bridge.journal.leases import LeaseJournal
 from bridge.journal.stores import is_postgres_url, open_journal
 from bridge.platforms.base import Platform
+from bridge.tracing import Tracing
 
 __all__ = ["FASTPATH_ENV", "create_app"]
 
@@ -54,6 +56,7 @@ def create_app(
     *,
     platform: Platform | None = None,
     journal: LeaseJournal | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> FastAPI:
     """The daemon's FastAPI app.
 
@@ -62,6 +65,8 @@ def create_app(
         platform: the agent platform; default: built from `settings`.
         journal: default: the one `settings.db` names (`bridge.journal.stores.open_journal`:
             a SQLite path or a PostgreSQL URL).
+        tracer_provider: where the daemon's spans go (its requests', its runs', its
+            recoveries'); default: the global provider (`bridge.tracing`).
 
     Raises:
         UsageError: bad configuration (missing token, unloadable tools, unusable db).
@@ -91,7 +96,12 @@ def create_app(
         )
     try:
         service = Service(
-            settings, platform, journal, policy=policy, audit=open_audit(settings, journal)
+            settings,
+            platform,
+            journal,
+            policy=policy,
+            audit=open_audit(settings, journal),
+            tracing=Tracing(tracer_provider),
         )
         service.principal_named = lambda name: door_principal(door, name)
     except BaseException:
@@ -167,6 +177,7 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         metrics=service.metrics,
         gate=HostGate.for_server(settings.host, settings.server_names),
+        tracing=service.tracing,
     )
     return app
 

@@ -4,6 +4,8 @@ The daemon's request id (``X-Request-Id``) lives in a context variable set by th
 and copied into the worker thread that runs the conversation, so every record of a request,
 platform adapter logs included, carries it. Records about a run add ``conversation_id`` and
 ``platform_request_id`` (the agent platform's id) with ``extra=``, which correlates the two.
+JSON lines also carry the ``trace_id`` and ``span_id`` of the span current where the record
+was made (`bridge.tracing`), when there is one: a log line leads to its trace.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bridge.errors import redact, valid_text
+from bridge.tracing import current_ids
 
 __all__ = [
     "JsonFormatter",
@@ -42,6 +45,7 @@ class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if self.replica is not None and getattr(record, "replica", None) is None:
             record.replica = self.replica
+        _note_trace(record)
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get() or "-"
         for name in _CONTEXT_FIELDS[1:]:
@@ -68,10 +72,20 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def _note_trace(record: logging.LogRecord) -> None:
+    """Put the current span's ids on `record` (where it is made: a handler on another thread
+    would see another context), once."""
+    if not hasattr(record, "trace_id"):
+        ids = current_ids()
+        record.trace_id, record.span_id = ids if ids is not None else (None, None)
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, correlation ids, error."""
+    """One JSON object per line: time, level, logger, message, correlation ids (the trace's
+    included), error."""
 
     def format(self, record: logging.LogRecord) -> str:
+        _note_trace(record)
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
             "level": record.levelname.lower(),
@@ -82,7 +96,17 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value not in (None, "-"):
                 entry[name] = value
-        for name in ("replica", "method", "path", "status", "duration_ms", "outcome", "tool"):
+        for name in (
+            "trace_id",
+            "span_id",
+            "replica",
+            "method",
+            "path",
+            "status",
+            "duration_ms",
+            "outcome",
+            "tool",
+        ):
             value = getattr(record, name, None)
             if value is not None:
                 entry[name] = value

@@ -1,11 +1,18 @@
-"""The outermost layer of every request: request id, Host/Origin gate, body size limit,
-access log, metrics.
+"""The outermost layer of every request: request id, server span, Host/Origin gate, body size
+limit, access log, metrics.
 
 A pure ASGI middleware (not `BaseHTTPMiddleware`, which buffers streaming responses): the
 request body is read up to the limit before the app sees it, so an oversized body is refused
 with 413 before any route runs, whether it announced its length or was sent chunked. Before
 that, a request for a name the daemon does not answer to gets 421 and a cross-origin browser
 request 403 (`bridge._hosts`).
+
+With tracing on (`bridge.tracing`), each request is a SERVER span, current while the request
+is answered (the fast path, the routes, and the runs they queue, whose worker threads copy the
+context), ended when the response has been sent: a stream's too. It continues the trace of an
+incoming ``traceparent``; it is named ``{METHOD} {route template}`` once the route is known, and
+carries the HTTP semantic conventions' attributes (never the query string) and the caller
+(``toolbridge.caller``) once the door named it.
 """
 
 from __future__ import annotations
@@ -17,12 +24,15 @@ import time
 import uuid
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bridge._hosts import HostGate
 from bridge.daemon.logs import request_id_var
 from bridge.daemon.metrics import Metrics
+from bridge.tracing import SpanKind, Tracing, extract, record_error
 
 __all__ = ["REQUEST_ID_HEADER", "RequestContextMiddleware"]
 
@@ -59,6 +69,7 @@ class RequestContextMiddleware:
         max_body_bytes: larger request bodies get 413.
         metrics: where request counts and durations go.
         gate: the Host/Origin check (None: none, for embedding behind another gate).
+        tracing: where the requests' server spans go (default: the global provider).
     """
 
     def __init__(
@@ -68,11 +79,13 @@ class RequestContextMiddleware:
         max_body_bytes: int,
         metrics: Metrics,
         gate: HostGate | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
         self.gate = gate
+        self.tracing = tracing if tracing is not None else Tracing()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,6 +97,11 @@ class RequestContextMiddleware:
         token = request_id_var.set(request_id)
         began = time.perf_counter()
         status = [0]
+        span = _start_span(self.tracing, scope, headers, request_id)
+        attached = (
+            otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+        )
+        failed = False
 
         async def send_tagged(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -116,9 +134,19 @@ class RequestContextMiddleware:
                 )
             else:
                 await self.app(scope, body_receive, send_tagged)
+        except BaseException as exc:
+            failed = True
+            if span is not None:
+                record_error(span, exc)
+            raise
         finally:
-            request_id_var.reset(token)
+            # The access line is logged in the span (its trace and span ids), then it ends.
             self._record(scope, status[0] or 500, time.perf_counter() - began, request_id)
+            request_id_var.reset(token)
+            if span is not None:
+                _end_span(span, scope, status[0] or 500, failed)
+            if attached is not None:
+                otel_context.detach(attached)
 
     async def _read_body(self, headers: Headers, receive: Receive) -> Receive | None:
         """A `receive` replaying the whole body, None when the body is too large, `_GONE`
@@ -175,6 +203,63 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+def _start_span(
+    tracing: Tracing, scope: Scope, headers: Headers, request_id: str
+) -> trace.Span | None:
+    """The request's SERVER span, continuing the caller's trace (None: tracing is off)."""
+    if not tracing.enabled:
+        return None
+    method = scope.get("method", "")
+    known = method in _METHODS
+    attributes: dict[str, Any] = {
+        "http.request.method": method if known else "_OTHER",
+        "url.path": scope.get("path", "")[:2048],
+        "url.scheme": scope.get("scheme", "http"),
+        "toolbridge.request.id": request_id,
+    }
+    if not known:
+        attributes["http.request.method_original"] = method[:64]
+    server = scope.get("server")
+    if server:
+        attributes["server.address"], attributes["server.port"] = server[0], server[1]
+    client = scope.get("client")
+    if client:
+        attributes["client.address"] = client[0]
+    span = tracing.start(
+        method if known else "HTTP",
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        parent=extract(headers),
+    )
+    return span  # current even when sampled out: the runs under it follow that decision
+
+
+def _end_span(span: trace.Span, scope: Scope, status: int, failed: bool) -> None:
+    """Name the span after its route, say how the request ended, and end it (`failed`: an
+    exception left the app, already recorded on the span)."""
+    if not span.is_recording():
+        span.end()
+        return
+    route: Any = scope.get("route")
+    template = getattr(route, "path", None)
+    if template:
+        span.set_attribute("http.route", template)
+        method = scope.get("method", "")
+        span.update_name(f"{method if method in _METHODS else 'HTTP'} {template}")
+    span.set_attribute("http.response.status_code", status)
+    state = scope.get("state") or {}
+    caller = state.get("api_key_name")
+    if isinstance(caller, str):
+        span.set_attribute("toolbridge.caller", caller)
+    conversation_id = (scope.get("path_params") or {}).get("conversation_id")
+    if isinstance(conversation_id, str):
+        span.set_attribute("gen_ai.conversation.id", conversation_id)
+    if status >= 500 and not failed:
+        span.set_attribute("error.type", str(status))
+        span.set_status(trace.Status(trace.StatusCode.ERROR))
+    span.end()
 
 
 async def _refuse(send: Send, status: int, code: str, message: str, request_id: str) -> None:

@@ -28,6 +28,11 @@ unfinished messages (`LeaseJournal.claim_orphans`) and continues it by the same 
 A resumed batch may hold a call waiting for a person's approval: the resumed run finds the
 same pending request in the journal (same call id and arguments) and waits again until its
 deadline (`bridge.daemon.approvals`). A pending request that no resumed run waits for expires.
+
+Each claimed message gets a ``recover conversation`` span of its own (a trace of its own,
+linked to the interrupted run's span when the journal kept its trace context): its outcome
+(resumed or failed), whose message it was, and, for a resumed one, the run it queues, which
+starts under it (the loop itself continues the interrupted run's trace, `bridge.conversation`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from bridge.daemon.service import Service
 from bridge.journal.records import (
@@ -46,6 +55,7 @@ from bridge.journal.records import (
     MessageRecord,
     PendingBatch,
 )
+from bridge.tracing import RESUMED, link_to, record_error
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "keep_leases", "recover", "take_over"]
 
@@ -58,6 +68,8 @@ class _Plan:
 
     resume: list[tuple[MessageRecord, PendingBatch, Lease]] = field(default_factory=list)
     failed: int = 0
+    spans: dict[int, trace.Span] = field(default_factory=dict)
+    """Message id -> its ``recover conversation`` span, ended once its run is queued."""
 
 
 def recover(service: Service) -> tuple[int, int]:
@@ -67,7 +79,7 @@ def recover(service: Service) -> tuple[int, int]:
     claimed = journal.claim_orphans(
         service.replica_id, service.settings.lease_seconds, own=True, exclude=service.running()
     )
-    plan = _plan(service, claimed)
+    plan = _plan(service, claimed, takeover=False)
     running = _start(service, plan)
     # A pending approval whose message no run here resumes and no other replica runs has
     # nobody waiting for it any more.
@@ -100,7 +112,7 @@ async def take_over(service: Service) -> tuple[int, int]:
         len({lease.conversation_id for _, lease in claimed}),
         ", ".join(before),
     )
-    plan = await asyncio.to_thread(_plan, service, claimed)
+    plan = await asyncio.to_thread(_plan, service, claimed, takeover=True)
     _start(service, plan)
     service.metrics.takeovers.inc(amount=len(claimed))
     return len(plan.resume), plan.failed
@@ -147,7 +159,28 @@ async def keep_leases(service: Service) -> None:
             logger.warning("could not look for conversations to take over: %s", exc)
 
 
-def _plan(service: Service, claimed: Sequence[tuple[MessageRecord, Lease]]) -> _Plan:
+def _recovery_span(service: Service, message: MessageRecord, takeover: bool) -> trace.Span:
+    """The ``recover conversation`` span of one claimed message (not current: `_start` makes
+    it so while the message's run is queued)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.conversation.id": message.conversation_id,
+        "toolbridge.message.id": message.message_id,
+        "toolbridge.replica": service.replica_id,
+        "toolbridge.recovery.takeover": takeover,
+        "toolbridge.recovery.previous_replica": message.replica,
+        RESUMED: True,
+    }
+    return service.tracing.start(
+        "recover conversation",
+        attributes=attributes,
+        links=link_to(message.traceparent, **{RESUMED: True}),
+        parent=otel_context.Context(),  # a trace of its own, whatever is current
+    )
+
+
+def _plan(
+    service: Service, claimed: Sequence[tuple[MessageRecord, Lease]], *, takeover: bool
+) -> _Plan:
     """Read what each claimed message left; fail those that cannot continue (journal I/O)."""
     journal = service.journal
     plan = _Plan()
@@ -156,56 +189,88 @@ def _plan(service: Service, claimed: Sequence[tuple[MessageRecord, Lease]]) -> _
     for message, lease in claimed:
         leases[lease.conversation_id] = lease
         extra = {"conversation_id": message.conversation_id, "message_id": message.message_id}
-        pending = journal.pending(message.message_id)
-        cid = message.conversation_id
-        if pending is not None and cid not in resuming and service.active(cid) is None:
-            logger.warning(
-                "resuming message %d of conversation %s: %d tool call(s) were pending%s",
-                message.message_id,
-                cid,
-                len(pending.batch.calls),
-                " (their outputs were being posted: posting them again)"
-                if pending.submitting
-                else "",
-                extra=extra,
-            )
-            plan.resume.append((message, pending, lease))
-            resuming.add(cid)
-            continue
-        logger.warning(
-            "message %d of conversation %s was interrupted while the agent was answering; "
-            "marking it failed",
-            message.message_id,
-            cid,
-            extra=extra,
-        )
-        journal.end_message(
-            message.message_id,
-            MessageEnd(
-                status="failed",
-                answer=message.answer,
-                error_code=INTERRUPTED_CODE,
-                error_message=INTERRUPTED_MESSAGE,
-                request_ids=tuple(message.request_ids),
-                platform_settled=False,
-            ),
-        )
-        service.metrics.recovered.inc("failed")
-        plan.failed += 1
+        span = _recovery_span(service, message, takeover)
+        try:
+            resumed = _plan_one(service, plan, message, lease, resuming, extra)
+        except BaseException as exc:
+            record_error(span, exc)
+            span.end()
+            raise
+        span.set_attribute("toolbridge.recovery.outcome", "resumed" if resumed else "failed")
+        if resumed:
+            plan.spans[message.message_id] = span
+        else:
+            span.end()
     for cid, lease in leases.items():
         if cid not in resuming:
             journal.release_lease(lease)  # nothing runs: the next message may take it
     return plan
 
 
+def _plan_one(
+    service: Service,
+    plan: _Plan,
+    message: MessageRecord,
+    lease: Lease,
+    resuming: set[str],
+    extra: dict[str, Any],
+) -> bool:
+    """Plan one claimed message: True when its run is to be resumed, False when it was
+    marked failed."""
+    journal = service.journal
+    pending = journal.pending(message.message_id)
+    cid = message.conversation_id
+    if pending is not None and cid not in resuming and service.active(cid) is None:
+        logger.warning(
+            "resuming message %d of conversation %s: %d tool call(s) were pending%s",
+            message.message_id,
+            cid,
+            len(pending.batch.calls),
+            " (their outputs were being posted: posting them again)" if pending.submitting else "",
+            extra=extra,
+        )
+        plan.resume.append((message, pending, lease))
+        resuming.add(cid)
+        return True
+    logger.warning(
+        "message %d of conversation %s was interrupted while the agent was answering; "
+        "marking it failed",
+        message.message_id,
+        cid,
+        extra=extra,
+    )
+    journal.end_message(
+        message.message_id,
+        MessageEnd(
+            status="failed",
+            answer=message.answer,
+            error_code=INTERRUPTED_CODE,
+            error_message=INTERRUPTED_MESSAGE,
+            request_ids=tuple(message.request_ids),
+            platform_settled=False,
+        ),
+    )
+    service.metrics.recovered.inc("failed")
+    plan.failed += 1
+    return False
+
+
 def _start(service: Service, plan: _Plan) -> set[int]:
     """Queue the resumed runs (on the event loop); returns their message ids."""
     running: set[int] = set()
     for message, pending, lease in plan.resume:
+        span = plan.spans.pop(message.message_id, trace.INVALID_SPAN)
         try:
-            service.start_recovery(message.message_id, message.conversation_id, pending, lease)
+            # The run is queued under its recovery span (its worker copies the context).
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                service.start_recovery(message.message_id, message.conversation_id, pending, lease)
         except Exception as exc:
             # Full (503) or already running here: give the lease back so it is claimed again.
+            record_error(span, exc)
+            span.set_attribute("toolbridge.recovery.outcome", "deferred")
+            span.end()
             logger.warning(
                 "could not resume message %d of conversation %s now (%s); it is taken up again "
                 "on a later pass",
@@ -215,6 +280,7 @@ def _start(service: Service, plan: _Plan) -> set[int]:
             )
             service.journal.release_lease(lease)
             continue
+        span.end()
         running.add(message.message_id)
         service.metrics.recovered.inc("resumed")
     return running

@@ -28,6 +28,7 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from opentelemetry import trace
 
 from bridge._connections import http_protocol
 from bridge.daemon.app import create_app
@@ -94,6 +95,17 @@ def _public_url(shown: str, port: int, server_names: list[str]) -> str:
         has_port = tail.isdigit() and (name.count(":") == 1 or name.startswith("["))
         return f"http://{name}" if has_port else f"http://{name}:{port}"
     return f"http://{shown}:{port}"
+
+
+def _flush_spans(timeout_millis: int = 5_000) -> None:
+    """Send the spans the global provider (an SDK's, `toolbridge serve` with ``OTEL_*``)
+    still holds in its batches."""
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if callable(flush):
+        try:
+            flush(timeout_millis)
+        except Exception:
+            logger.debug("the spans could not be flushed", exc_info=True)
 
 
 def _discard(db: str, fresh: bool) -> None:
@@ -257,6 +269,7 @@ def _serve(settings: DaemonSettings, owned: Claim) -> int:
         # than wait for them (an interpreter shutdown would run into their next write). The
         # journal's lock goes with the process (the kernel releases it).
         logger.warning("exiting with %d run(s) left for recovery", app.state.runs_left)
+        _flush_spans()  # no exit handler runs after os._exit: the SDK's would have
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

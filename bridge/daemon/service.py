@@ -78,6 +78,7 @@ from bridge.loading import load_tools
 from bridge.tools.dispatch import Dispatcher
 from bridge.tools.spec import ToolSpec
 from bridge.tools.toolbox import Toolbox
+from bridge.tracing import Tracing
 from bridge.types import (
     Event,
     ToolCall,
@@ -162,6 +163,9 @@ class Service:
         settings: the daemon's settings.
         platform: the agent platform (closed by `close`).
         journal: where everything is written down (closed by `close` unless runs are left).
+        policy: decides each tool call (None: every call allowed).
+        audit: the audit record (None: none kept).
+        tracing: where its spans go (default: the global tracer provider).
 
     Raises:
         UsageError: the tool specs cannot be loaded.
@@ -175,8 +179,11 @@ class Service:
         *,
         policy: Decides | None = None,
         audit: Records | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
+        self.tracing = tracing if tracing is not None else Tracing()
+        """Where the daemon's spans go: its requests', its runs', its recoveries'."""
         self.platform = platform
         self.journal = journal
         self.replica_id = settings.replica()
@@ -292,7 +299,10 @@ class Service:
         specs = tuple(self.settings.tools)
         _refresh_modules(specs)
         toolbox = load_tools(list(specs), allow_hosts=self.settings.allow_hosts)
-        dispatcher = Dispatcher(toolbox, default_timeout=self.settings.tool_timeout)
+        provider = self.tracing.provider  # None: the global one
+        dispatcher = Dispatcher(
+            toolbox, default_timeout=self.settings.tool_timeout, tracer_provider=provider
+        )
         bridge = Bridge(
             self.platform,
             dispatcher=dispatcher,
@@ -302,6 +312,7 @@ class Service:
             approve=self.approvals,
             policy=self.policy,
             audit=self.audit,
+            tracer_provider=provider,
         )
         return LoadedTools(number, toolbox, dispatcher, bridge, now(), specs)
 

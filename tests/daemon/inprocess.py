@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import requests
 import uvicorn
+from opentelemetry.trace import TracerProvider
 
 from bridge.daemon.app import create_app
 from bridge.daemon.failpoints import ENV_VAR, failpoint_from_env
@@ -64,6 +65,7 @@ class InProcessDaemon:
         env: set for the rest of the test (the platform's settings, the tools' folder).
         monkeypatch: the test's, which undoes `env`.
         failpoint: ``STEP:MARKER``, as ``TOOLBRIDGE_FAILPOINT`` takes it.
+        tracer_provider: where the daemon's spans go (`tests.support.tracing.recorded`).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class InProcessDaemon:
         env: dict[str, str],
         monkeypatch: pytest.MonkeyPatch,
         failpoint: str | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -91,7 +94,7 @@ class InProcessDaemon:
         sock = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            create_app(settings, journal=self.journal),
+            create_app(settings, journal=self.journal, tracer_provider=tracer_provider),
             log_config=None,
             access_log=False,
             lifespan="on",
