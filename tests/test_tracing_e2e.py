@@ -253,12 +253,7 @@ def _check_resumed(
 
     receiver.wait_for(resumed, timeout=60)
     view = receiver.trace(trace_id)
-    run = next(s for s in view.named("invoke_agent") if s.attributes.get(RESUMED))
-    assert run.resource.get("service.instance.id") == instance
-    # Under the interrupted run (which never ended, so was never exported), linked to it.
-    assert run.parent_span_id == run_id, view.render()
-    assert [(link.trace_id, link.span_id) for link in run.links] == [(trace_id, run_id)]
-    assert run.links[0].attributes.get(RESUMED) is True
+    run = _resumed_run(receiver, view, run_id, instance=instance, takeover=takeover)
     resumed_view = _under(view, run)
     assert resumed_view.is_one_tree, resumed_view.render()
     (tool,) = resumed_view.named("execute_tool intranet_weather")
@@ -273,7 +268,15 @@ def _check_resumed(
     assert _ids(again["traceparent"]) == (trace_id, http.span_id)
     assert again["path"] == interrupted_request["path"]
 
-    # The daemon's own record of the recovery: a span of its own, linked to the interrupted run.
+
+def _resumed_run(
+    receiver: OtlpReceiver, view: TraceView, run_id: str, *, instance: str, takeover: bool
+) -> ReceivedSpan:
+    """The resumed run in `view` (the caller's trace): a child of the interrupted run (which
+    never ended, so was never exported), linked to it and to the daemon's recovery span, a
+    span of its own trace that links to the interrupted run too."""
+    trace_id = view.trace_id
+
     def recovery_of(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
         return [
             s
@@ -284,8 +287,18 @@ def _check_resumed(
 
     (recovery,) = recovery_of(receiver.wait_for(recovery_of))
     assert recovery.trace_id != trace_id and recovery.attributes.get(RESUMED) is True
+    assert recovery.links[0].attributes.get(RESUMED) is True
     assert recovery.attributes.get("toolbridge.recovery.takeover") is takeover
     assert recovery.resource.get("service.instance.id") == instance
+    run = next(s for s in view.named("invoke_agent") if s.attributes.get(RESUMED))
+    assert run.resource.get("service.instance.id") == instance
+    assert run.parent_span_id == run_id, view.render()
+    assert [(link.trace_id, link.span_id) for link in run.links] == [
+        (trace_id, run_id),
+        (recovery.trace_id, recovery.span_id),
+    ]
+    assert run.links[0].attributes.get(RESUMED) is True
+    return run
 
 
 def _no_secret_on_any_span(receiver: OtlpReceiver) -> None:
@@ -461,8 +474,7 @@ def test_a_call_that_finished_before_the_crash_is_not_traced_as_run_again(
 
         receiver.wait_for(resumed, timeout=60)
     view = receiver.trace(trace_id)
-    run = next(s for s in view.named("invoke_agent") if s.attributes.get(RESUMED))
-    assert [(link.trace_id, link.span_id) for link in run.links] == [_ids(run_tp)]
+    run = _resumed_run(receiver, view, _ids(run_tp)[1], instance="restarted", takeover=False)
     # Its output was journaled before the crash: delivered, not executed again, so no new
     # execution span, and the intranet service was asked once.
     assert _under(view, run).named("execute_tool") == [], view.render()
