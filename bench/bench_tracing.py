@@ -257,7 +257,7 @@ def _ratio(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--baseline", help="The commit to compare with (default: before tracing).")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--micro", type=int, help=argparse.SUPPRESS)
