@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -355,7 +356,8 @@ def configure_from_environment(*, service_name: str = "toolbridge") -> bool:
             if exporter is not None:
                 exporters.append(exporter)
         elif name == "console":
-            exporters.append(ConsoleSpanExporter())
+            # stderr: stdout carries answers (`run --json`) and MCP over stdio
+            exporters.append(ConsoleSpanExporter(out=sys.stderr))
         elif name != "none":
             logger.warning(
                 "OTEL_TRACES_EXPORTER names %r, which toolbridge does not know; "

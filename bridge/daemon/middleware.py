@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -36,6 +37,7 @@ from bridge.tracing import SpanKind, Tracing, extract, record_error
 
 __all__ = ["REQUEST_ID_HEADER", "RequestContextMiddleware"]
 
+logger = logging.getLogger(__name__)
 access_log = logging.getLogger("bridge.daemon.access")
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -86,6 +88,7 @@ class RequestContextMiddleware:
         self.metrics = metrics
         self.gate = gate
         self.tracing = tracing if tracing is not None else Tracing()
+        self.untraced = excluded_paths()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,7 +100,11 @@ class RequestContextMiddleware:
         token = request_id_var.set(request_id)
         began = time.perf_counter()
         status = [0]
-        span = _start_span(self.tracing, scope, headers, request_id)
+        span = (
+            None
+            if self.untraced is not None and self.untraced.search(scope.get("path", ""))
+            else _start_span(self.tracing, scope, headers, request_id)
+        )
         attached = (
             otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
         )
@@ -203,6 +210,29 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+def excluded_paths() -> re.Pattern[str] | None:
+    """The paths whose requests are not traced, from ``OTEL_PYTHON_EXCLUDED_URLS`` (the
+    variable OpenTelemetry's own web instrumentations read: comma-separated regular expressions
+    searched in the path, e.g. ``/healthz,/readyz,/metrics`` for the probes). A bad expression
+    is logged and left out."""
+    text = os.environ.get("OTEL_PYTHON_EXCLUDED_URLS", "")
+    kept: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            re.compile(part)
+        except re.error as exc:
+            logger.warning(
+                "OTEL_PYTHON_EXCLUDED_URLS: %r is not a regular expression (%s); ignored",
+                part,
+                exc,
+            )
+            continue
+        kept.append(part)
+    return re.compile("|".join(f"(?:{p})" for p in kept)) if kept else None
 
 
 def _start_span(

@@ -604,3 +604,28 @@ def test_a_request_the_caller_did_not_sample_records_nothing_below_it(traced: Tr
     after = traced.request("GET", "/v1/conversations")
     traced.server_span(after.headers["x-request-id"])
     assert [span.name for span in traced.spans[before:]] == ["GET /v1/conversations"]
+
+
+def test_paths_the_operator_excludes_are_not_traced(
+    tmp_path: Path,
+    emulator: Emulator,
+    tools_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Probes every few seconds are noise in a trace store: OTEL_PYTHON_EXCLUDED_URLS (as
+    OpenTelemetry's web instrumentations read it) leaves them out; a bad expression is named
+    in the log and the rest still apply."""
+    monkeypatch.setenv("OTEL_PYTHON_EXCLUDED_URLS", "^/healthz$, [unclosed ,/readyz")
+    daemon = _start(tmp_path, emulator, tools_dir, monkeypatch)
+    try:
+        probe = daemon.request("GET", "/healthz")
+        assert probe.status_code == 200
+        listed = daemon.request("GET", "/v1/conversations")
+        assert listed.status_code == 200, listed.text
+        daemon.server_span(listed.headers["x-request-id"])
+        names = [s.name for s in daemon.exporter.get_finished_spans()]
+        assert "GET /healthz" not in names and "GET /v1/conversations" in names
+    finally:
+        daemon.daemon.stop()
+    assert "'[unclosed' is not a regular expression" in caplog.text
