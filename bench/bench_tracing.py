@@ -100,6 +100,7 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
         """
         return "sunny, 21 C"
 
+    counting = _count_calls() if spec.get("count") else None
     journal = SQLiteJournal(spec["db"])
     platform = AppBuilderPlatform(
         app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
@@ -109,6 +110,8 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
             bridge_.ask(QUERY.format(city=f"W{n}"))
         if provider is not None:
             provider.force_flush()
+        if counting is not None:
+            counting["on"] = 1
         start = time.process_time()
         for n in range(spec["n"]):
             city = f"C{n}"
@@ -118,9 +121,29 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
         if provider is not None:
             provider.force_flush()  # the export of these conversations' spans counts
         cpu = (time.process_time() - start) / spec["n"]
+        if counting is not None:
+            counting["on"] = 0
     journal.close()
     per = {key: value / (spec["n"] + WARMUP) for key, value in (spent or {}).items()}
+    if counting is not None:
+        per["calls"] = counting["calls"] / spec["n"]
     return {"cpu": cpu, **per}
+
+
+def _count_calls() -> dict[str, int]:
+    """Count the Python and C function calls of every thread while ``["on"]`` is 1: work
+    done, whatever the machine's load (the CPU time of so small a difference drowns in it)."""
+    import threading
+
+    counting = {"on": 0, "calls": 0}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if counting["on"] and event in ("call", "c_call"):
+            counting["calls"] += 1
+
+    threading.setprofile(profile)  # the journal's writer, the dispatcher's threads
+    sys.setprofile(profile)
+    return counting
 
 
 def _account() -> dict[str, float]:
@@ -325,6 +348,18 @@ def main() -> int:
             check=True,
         )
         span_off = float(json.loads(done.stdout.strip().splitlines()[-1])["span"])
+        calls = {
+            variant: _run_all(
+                {**base, "db": str(Path(tmp) / f"count-{variant}.db"), "variant": kind}
+                | {"count": True, "n": 100},
+                tree,
+                {},
+            )["calls"]
+            for variant, kind, tree in (
+                ("baseline", "short" if baseline is None else "baseline", baseline or ROOT),
+                ("off", "off", ROOT),
+            )
+        }
         account = _run_all(
             {**base, "db": str(Path(tmp) / "account.db"), "variant": "on", "account": True},
             ROOT,
@@ -342,6 +377,12 @@ def main() -> int:
         f"  spans per conversation when on: {per_conversation:.1f} ({', '.join(names) or 'none'})"
         f"; one span off costs {span_off * 1e9:.0f} ns CPU alone, so off adds about "
         f"{per_conversation * span_off * 1e6:.2f} µs per conversation ({100 * estimate:.3f} %)"
+    )
+    added = calls["off"] - calls["baseline"]
+    print(
+        f"  function calls per conversation, counted (every thread): baseline "
+        f"{calls['baseline']:.0f}, off {calls['off']:.0f}: off adds {added:+.0f} "
+        f"({100 * added / calls['baseline']:+.2f} %)"
     )
     print(
         "  in a conversation when on (thread CPU per conversation, whichever thread): span "
