@@ -52,6 +52,7 @@ __all__ = [
     "KnowsConversations",
     "LimitViolation",
     "ListsRemoteTools",
+    "OpensOnFirstMessage",
     "Platform",
     "PlatformBase",
     "PlatformDescription",
@@ -65,6 +66,7 @@ __all__ = [
     "import_state_into",
     "knows_conversation",
     "limits_of",
+    "opens_on_first_message",
     "parse_tool_choice",
     "platform_tool_types_of",
     "platform_tools_for",
@@ -212,6 +214,11 @@ def exports_state(platform: object) -> bool:
 def holds_submitted_outputs(platform: object) -> bool:
     """True when the adapter's state changes on submit (`HoldsSubmittedOutputs`)."""
     return implements(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
+
+
+def opens_on_first_message(platform: object) -> TypeGuard[OpensOnFirstMessage]:
+    """Whether the adapter's first message creates its conversation (`OpensOnFirstMessage`)."""
+    return implements(platform, OpensOnFirstMessage)
 
 
 def use_tracing(platform: object, tracing: Tracing) -> None:
@@ -547,6 +554,29 @@ class ChecksChat(Protocol):
 
     def check_chat(self) -> str:
         """What a one-token completion proved, as one line."""
+        ...
+
+
+@runtime_checkable
+class OpensOnFirstMessage(Protocol):
+    """An adapter whose platform creates a conversation with its first message (Coze's chat
+    without a conversation id), saving the request of `create_conversation`.
+
+    A new conversation is named by a local handle (no request); `start` with that handle opens
+    the platform's conversation, and once `start` has returned, `opened_conversation` gives the
+    platform's id, which the loop journals (`Journal.replace_platform_conversation`) before it
+    reads any event of the run: every later request goes to that id. A handle never mapped (a
+    crash before the mapping was journaled; no tool had run) opens a new one at its next
+    message."""
+
+    def conversation_handle(self, *, end_user_id: str | None = None) -> str:
+        """A new conversation's local handle, made without any request."""
+        ...
+
+    def opened_conversation(self, handle: str) -> str | None:
+        """The platform's id of the conversation that `start` with `handle` opened in this
+        process; None when it opened none (`handle` is a platform id, or the chat failed
+        before the platform named its conversation)."""
         ...
 
 
