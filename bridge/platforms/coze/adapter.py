@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 from pydantic import TypeAdapter
@@ -71,6 +72,8 @@ _MESSAGES = TypeAdapter(list[ChatMessage])
 _OPENED = Other(raw={"event": "toolbridge.conversation.opened"})
 """What `_read` yields first when its chat opens a conversation, once that is named (`_send`
 takes it: it never reaches the caller)."""
+_AFTER_DONE = 8
+"""Events read (and ignored) after ``done`` before the stream is closed without its end."""
 _HANDLE = "local-"
 """How a conversation handle begins (`conversation_handle`); Coze's own ids are decimal."""
 _IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
@@ -424,11 +427,11 @@ class CozePlatform(PlatformBase):
         url = self.base_url + path
         # The run's total time counts from the request.
         budget = self.stream_limits.budget(f"Coze {operation}: the stream from {url}", received=[])
+        # The query in the URL: a request without `params` takes the transport's direct path.
         response = self._http.request(
             "POST",
-            url,
+            f"{url}?{urlencode(params)}" if params else url,
             json=body,
-            params=params,
             headers={"Accept": "text/event-stream" if stream else "application/json"},
             stream=True,
             operation=operation,
@@ -487,7 +490,15 @@ class CozePlatform(PlatformBase):
                 url, operation=operation, streaming=True, received=received, request_id=logid
             ):
                 chunks = budget.chunks(response)
+                after_done = 0
                 for name, data in iter_sse_events(chunks):
+                    if reader.done:
+                        # Read on to the end of the body, as cozepy does (Coze ends it after
+                        # `done`), so that the connection is reused; what comes is ignored.
+                        after_done += 1
+                        if after_done > _AFTER_DONE:
+                            break
+                        continue
                     for event in reader.feed(name, data):
                         received.append(event)
                         if early is None:
@@ -502,8 +513,6 @@ class CozePlatform(PlatformBase):
                             yield from early
                             early = None
                         self._chats[conversation_id] = reader.chat.id
-                    if reader.done:
-                        break
                 if early is not None:  # the stream ended before naming a conversation
                     yield _OPENED
                     yield from early
