@@ -243,17 +243,17 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     state = platform.export_state(conversation_id)
     if state is None:
         return None
-    name = _name_of(platform)
     if not isinstance(state, Mapping):
         raise UsageError(
-            f"the {name} platform's export_state({conversation_id!r}) returned "
+            f"the {_name_of(platform)} platform's export_state({conversation_id!r}) returned "
             f"{type(state).__name__}; expected a dict of JSON values or None"
         )
     try:
         text = json.dumps(state, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UsageError(
-            f"the {name} platform's export_state({conversation_id!r}) is not JSON-serialisable "
+            f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
+            "JSON-serialisable "
             f"({exc}); expected a dict of JSON values (str, numbers, bools, None, lists, dicts)"
         ) from None
     copied: PlatformState = json.loads(text)

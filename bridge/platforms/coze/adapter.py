@@ -21,6 +21,7 @@ chat, best effort.
 
 from __future__ import annotations
 
+import itertools
 import json as jsonlib
 import logging
 import os
@@ -190,6 +191,9 @@ class CozePlatform(PlatformBase):
         """Ids of the answer messages already given, of each chat paused in non-stream mode."""
         self._file_kinds: dict[str, str] = {}
         """``image`` or ``file`` for each file uploaded here (how a message references it)."""
+        self._handles = f"{_HANDLE}{uuid.uuid4().hex}-"
+        """The start of this object's handles (unique to it), then a count."""
+        self._count = itertools.count(1)
         self._opened: dict[str, str] = {}
         """The conversation each handle's first chat opened (`opened_conversation`)."""
 
@@ -217,7 +221,7 @@ class CozePlatform(PlatformBase):
         """A handle for a new conversation, made without a request: the first chat (`start`)
         with it opens the conversation on Coze (``/v3/chat`` without a conversation id),
         whose id `opened_conversation` then gives."""
-        return _HANDLE + uuid.uuid4().hex
+        return f"{self._handles}{next(self._count)}"
 
     def opened_conversation(self, handle: str) -> str | None:
         """The Coze conversation the first chat of `handle` opened here, if it did."""
