@@ -7,6 +7,11 @@ plugin API (端插件) run, and every output of that pause goes back in one
 question (``reply_message``) is answered with a new user message. Without streaming, the chat
 is polled with ``/v3/chat/retrieve`` and its answer read from ``/v3/chat/message/list``.
 
+A new conversation costs no request of its own (`OpensOnFirstMessage`): the bridge names it
+with a local handle (`conversation_handle`), the first chat goes without a conversation id,
+and Coze opens one, named in the chat's first event (`opened_conversation`), which the bridge
+journals before it reads on. `create_conversation` remains for callers that want an id first.
+
 Coze takes no tool list per request: the plugins live in the bot's configuration. So the
 names the bot asks for are checked against the local tools of the question: a call of a tool
 that is not loaded is logged, and its output (the dispatcher's "unknown tool") is replaced by
