@@ -63,6 +63,8 @@ def test_the_first_chat_opens_the_conversation_without_a_create_request(
         first = conv.ask("What is the weather in Paris?")
         second = conv.ask("What is the weather in Rome?")
         opened = conv.platform_conversation_id
+        history = bridge.journal.platform_conversations(conv.id)  # the in-memory journal
+    assert [(h.platform_conversation_id, h.reason) for h in history] == [(opened, "")]
     assert first.answer == "Paris: 21 C, sunny" and second.answer == "Rome: 21 C, sunny"
     assert CREATE not in _paths(emu), "the chat opened the conversation"
     if stream:  # a question and its tool outputs: two requests per tool conversation
