@@ -42,6 +42,7 @@ from pydantic import TypeAdapter
 
 from bridge.errors import (
     ConfigurationError,
+    ConversationLostError,
     PlatformError,
     PlatformTimeoutError,
     StreamLimitError,
@@ -412,6 +413,14 @@ class CozePlatform(PlatformBase):
         opened = self._opened.get(conversation_id)
         if opened is not None:  # the handle's conversation is open: continue it
             return self._send("/v3/chat", "chat", {"conversation_id": opened}, body, stream)
+        if not conversation_id.startswith(self._handles):
+            # Another process's handle, which no journal here maps to its Coze conversation
+            # (an in-memory journal, or a crash before the mapping was written).
+            raise ConversationLostError(
+                f"conversation {conversation_id} was named by another process and its Coze "
+                "conversation is unknown here: continue it on the journal that process "
+                "wrote, or by its Coze conversation id (Conversation.platform_conversation_id)"
+            )
         # No conversation id: the chat opens a conversation, named in its first event.
         return self._send("/v3/chat", "chat", {}, body, stream, opening=conversation_id)
 

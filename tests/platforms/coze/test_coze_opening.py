@@ -5,15 +5,19 @@ nothing that ran."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from bridge import Bridge, Toolbox
+from bridge.cli import app
 from bridge.emulator import Emulator
+from bridge.errors import ConversationLostError
 from bridge.journal import SQLiteJournal
 from bridge.journal.records import MessageEnd
 from bridge.platforms.coze import CozePlatform
@@ -126,8 +130,8 @@ def test_a_crash_before_the_opened_conversation_was_journaled_runs_nothing_twice
     emu: Emulator, tmp_path: Path
 ) -> None:
     """`kill -9` after the first chat started and before its conversation's id was written:
-    no tool had run; the conversation takes its next message (in a new Coze conversation) and
-    every tool runs once."""
+    no tool had run; the conversation takes its next message in a new Coze conversation (the
+    journal says why) and every tool runs once."""
     image = tmp_path / "image.db"
 
     def crash(step: str) -> None:
@@ -167,8 +171,59 @@ def test_a_crash_before_the_opened_conversation_was_journaled_runs_nothing_twice
     finally:
         journal.close()
     assert record is not None and record.platform_id == opened != cid
-    assert [h.platform_conversation_id for h in history] == [opened]
+    # The handle never got its Coze conversation journaled: the new one replaces it.
+    assert [h.platform_conversation_id for h in history] == [cid, opened]
+    assert f"the platform no longer knows {cid}" in history[1].reason
     assert RUNS == ["Rome"]
     # The interrupted chat's conversation is left behind on Coze, never answered.
     assert opened in emu.conversation_ids() and len(emu.conversation_ids()) == 2
-    assert CREATE not in _paths(emu)
+    assert _paths(emu).count(CREATE) == 1
+
+
+def test_a_handle_from_a_process_whose_journal_is_gone_is_refused_clearly(
+    emu: Emulator,
+) -> None:
+    """In-memory journals: a later process cannot map another's handle, so it says so rather
+    than open an empty conversation; the Coze conversation id continues it."""
+    with Bridge(_platform(emu), TOOLBOX) as first, first.conversation() as conv:
+        conv.ask("What is the weather in Paris?")
+        handle, opened = conv.id, conv.platform_conversation_id
+    with Bridge(_platform(emu), TOOLBOX) as second:
+        with pytest.raises(ConversationLostError, match="named by another process"):
+            second.conversation(handle).ask("What is the weather in Rome?")
+        assert (
+            second.conversation(opened).ask("And the weather in Rome?").answer
+            == "Rome: 21 C, sunny"
+        )
+    asked = [m.query for m in emu.conversation(opened).messages]
+    assert asked == ["What is the weather in Paris?", "And the weather in Rome?"]
+    assert emu.conversation_ids() == [opened] and CREATE not in _paths(emu)
+
+
+def test_toolbridge_run_prints_an_id_a_later_run_continues(emu: Emulator, tmp_path: Path) -> None:
+    """`toolbridge run` keeps its journal in memory: the id it prints is Coze's, which the
+    next command continues."""
+    tools = tmp_path / "weather.py"
+    tools.write_text(
+        "from bridge.tools import manifest\n\n\n"
+        "@manifest\n"
+        "def get_weather(city: str) -> str:\n"
+        '    """Get the current weather for a city.\n\n'
+        "    Args:\n"
+        "        city: City name.\n"
+        '    """\n'
+        '    return f"{city}: 21 C, sunny"\n',
+        encoding="utf-8",
+    )
+    args = ["run", "-t", str(tools), "--platform", "coze", "--json"]
+    env = emu.env()
+    first = CliRunner().invoke(app, [*args, "What is the weather in Paris?"], env=env)
+    assert first.exit_code == 0, first.output
+    printed = json.loads(first.stdout)["conversation_id"]
+    assert printed in emu.conversation_ids()
+    again = CliRunner().invoke(
+        app, [*args, "What is the weather in Rome?", "--conversation-id", printed], env=env
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["answer"] == "Rome: 21 C, sunny"
+    assert emu.conversation_ids() == [printed] and CREATE not in _paths(emu)
