@@ -7,12 +7,14 @@ in its own subprocess timing itself:
 
 - `Bridge.ask` on ``--platform coze`` (`CozePlatform`: registry of tools, dispatcher, ledger,
   journal in memory);
-- a minimal hand-written loop with `requests` making the same three requests (no validation,
+- a minimal hand-written loop with `requests` making the same two requests (no validation,
   no retries: the floor);
 - the official cozepy 0.20.0 loop of coze-py's ``examples/chat_local_plugin.py``
   (``chat.stream`` + ``submit_tool_outputs(stream=True)``), from ``.venv-cozepy/`` (see
-  tests/support/sdk_venv.py). It makes two requests: without a conversation id, the chat opens
-  a conversation implicitly, while toolbridge opens (and journals) it first.
+  tests/support/sdk_venv.py).
+
+All three make two requests: the chat, sent without a conversation id, opens the conversation
+(toolbridge journals the id its first event names), then the tool outputs.
 
 The three take turns for several rounds so machine noise hits all alike.
 
@@ -150,11 +152,7 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
         return "".join(answer), waiting
 
     def conversation() -> str:
-        # The same three requests as toolbridge: it opens the conversation first.
-        created = session.post(
-            base + "/v1/conversation/create", json={"bot_id": env["COZE_BOT_ID"]}
-        )
-        conversation_id = created.json()["data"]["id"]
+        # The same two requests as toolbridge: the chat opens the conversation.
         body = {
             "bot_id": env["COZE_BOT_ID"],
             "user_id": "bench",
@@ -169,9 +167,7 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
                 }
             ],
         }
-        with session.post(
-            base + "/v3/chat", params={"conversation_id": conversation_id}, json=body, stream=True
-        ) as reply:
+        with session.post(base + "/v3/chat", json=body, stream=True) as reply:
             _, chat = read(reply)
         assert chat is not None
         calls = chat["required_action"]["submit_tool_outputs"]["tool_calls"]

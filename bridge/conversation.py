@@ -61,10 +61,12 @@ from bridge.options import BridgeOptions
 from bridge.platform_state import restore_state, snapshot
 from bridge.platforms.base import (
     DescribesItself,
+    OpensOnFirstMessage,
     Platform,
     ToolChoiceLike,
     holds_submitted_outputs,
     knows_conversation,
+    opens_on_first_message,
 )
 from bridge.tools._spans import CallSpans
 from bridge.tools.context import ConversationScope
@@ -211,9 +213,14 @@ class Conversation:
     @property
     def id(self) -> str:
         """The conversation's id: the platform's id of its first platform conversation
-        (created on first use)."""
+        (created on first use), or a local handle on a platform whose first message creates
+        the conversation (`OpensOnFirstMessage`; the platform's id is journaled once known)."""
         if self._id is None:
-            self._id = self._platform.create_conversation(end_user_id=self.end_user_id)
+            platform = self._platform
+            if opens_on_first_message(platform):
+                self._id = platform.conversation_handle(end_user_id=self.end_user_id)
+            else:
+                self._id = platform.create_conversation(end_user_id=self.end_user_id)
         return self._id
 
     @property
@@ -635,7 +642,7 @@ class Conversation:
         found" to that too), that error is raised: nothing is papered over."""
         old = self.platform_conversation_id
         try:
-            return send(old)
+            events = send(old)
         except (ConversationLostError, NotFoundError) as exc:
             # A conversation of this journal that the platform no longer knows: its history
             # is gone, but the conversation must still take its next message.
@@ -646,6 +653,10 @@ class Conversation:
             if not self._platform_may_be_stuck():
                 raise
             reason = f"{old} refused a new query after an interrupted run: {exc}"
+        else:
+            if old == self._id and opens_on_first_message(self._platform):
+                self._map_opened(self._platform, old, events)
+            return events
         new = self._platform.create_conversation(end_user_id=self.end_user_id)
         self._journal.replace_platform_conversation(self.id, new, reason=reason)
         self._platform_id = new
@@ -653,6 +664,25 @@ class Conversation:
             "conversation %s continues in a new platform conversation %s: %s", self.id, new, reason
         )
         return send(new)
+
+    def _map_opened(
+        self, platform: OpensOnFirstMessage, handle: str, events: Iterator[Event]
+    ) -> None:
+        """Journal the platform conversation that the first message of `handle` opened,
+        before any event of the run is read (a batch, a state, a submit need it). A crash
+        before this write leaves `handle` unmapped: no tool ran, and its next message opens
+        another platform conversation."""
+        opened = platform.opened_conversation(handle)
+        if opened is None or opened == handle:
+            return
+        try:  # no reason: the first platform conversation, in place of the handle
+            self._journal.replace_platform_conversation(handle, opened, reason="")
+        except BaseException:
+            close = getattr(events, "close", None)
+            if close is not None:  # the run ends here: its chat is cancelled
+                close()
+            raise
+        self._platform_id = opened
 
     def _restore_state(self) -> None:
         """Give the platform its journaled state of the platform conversation, unless this

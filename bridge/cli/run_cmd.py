@@ -253,10 +253,14 @@ def run(
             result = conversation.resume(query, interrupt_id=resume)
         else:
             result = conversation.ask(query)
+        # What a later `run --conversation-id` continues: the journal here lives in memory,
+        # so the platform's own id (a platform whose first message opens the conversation
+        # names it with a handle only this process could map).
+        continued = conversation.platform_conversation_id
     except BridgeError as exc:
         if renderer is not None:
             renderer.close()
-        failed(exc, conversation.last_rounds, conversation._id)
+        failed(exc, conversation.last_rounds, conversation._platform_id or conversation._id)
     finally:
         conversation.close()
         bridge.close()
@@ -267,14 +271,14 @@ def run(
             # The question itself was printed as it arrived ("? the agent asks for input").
             renderer.err.print(
                 "[yellow]Answer with[/yellow] toolbridge run ANSWER "
-                f"--conversation-id {result.conversation_id} "
+                f"--conversation-id {continued} "
                 f"--resume {result.human_input.interrupt_id}",
                 markup=True,
             )
     else:
         typer.echo(
             result_json(
-                conversation_id=result.conversation_id,
+                conversation_id=continued,
                 answer=result.answer,
                 rounds=result.rounds,
                 tool_runs=result.tool_runs,

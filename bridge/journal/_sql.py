@@ -506,20 +506,21 @@ class SQLJournal(Journal, Generic[C]):
             f"ORDER BY created_at, {self.ORDER}",
             (conversation_id,),
         )
-        return [
+        records = [
             PlatformConversationRecord(
-                platform_conversation_id=conversation_id,
-                created_at=datetime.fromisoformat(first[0]["created_at"]),
-            ),
-            *(
-                PlatformConversationRecord(
-                    platform_conversation_id=row["platform_conversation_id"],
-                    created_at=datetime.fromisoformat(row["created_at"]),
-                    reason=row["reason"],
-                )
-                for row in rows
-            ),
+                platform_conversation_id=row["platform_conversation_id"],
+                created_at=datetime.fromisoformat(row["created_at"]),
+                reason=row["reason"],
+            )
+            for row in rows
         ]
+        if rows and not rows[0]["reason"]:  # opened by the first message: the id is a handle
+            return records
+        own = PlatformConversationRecord(
+            platform_conversation_id=conversation_id,
+            created_at=datetime.fromisoformat(first[0]["created_at"]),
+        )
+        return [own, *records]
 
     # --- platform state ---------------------------------------------------------------------------
 

@@ -176,7 +176,11 @@ class Journal(ABC):
     def replace_platform_conversation(
         self, conversation_id: str, platform_conversation_id: str, *, reason: str
     ) -> None:
-        """From now on the conversation continues in another platform conversation."""
+        """From now on the conversation continues in another platform conversation.
+
+        An empty `reason` names the conversation's first platform conversation, opened by its
+        first message (its own id is a local handle: `OpensOnFirstMessage`); it then stands
+        first in `platform_conversations`, in place of that handle."""
 
     @abstractmethod
     def platform_conversations(self, conversation_id: str) -> list[PlatformConversationRecord]:

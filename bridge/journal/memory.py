@@ -345,6 +345,8 @@ class MemoryJournal(LocalLeases):
     ) -> None:
         with self._lock:
             conv = self._conv(conversation_id)
+            if not reason and len(conv.platform) == 1:  # opened by the first message
+                conv.platform.clear()
             conv.platform.append(
                 PlatformConversationRecord(
                     platform_conversation_id=platform_conversation_id,

@@ -52,6 +52,7 @@ __all__ = [
     "KnowsConversations",
     "LimitViolation",
     "ListsRemoteTools",
+    "OpensOnFirstMessage",
     "Platform",
     "PlatformBase",
     "PlatformDescription",
@@ -65,6 +66,7 @@ __all__ = [
     "import_state_into",
     "knows_conversation",
     "limits_of",
+    "opens_on_first_message",
     "parse_tool_choice",
     "platform_tool_types_of",
     "platform_tools_for",
@@ -214,6 +216,11 @@ def holds_submitted_outputs(platform: object) -> bool:
     return implements(platform, HoldsSubmittedOutputs) and platform.outputs_in_state is True
 
 
+def opens_on_first_message(platform: object) -> TypeGuard[OpensOnFirstMessage]:
+    """Whether the adapter's first message creates its conversation (`OpensOnFirstMessage`)."""
+    return implements(platform, OpensOnFirstMessage)
+
+
 def use_tracing(platform: object, tracing: Tracing) -> None:
     """Send the client spans of `platform`'s HTTP requests to `tracing` (the bridge's tracer
     provider) rather than to the global provider; a platform without HTTP, or one that does
@@ -236,17 +243,17 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     state = platform.export_state(conversation_id)
     if state is None:
         return None
-    name = _name_of(platform)
     if not isinstance(state, Mapping):
         raise UsageError(
-            f"the {name} platform's export_state({conversation_id!r}) returned "
+            f"the {_name_of(platform)} platform's export_state({conversation_id!r}) returned "
             f"{type(state).__name__}; expected a dict of JSON values or None"
         )
     try:
         text = json.dumps(state, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UsageError(
-            f"the {name} platform's export_state({conversation_id!r}) is not JSON-serialisable "
+            f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
+            "JSON-serialisable "
             f"({exc}); expected a dict of JSON values (str, numbers, bools, None, lists, dicts)"
         ) from None
     copied: PlatformState = json.loads(text)
@@ -547,6 +554,29 @@ class ChecksChat(Protocol):
 
     def check_chat(self) -> str:
         """What a one-token completion proved, as one line."""
+        ...
+
+
+@runtime_checkable
+class OpensOnFirstMessage(Protocol):
+    """An adapter whose platform creates a conversation with its first message (Coze's chat
+    without a conversation id), saving the request of `create_conversation`.
+
+    A new conversation is named by a local handle (no request); `start` with that handle opens
+    the platform's conversation, and once `start` has returned, `opened_conversation` gives the
+    platform's id, which the loop journals (`Journal.replace_platform_conversation`) before it
+    reads any event of the run: every later request goes to that id. A handle never mapped (a
+    crash before the mapping was journaled; no tool had run) opens a new one at its next
+    message."""
+
+    def conversation_handle(self, *, end_user_id: str | None = None) -> str:
+        """A new conversation's local handle, made without any request."""
+        ...
+
+    def opened_conversation(self, handle: str) -> str | None:
+        """The platform's id of the conversation that `start` with `handle` opened in this
+        process; None when it opened none (`handle` is a platform id, or the chat failed
+        before the platform named its conversation)."""
         ...
 
 

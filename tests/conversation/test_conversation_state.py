@@ -325,7 +325,7 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
                     assert isinstance(recovered[-1], RunFinished), recovered
                     assert recovered[-1].answer == "result: charged 3"
                     assert conv.ask("lookup k2").answer == "result: value of k2"
-                assert len(journal.platform_conversations(cid)) == 1
+                (opened,) = journal.platform_conversations(cid)
         finally:
             journal.close()
         if name == "responses":
@@ -344,7 +344,9 @@ def test_every_emulated_platform_continues_after_a_crash_image_of_the_journal(
             assert all(q in sent for q in ("lookup k1", "charge 3", "lookup k2")), sent
             assert "charged 3" in sent
         else:
-            asked = [m.query for m in emulator.conversation(cid).messages]
+            # (Coze's first chat opened the conversation: `cid` is a handle mapped to it.)
+            platform_id = opened.platform_conversation_id
+            asked = [m.query for m in emulator.conversation(platform_id).messages]
             assert asked == ["lookup k1", "charge 3", "lookup k2"], asked
     assert RUNS == ["lookup k1", "charge 3", "lookup k2"], RUNS
 

@@ -7,6 +7,11 @@ plugin API (端插件) run, and every output of that pause goes back in one
 question (``reply_message``) is answered with a new user message. Without streaming, the chat
 is polled with ``/v3/chat/retrieve`` and its answer read from ``/v3/chat/message/list``.
 
+A new conversation costs no request of its own (`OpensOnFirstMessage`): the bridge names it
+with a local handle (`conversation_handle`), the first chat goes without a conversation id,
+and Coze opens one, named in the chat's first event (`opened_conversation`), which the bridge
+journals before it reads on. `create_conversation` remains for callers that want an id first.
+
 Coze takes no tool list per request: the plugins live in the bot's configuration. So the
 names the bot asks for are checked against the local tools of the question: a call of a tool
 that is not loaded is logged, and its output (the dispatcher's "unknown tool") is replaced by
@@ -21,19 +26,23 @@ chat, best effort.
 
 from __future__ import annotations
 
+import itertools
 import json as jsonlib
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 from pydantic import TypeAdapter
 
 from bridge.errors import (
     ConfigurationError,
+    ConversationLostError,
     PlatformError,
     PlatformTimeoutError,
     StreamLimitError,
@@ -55,7 +64,7 @@ from bridge.platforms.coze.client import CozeClient
 from bridge.platforms.coze.models import Chat, ChatMessage
 from bridge.platforms.coze.stream import ChatReader, failed, finished, pause_of
 from bridge.platforms.retry import RetryPolicy
-from bridge.types import Event, TextDelta, ToolBatch, ToolChoice, ToolResult
+from bridge.types import Event, Other, TextDelta, ToolBatch, ToolChoice, ToolResult
 
 __all__ = ["CN_BASE_URL", "COM_BASE_URL", "CozePlatform"]
 
@@ -67,6 +76,13 @@ _REGIONS = {"cn": CN_BASE_URL, "com": COM_BASE_URL}
 _WAITING = frozenset({"created", "in_progress"})
 _MESSAGES = TypeAdapter(list[ChatMessage])
 """The ``data`` of ``/v3/chat/message/list``."""
+_OPENED = Other(raw={"event": "toolbridge.conversation.opened"})
+"""What `_read` yields first when its chat opens a conversation, once that is named (`_send`
+takes it: it never reaches the caller)."""
+_AFTER_DONE = 8
+"""Events read (and ignored) after ``done`` before the stream is closed without its end."""
+_HANDLE = "local-"
+"""How a conversation handle begins (`conversation_handle`); Coze's own ids are decimal."""
 _IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic"})
 
 
@@ -181,6 +197,11 @@ class CozePlatform(PlatformBase):
         """Ids of the answer messages already given, of each chat paused in non-stream mode."""
         self._file_kinds: dict[str, str] = {}
         """``image`` or ``file`` for each file uploaded here (how a message references it)."""
+        self._handles = f"{_HANDLE}{uuid.uuid4().hex}-"
+        """The start of this object's handles (unique to it), then a count."""
+        self._count = itertools.count(1)
+        self._opened: dict[str, str] = {}
+        """The conversation each handle's first chat opened (`opened_conversation`)."""
 
     def __repr__(self) -> str:
         return f"CozePlatform(base_url={self.base_url!r}, bot_id={self.bot_id!r}, token='[secure]')"
@@ -201,6 +222,16 @@ class CozePlatform(PlatformBase):
                 "conversation id (expected data.id)"
             )
         return conversation_id
+
+    def conversation_handle(self, *, end_user_id: str | None = None) -> str:
+        """A handle for a new conversation, made without a request: the first chat (`start`)
+        with it opens the conversation on Coze (``/v3/chat`` without a conversation id),
+        whose id `opened_conversation` then gives."""
+        return f"{self._handles}{next(self._count)}"
+
+    def opened_conversation(self, handle: str) -> str | None:
+        """The Coze conversation the first chat of `handle` opened here, if it did."""
+        return self._opened.get(handle)
 
     def upload_file(self, conversation_id: str, path: str | Path) -> str:
         """Upload a local file (``POST /v1/files/upload``) and return its id for `start`'s
@@ -375,7 +406,23 @@ class CozePlatform(PlatformBase):
             "auto_save_history": True,
             "additional_messages": [message],
         }
-        return self._send("/v3/chat", "chat", {"conversation_id": conversation_id}, body, stream)
+        if not conversation_id.startswith(_HANDLE):
+            return self._send(
+                "/v3/chat", "chat", {"conversation_id": conversation_id}, body, stream
+            )
+        opened = self._opened.get(conversation_id)
+        if opened is not None:  # the handle's conversation is open: continue it
+            return self._send("/v3/chat", "chat", {"conversation_id": opened}, body, stream)
+        if not conversation_id.startswith(self._handles):
+            # Another process's handle, which no journal here maps to its Coze conversation
+            # (an in-memory journal, or a crash before the mapping was written).
+            raise ConversationLostError(
+                f"conversation {conversation_id} was named by another process and its Coze "
+                "conversation is unknown here: continue it on the journal that process "
+                "wrote, or by its Coze conversation id (Conversation.platform_conversation_id)"
+            )
+        # No conversation id: the chat opens a conversation, named in its first event.
+        return self._send("/v3/chat", "chat", {}, body, stream, opening=conversation_id)
 
     def _send(
         self,
@@ -386,18 +433,23 @@ class CozePlatform(PlatformBase):
         stream: bool,
         *,
         chat_id: str | None = None,
+        opening: str | None = None,
     ) -> Iterator[Event]:
         """POST now, so that a refusal (a busy conversation, outputs no longer expected, a bad
         token) is raised at the call, before the caller records the request as accepted; the
-        returned iterator reads the answer."""
+        returned iterator reads the answer.
+
+        `opening`: the handle of a conversation this chat opens (`params` has no conversation
+        id); the answer is read up to the event that names the conversation before this
+        returns, so that `opened_conversation` knows it."""
         url = self.base_url + path
         # The run's total time counts from the request.
         budget = self.stream_limits.budget(f"Coze {operation}: the stream from {url}", received=[])
+        # The query in the URL: a request without `params` takes the transport's direct path.
         response = self._http.request(
             "POST",
-            url,
+            f"{url}?{urlencode(params)}" if params else url,
             json=body,
-            params=params,
             headers={"Accept": "text/event-stream" if stream else "application/json"},
             stream=True,
             operation=operation,
@@ -405,7 +457,7 @@ class CozePlatform(PlatformBase):
         )
         logid = self._http.request_id(response)
         budget.request_id = logid
-        conversation_id = params["conversation_id"]
+        conversation_id = params["conversation_id"] if opening is None else opening
         if not stream or "event-stream" not in response.headers.get("content-type", ""):
             # Also where a refused stream request lands: Coze answers it with a JSON error.
             try:
@@ -413,9 +465,26 @@ class CozePlatform(PlatformBase):
             finally:
                 budget.close()
             chat = self.client.shaped(Chat.model_validate, data, path, operation, logid)
+            if opening is not None and chat.conversation_id:
+                conversation_id = self._open(opening, chat.conversation_id)
             self._chats[conversation_id] = chat.id
             return self._polled(chat, logid)
-        return self._read(response, url, operation, conversation_id, chat_id, logid, budget)
+        events = self._read(
+            response, url, operation, conversation_id, chat_id, logid, budget, opening
+        )
+        if opening is not None:
+            named = next(events)  # reads up to the chat's first event (errors raise here)
+            assert named is _OPENED
+        return events
+
+    def _open(self, handle: str, conversation_id: str) -> str:
+        """Note the conversation that the first chat of `handle` opened; what was kept under
+        the handle is kept under the conversation's id from now on."""
+        self._opened[handle] = conversation_id
+        local = self._local.pop(handle, None)
+        if local is not None:
+            self._local[conversation_id] = local
+        return conversation_id
 
     def _read(
         self,
@@ -426,22 +495,46 @@ class CozePlatform(PlatformBase):
         chat_id: str | None,
         logid: str | None,
         budget: RunBudget,
+        opening: str | None = None,
     ) -> Iterator[Event]:
+        """Read a chat's stream. `opening`: see `_send`; `_OPENED` is yielded first, once the
+        conversation is named (or the stream ended without naming it)."""
         received: list[Event] = budget.received
         reader = ChatReader(logid, budget)
+        early: list[Event] | None = None if opening is None else []
+        """Events read before the opened conversation was named (yielded after `_OPENED`)."""
         try:
             with self._http.errors(
                 url, operation=operation, streaming=True, received=received, request_id=logid
             ):
                 chunks = budget.chunks(response)
+                after_done = 0
                 for name, data in iter_sse_events(chunks):
+                    if reader.done:
+                        # Read on to the end of the body, as cozepy does (Coze ends it after
+                        # `done`), so that the connection is reused; what comes is ignored.
+                        after_done += 1
+                        if after_done > _AFTER_DONE:
+                            break
+                        continue
                     for event in reader.feed(name, data):
                         received.append(event)
-                        yield event
+                        if early is None:
+                            yield event
+                        else:
+                            early.append(event)
                     if reader.chat is not None:
+                        if early is not None and opening is not None:
+                            if reader.chat.conversation_id:
+                                conversation_id = self._open(opening, reader.chat.conversation_id)
+                            yield _OPENED
+                            yield from early
+                            early = None
                         self._chats[conversation_id] = reader.chat.id
-                    if reader.done:
-                        break
+                if early is not None:  # the stream ended before naming a conversation
+                    yield _OPENED
+                    yield from early
+                    early = None
         except (GeneratorExit, KeyboardInterrupt, StreamLimitError, StreamTimeoutError):
             # Abandoned (or stopped at a bound, or gone quiet): a chat left running would
             # refuse the conversation's next question.

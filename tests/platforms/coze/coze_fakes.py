@@ -158,6 +158,7 @@ class CozeServer:
                 "params": dict(request.query_params),
                 "body": body,
                 "headers": dict(request.headers),
+                "client": (request.client.host, request.client.port) if request.client else None,
             }
         )
         if not self.replies:

@@ -507,3 +507,42 @@ def test_polling_never_repeats_answer_text_already_given(
     events = start(platform)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     assert isinstance(events[-1], RunFinished)
+
+
+def test_a_handle_s_first_chat_opens_the_conversation_it_names(
+    server: CozeServer, platform: CozePlatform
+) -> None:
+    server.script(
+        Reply(
+            stream=[
+                frame("conversation.chat.created", chat("created")),
+                *answer_stream("Hi"),
+            ]
+        ),
+        Reply(stream=answer_stream("Again")),
+    )
+    handle = platform.conversation_handle()
+    assert handle != platform.conversation_handle(), "each conversation its own handle"
+    events = platform.start(handle, "hello", tools=TOOLS)
+    # Known as soon as the chat is accepted, before its answer is read.
+    assert platform.opened_conversation(handle) == "c1"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hi"]
+    assert server.requests[0]["params"] == {}, "no conversation id: the chat opens one"
+    run(platform.start("c1", "again", tools=TOOLS))
+    assert server.requests[1]["params"] == {"conversation_id": "c1"}
+    assert platform.opened_conversation("c1") is None
+
+
+def test_a_stream_is_read_to_its_end_after_done_and_its_connection_reused(
+    server: CozeServer, platform: CozePlatform
+) -> None:
+    late = frame("conversation.chat.failed", chat("failed", last_error={"code": 1, "msg": "x"}))
+    server.script(
+        Reply(stream=[*answer_stream("Hel", "lo"), late]), Reply(stream=answer_stream("ok"))
+    )
+    first = start(platform)
+    second = start(platform)
+    end = first[-1]
+    assert isinstance(end, RunFinished) and end.answer == "Hello", "nothing counts after done"
+    assert isinstance(second[-1], RunFinished)
+    assert server.requests[0]["client"] == server.requests[1]["client"], "one connection"

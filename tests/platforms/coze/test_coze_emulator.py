@@ -86,12 +86,12 @@ def test_a_plugin_with_no_local_tool_gets_an_output_that_says_so(toolbox: Toolbo
         assert platform.remote_tool_names() == ["get_weather", "get_time", "unlock_door"]
         with Bridge(platform, toolbox) as bridge:
             result = bridge.ask("please unlock the front door")
+            record = bridge.journal.get_conversation(result.conversation_id)
+        assert record is not None
         (run,) = result.tool_runs
         assert run.error == "unknown_tool"
         outputs = [
-            c.output
-            for m in emu.conversation(result.conversation_id).messages
-            for c in m.tool_calls
+            c.output for m in emu.conversation(record.platform_id).messages for c in m.tool_calls
         ]
     assert outputs and "The bot's plugin has a tool 'unlock_door'" in outputs[0]
 
