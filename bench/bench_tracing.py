@@ -74,6 +74,7 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
     from bridge.journal import SQLiteJournal
 
     spent = _account() if spec.get("account") else None
+    counting = _count_calls() if spec.get("count") else None  # before the exporter's thread
     provider: Any = None
     if spec["variant"] == "on":
         from opentelemetry import trace
@@ -100,7 +101,6 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
         """
         return "sunny, 21 C"
 
-    counting = _count_calls() if spec.get("count") else None
     journal = SQLiteJournal(spec["db"])
     platform = AppBuilderPlatform(
         app_id=spec["app_id"], token=spec["token"], base_url=spec["base_url"]
@@ -353,11 +353,13 @@ def main() -> int:
                 {**base, "db": str(Path(tmp) / f"count-{variant}.db"), "variant": kind}
                 | {"count": True, "n": 100},
                 tree,
-                {},
+                environ,
             )["calls"]
-            for variant, kind, tree in (
-                ("baseline", "short" if baseline is None else "baseline", baseline or ROOT),
-                ("off", "off", ROOT),
+            for variant, kind, tree, environ in (
+                ("baseline", "short" if baseline is None else "baseline", baseline or ROOT, {}),
+                ("off", "off", ROOT, {}),
+                ("on", "on", ROOT, on_environ),
+                ("sampled", "on", ROOT, {**on_environ, **SAMPLED}),
             )
         }
         account = _run_all(
@@ -380,9 +382,11 @@ def main() -> int:
     )
     added = calls["off"] - calls["baseline"]
     print(
-        f"  function calls per conversation, counted (every thread): baseline "
-        f"{calls['baseline']:.0f}, off {calls['off']:.0f}: off adds {added:+.0f} "
-        f"({100 * added / calls['baseline']:+.2f} %)"
+        f"  function calls per conversation, counted (every thread, the work whatever the load):"
+        f" baseline {calls['baseline']:.0f}, off {calls['off']:.0f} ({added:+.0f}, "
+        f"{100 * added / calls['baseline']:+.2f} %), on {calls['on']:.0f} "
+        f"({100 * (calls['on'] / calls['off'] - 1):+.1f} % over off), sampled "
+        f"{calls['sampled']:.0f} ({100 * (calls['sampled'] / calls['off'] - 1):+.1f} % over off)"
     )
     print(
         "  in a conversation when on (thread CPU per conversation, whichever thread): span "
