@@ -7,6 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
 import requests
 
 from bridge.emulator import Emulator
@@ -116,16 +117,20 @@ def test_a_question_pending_at_shutdown_is_answered_after_a_restart(
         again.stop()
 
 
-def test_connections_to_the_daemons_socket_send_without_delay_on_any_event_loop() -> None:
+@pytest.mark.parametrize("kind", ["daemon", "emulator"])
+def test_connections_to_the_listening_socket_send_without_delay_on_any_event_loop(
+    kind: str,
+) -> None:
     """asyncio's own loop (no uvloop) sets TCP_NODELAY only on connections of a socket made
     for TCP: without it each answer waits for the client's delayed ACK (about 40 ms)."""
     import asyncio
     import socket
 
+    from bridge.cli.emulator_cmd import _bind
     from bridge.daemon.server import bind
 
     async def accepted_nodelay() -> int:
-        sock = bind("127.0.0.1", 0)
+        sock = (bind if kind == "daemon" else _bind)("127.0.0.1", 0)
         seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         class Probe(asyncio.Protocol):
