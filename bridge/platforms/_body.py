@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import re
+import socket
 from collections.abc import Iterator
 
 import requests
@@ -133,19 +134,18 @@ def _end_arrived(raw: object) -> bool:
     without waiting) and ends exactly where the body does."""
     if not isinstance(raw, urllib3.HTTPResponse) or not raw.chunked or raw.chunk_left is not None:
         return False
-    original = raw._original_response  # http.client's response, over the socket's buffer
-    connection = raw.connection
-    reader = getattr(original, "fp", None)
-    sock = getattr(connection, "sock", None)
-    if reader is None or sock is None or raw.closed:
-        return False
+    # http.client's response reads the connection's socket through a buffered reader.
+    peek = getattr(getattr(raw._original_response, "fp", None), "peek", None)
+    sock = getattr(raw.connection, "sock", None)
+    if peek is None or not isinstance(sock, socket.socket) or raw.closed:
+        return False  # not the plain sockets of urllib3's own connections: no guessing
     timeout = sock.gettimeout()
     sock.settimeout(0.0)  # a peek into an empty buffer then returns b"" instead of waiting
     try:
-        arrived = reader.peek(len(_END))
+        arrived = peek(len(_END))
     finally:
         sock.settimeout(timeout)
-    return _whole_end(arrived)
+    return isinstance(arrived, bytes) and _whole_end(arrived)
 
 
 _END = b"0\r\n\r\n"
