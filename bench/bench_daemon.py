@@ -27,9 +27,20 @@ until B shows every one of them ended, the executions per call (a non-idempotent
 is a duplicate), and messages that never ended (lost). Timings go to stdout; nothing is
 asserted.
 
-``--only sqlite|postgres|failover`` (repeatable) picks parts, ``--quick`` (or BENCH_QUICK=1)
-runs 50 clients only and 10 failover conversations. Without the PostgreSQL server binaries
-the PostgreSQL parts are skipped with a note.
+Sequential: one client, one conversation at a time, `Bridge.ask` in this process and the daemon
+(SQLite file, then ``--db :memory:``) in alternating blocks, so both see the same machine: the
+latency the daemon adds when nothing queues (p50 / p99) and each side's CPU per conversation.
+
+Targets: the last table prints each target of the daemon's cost per conversation that this
+benchmark measures as a ratio (or a difference) of this run with PASS/FAIL: daemon CPU / direct
+CPU at 50 clients (SQLite file <= 1.5, ``:memory:`` <= 1.3), PostgreSQL (daemon + server CPU) /
+SQLite-file daemon CPU (<= 1.5), PostgreSQL statements per conversation (<= 25), and the
+sequential added latency (p50 <= 3 ms, p99 <= 10 ms). The Coze and Responses ratios come from
+bench_coze.py and bench_responses.py.
+
+``--only sqlite|sequential|postgres|failover`` (repeatable) picks parts, ``--quick`` (or
+BENCH_QUICK=1) runs 50 clients only, 10 failover conversations and shorter sequential runs.
+Without the PostgreSQL server binaries the PostgreSQL parts are skipped with a note.
 """
 
 from __future__ import annotations
@@ -72,7 +83,9 @@ __all__ = ["main"]
 PER_CLIENT = 2
 EMULATOR_PID: list[int] = []
 """The emulator process, once started (its CPU is part of each run's budget)."""
-PARTS = ("sqlite", "postgres", "failover")
+PARTS = ("sqlite", "sequential", "postgres", "failover")
+STATEMENTS: list[float] = []
+"""PostgreSQL statements per conversation, once measured (for the targets table)."""
 
 
 @dataclass
@@ -271,6 +284,75 @@ def _daemon(
     return Run(latencies, wall, peaks, *cpu, xacts, *others)
 
 
+@dataclass
+class Sequential:
+    """One client, one conversation at a time: per-conversation seconds and CPU seconds."""
+
+    direct: list[float]
+    daemon: list[float]
+    direct_cpu: float
+    daemon_cpu: float
+
+
+def _sequential(
+    emulator: dict[str, str], folder: Path, db: str, conversations: int, block: int = 20
+) -> Sequential:
+    """`conversations` conversations each way, `Bridge.ask` in this process and one client of
+    a daemon on `db`, in alternating blocks of `block` (after a few of each to warm up)."""
+    session = new_session(connections=1)
+    platform = AppBuilderPlatform(
+        app_id=emulator["APPBUILDER_APP_ID"],
+        token=emulator["APPBUILDER_TOKEN"],
+        base_url=emulator["GATEWAY_URL_V2"],
+        session=session,
+    )
+    args = ["serve", "--tools", str(folder / "tools.py"), "--port", "0", "--workers", "4"]
+    daemon = Process(args, "listening on ", {**emulator, "TOOLBRIDGE_DB": db})
+    client = requests.Session()
+
+    def remote() -> None:
+        created = client.post(daemon.url + "/v1/conversations", json={}, timeout=60)
+        cid = created.json()["conversation_id"]
+        reply = client.post(
+            f"{daemon.url}/v1/conversations/{cid}/messages",
+            json={"query": "weather in Paris"},
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["answer"] == "Paris: 18 degrees"
+
+    result = Sequential([], [], 0.0, 0.0)
+    try:
+        with Bridge(platform, [get_weather], max_concurrency=4) as bridge:
+
+            def local() -> None:
+                answer = bridge.ask("weather in Paris").answer
+                assert answer == "Paris: 18 degrees", answer
+
+            for _ in range(5):
+                local()
+                remote()
+            done = 0
+            while done < conversations:
+                size = min(block, conversations - done)
+                cpu = time.process_time()
+                for _ in range(size):
+                    began = time.perf_counter()
+                    local()
+                    result.direct.append(time.perf_counter() - began)
+                result.direct_cpu += time.process_time() - cpu
+                cpu = cpu_seconds([daemon.proc.pid])
+                for _ in range(size):
+                    began = time.perf_counter()
+                    remote()
+                    result.daemon.append(time.perf_counter() - began)
+                result.daemon_cpu += cpu_seconds([daemon.proc.pid]) - cpu
+                done += size
+    finally:
+        daemon.stop()
+    return result
+
+
 def _row(
     emulator: dict[str, str],
     clients: int,
@@ -375,11 +457,15 @@ def main() -> int:
                     label = "SQLite file" if db == "file" else db
                     run = partial(_daemon, emulator, clients, folder, path)
                     _row(emulator, clients, label, run, cpu_rows, figures)
+            sequential: dict[str, Sequential] = {}
+            if "sequential" in parts:
+                _sequential_table(emulator, folder, 100 if args.quick else 300, sequential)
             if "postgres" in parts or "failover" in parts:
                 _postgres(emulator, folder, parts, levels, args, cpu_rows, figures)
             else:
                 _cpu_table(cpu_rows)
             _targets(figures)
+            _cost_targets(figures, sequential)
         finally:
             emu.stop()
     return 0
@@ -417,6 +503,7 @@ def _postgres(
         _cpu_table(cpu_rows)
         if "postgres" in parts:
             total, kinds = statements(emulator, folder / "tools.py", server)
+            STATEMENTS.append(total)
             print()
             print(f"PostgreSQL statements per conversation (one daemon): {total:.1f}")
             for kind, count in list(kinds.items())[:12]:
@@ -515,6 +602,84 @@ def _targets(figures: dict[tuple[int, str], Figures]) -> None:
             "(no target; 1.00 = no overhead)",
             None,
         )
+
+
+def _sequential_table(
+    emulator: dict[str, str], folder: Path, conversations: int, out: dict[str, Sequential]
+) -> None:
+    print()
+    print(f"One client, sequential ({conversations} conversations each way, alternating"
+          " blocks): per-conversation wall time and CPU")  # fmt: skip
+    print("| journal | direct p50 / p99 | daemon p50 / p99 | added p50 / p99 "
+          "| direct CPU | daemon CPU | daemon / direct |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for label, db in (("SQLite file", str(folder / "sequential.db")), (":memory:", ":memory:")):
+        run = out[label] = _sequential(emulator, folder, db, conversations)
+        d50, d99 = _percentile(run.direct, 50) * 1e3, _percentile(run.direct, 99) * 1e3
+        s50, s99 = _percentile(run.daemon, 50) * 1e3, _percentile(run.daemon, 99) * 1e3
+        direct_ms = 1e3 * run.direct_cpu / len(run.direct)
+        daemon_ms = 1e3 * run.daemon_cpu / len(run.daemon)
+        print(
+            f"| {label} | {d50:.1f} / {d99:.1f} ms | {s50:.1f} / {s99:.1f} ms "
+            f"| {s50 - d50:+.1f} / {s99 - d99:+.1f} ms | {direct_ms:.1f} ms | {daemon_ms:.1f} ms "
+            f"| {daemon_ms / direct_ms:.2f} |",
+            flush=True,
+        )
+
+
+def _cost_targets(
+    figures: dict[tuple[int, str], Figures], sequential: dict[str, Sequential]
+) -> None:
+    """Each target of the daemon's cost per conversation this run measured, PASS or FAIL."""
+    rows: list[tuple[str, str, str, bool]] = []
+    for label, target in (("SQLite file", 1.5), (":memory:", 1.3)):
+        f = figures.get((50, label))
+        if f is not None:
+            ratio = f.daemon_cpu_ms / f.direct_cpu_ms
+            rows.append((
+                f"daemon CPU / in-process `Bridge.ask` CPU per conversation, {label}, 50 clients",
+                f"{f.daemon_cpu_ms:.1f} / {f.direct_cpu_ms:.1f} ms = {ratio:.2f}",
+                f"<= {target}",
+                ratio <= target,
+            ))  # fmt: skip
+    base = figures.get((50, "SQLite file"))
+    pg = figures.get((50, "PostgreSQL, 1 replica"))
+    if base is not None and pg is not None:
+        ratio = (pg.daemon_cpu_ms + pg.database_cpu_ms) / base.daemon_cpu_ms
+        rows.append((
+            "PostgreSQL: (daemon + server CPU) / SQLite-file daemon CPU, 50 clients",
+            f"({pg.daemon_cpu_ms:.1f} + {pg.database_cpu_ms:.1f}) / {base.daemon_cpu_ms:.1f} ms"
+            f" = {ratio:.2f}",
+            "<= 1.5",
+            ratio <= 1.5,
+        ))  # fmt: skip
+    if STATEMENTS:
+        rows.append((
+            "SQL statements per conversation on PostgreSQL",
+            f"{STATEMENTS[0]:.1f}",
+            "<= 25",
+            STATEMENTS[0] <= 25,
+        ))  # fmt: skip
+    run = sequential.get("SQLite file")
+    if run is not None:
+        for q, target in ((50, 3.0), (99, 10.0)):
+            added = (_percentile(run.daemon, q) - _percentile(run.direct, q)) * 1e3
+            rows.append((
+                f"one client, sequential: daemon latency - in-process, p{q}, SQLite file",
+                f"{_percentile(run.daemon, q) * 1e3:.1f} - {_percentile(run.direct, q) * 1e3:.1f}"
+                f" = {added:+.1f} ms",
+                f"<= {target:g} ms",
+                added <= target,
+            ))  # fmt: skip
+    if not rows:
+        return
+    print()
+    print("Targets: the daemon's cost per conversation (this run; Coze and Responses: their"
+          " own benchmarks)")  # fmt: skip
+    print("| figure | value | target | |")
+    print("|---|---|---|---|")
+    for figure, value, target, met in rows:
+        print(f"| {figure} | {value} | {target} | {'PASS' if met else 'FAIL'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,19 +2,24 @@
 run; never pass/fail).
 
 A two-turn tool conversation on one Responses emulator (a question -> a ``function_call``
-item -> the tool runs -> its ``function_call_output`` -> the answer), streamed, three ways,
-each in its own subprocess timing itself:
+item -> the tool runs -> its ``function_call_output`` -> the answer), streamed, in several
+ways, each in its own subprocess timing itself:
 
 - `Bridge.ask` on ``--platform responses`` (`OpenAIResponsesPlatform`, ``store=True``:
   outputs chained by ``previous_response_id``; registry of tools, dispatcher, ledger, journal
   in memory);
+- (CPU only) the adapter alone, `OpenAIResponsesPlatform.start`/`submit` driven by hand;
 - a minimal hand-written loop with `requests` (no validation, no retries, no sequence checks:
   the floor);
 - the official openai 3.54.0 ``ResponsesToolRunner.run(..., stream=True)`` from
   ``.venv-openai/`` (see tests/support/sdk_venv.py), which resends the whole history instead
   of chaining.
 
-The three take turns for several rounds so machine noise hits all alike.
+`Bridge.ask`, the hand-written loop and the official runner take turns for several rounds so
+machine noise hits all alike, timing the wall clock. Then `Bridge.ask`, the adapter alone and
+the hand-written loop take turns again, each timing its process's CPU (all its threads) per
+conversation: what a conversation costs the client whatever the emulator's speed (the
+emulator runs in this process, apart from them all).
 
 Run: `.venv/bin/python bench/bench_responses.py`. Options: `--conversations N`, `--rounds N`,
 `--skip-sdk`.
@@ -24,10 +29,14 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import loop_args, report, sdk_python, take_turns, timed
+from _harness import loop_args, report, run_worker, sdk_python, take_turns, timed
 
 __all__ = ["main"]
 
@@ -112,7 +121,7 @@ def bridge_worker(spec: dict[str, Any]) -> list[float]:
 
     platform = OpenAIResponsesPlatform(spec["base_url"], spec["model"], spec["api_key"])
     with Bridge(platform, [get_weather]) as bridge:
-        return timed(spec, lambda: bridge.ask(spec["query"]).answer)
+        return _timed(spec, lambda: bridge.ask(spec["query"]).answer)
 
 
 def requests_worker(spec: dict[str, Any]) -> list[float]:
@@ -148,7 +157,60 @@ def requests_worker(spec: dict[str, Any]) -> list[float]:
             for part in item["content"]
         )
 
-    return timed(spec, conversation)
+    return _timed(spec, conversation)
+
+
+def adapter_worker(spec: dict[str, Any]) -> list[float]:
+    """The adapter alone, driven by hand as the hand-written loop drives `requests`: no
+    registry, dispatcher, ledger or journal (where `Bridge.ask`'s cost over the floor is)."""
+    from bridge.platforms.openai_responses import OpenAIResponsesPlatform
+    from bridge.types import RunFinished, ToolCallsRequested, ToolResult
+
+    tool = {
+        "type": "function",
+        "function": {k: v for k, v in spec["tool"].items() if k not in ("type", "strict")},
+    }
+    platform = OpenAIResponsesPlatform(spec["base_url"], spec["model"], spec["api_key"])
+
+    def conversation() -> str:
+        conv = platform.create_conversation()
+        last = list(platform.start(conv, spec["query"], tools=[tool]))[-1]
+        while isinstance(last, ToolCallsRequested):
+            batch = last.batch
+            results = [ToolResult(call_id=c.call_id, output="sunny, 21 C") for c in batch.calls]
+            last = list(platform.submit(conv, batch, results))[-1]
+        return last.answer if isinstance(last, RunFinished) else repr(last)
+
+    with platform:
+        return _timed(spec, conversation)
+
+
+def _timed(spec: dict[str, Any], conversation: Callable[[], str]) -> list[float]:
+    """`timed`, or with ``spec["clock"] == "cpu"`` the process's CPU seconds of each
+    conversation (every thread's: the tool runs in a worker thread)."""
+    if spec.get("clock") != "cpu":
+        return timed(spec, conversation)
+    for _ in range(spec["warmup"]):
+        conversation()
+    cpu: list[float] = []
+    for _ in range(spec["n"]):
+        start = time.process_time()
+        answer = conversation()
+        cpu.append(time.process_time() - start)
+        if answer != spec["expected"]:
+            raise SystemExit(f"unexpected answer: {answer!r}")
+    return cpu
+
+
+def cpu_turns(spec: dict[str, Any], rounds: int) -> dict[str, float]:
+    """Median CPU ms per conversation of the ``bridge``, ``adapter`` and ``requests`` workers,
+    taking turns for `rounds` rounds."""
+    arg = json.dumps({**spec, "clock": "cpu"})
+    times: dict[str, list[float]] = {"bridge": [], "adapter": [], "requests": []}
+    for _ in range(rounds):
+        for kind in times:
+            times[kind] += run_worker([sys.executable, __file__, "--worker", kind, "--spec", arg])
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}
 
 
 def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
@@ -174,11 +236,22 @@ def loop_benchmark(n: int, rounds: int, sdk: Path | None, why_not: str) -> None:
         sdk_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
         sdk_env.update(env)
         med = take_turns(__file__, spec, rounds, sdk, SDK_WORKER, sdk_env)
+        cpu = cpu_turns(spec, rounds)
     report(med, bridge="toolbridge Bridge.ask", sdk="openai ResponsesToolRunner", why_not=why_not)
+    floor = cpu["requests"]
+    print(
+        f"  CPU of the client process, median ms per conversation: hand-written {floor:.2f}, "
+        f"the adapter driven by hand {cpu['adapter']:.2f}, Bridge.ask {cpu['bridge']:.2f}"
+    )
+    print(
+        f"  Bridge.ask / hand-written CPU = {cpu['bridge'] / floor:.3f}  (the adapter alone: "
+        f"{cpu['adapter'] / floor:.3f}; the rest is the loop: journal, dispatcher, ledger)"
+    )
 
 
 def main() -> None:
-    args = loop_args(__doc__, 20, {"bridge": bridge_worker, "requests": requests_worker})
+    workers = {"bridge": bridge_worker, "adapter": adapter_worker, "requests": requests_worker}
+    args = loop_args(__doc__, 20, workers)
     if args is None:
         return
     sdk, why_not = sdk_python("OPENAI", args.skip_sdk)

@@ -88,7 +88,13 @@ _SECRET_PATTERNS = (
         r"(?!\$\{\w+\}(?:[^\w]|$))[^\s\"',;&]{8,}"
     ),
 )
+_SECRET_HINT = re.compile(r"(?i)bearer|bce-v3/|api[_-]?key|token|secret|password|authorization")
+"""A word every one of `_SECRET_PATTERNS` needs: a text without one has nothing they mask, so
+`redact` skips them (most texts: one search instead of one per pattern)."""
 _extra_secrets: set[str] = set()
+_sorted: tuple[set[str] | None, int, tuple[str, ...]] = (None, 0, ())
+"""`_extra_secrets` (the set and its size when sorted), longest first: a secret inside
+another is masked after it."""
 _MIN_SECRET = 8
 
 
@@ -105,10 +111,28 @@ def register_secret(value: str | None) -> None:
             _extra_secrets.add(bare)
 
 
+_CLEAN_LONGEST = 64
+_CLEAN_MOST = 4096
+_clean: set[str] = set()
+"""Short strings `redact_data` found nothing to mask or repair in (keys, names, states: the
+same few in every event), for the secrets `_sorted` holds; emptied when those change."""
+
+
+def _longest_first() -> tuple[str, ...]:
+    global _sorted
+    secrets = _extra_secrets
+    if _sorted[0] is not secrets or _sorted[1] != len(secrets):
+        _clean.clear()  # a new secret may be in one of them
+        _sorted = (secrets, len(secrets), tuple(sorted(secrets, key=len, reverse=True)))
+    return _sorted[2]
+
+
 def redact(text: str) -> str:
     """Mask tokens, API keys and registered secrets in `text`."""
-    for secret in sorted(_extra_secrets, key=len, reverse=True):
+    for secret in _longest_first():
         text = text.replace(secret, "[secure]")
+    if _SECRET_HINT.search(text) is None:
+        return text
     for pattern in _SECRET_PATTERNS:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + "[secure]", text)
@@ -124,7 +148,15 @@ def redact_data(value: Any) -> Any:
     Other values (numbers, booleans, None, datetimes) are returned as they are.
     """
     if isinstance(value, str):
-        return redact(valid_text(value))
+        _longest_first()  # the secrets are the ones `_clean` was found clean of
+        if value in _clean:
+            return value
+        masked = redact(valid_text(value))
+        if masked == value and len(value) <= _CLEAN_LONGEST:
+            if len(_clean) >= _CLEAN_MOST:
+                _clean.clear()
+            _clean.add(value)
+        return masked
     if isinstance(value, dict):
         return {
             (redact_data(key) if isinstance(key, str) else key): redact_data(item)

@@ -31,7 +31,8 @@ def _bind(host: str, port: int) -> socket.socket:
     import socket  # here: `toolbridge --help` imports this module
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # TCP by name: asyncio's own loop sets TCP_NODELAY only then (as the daemon's `bind`).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))

@@ -92,7 +92,10 @@ def create_app(
             Path(settings.db).parent.mkdir(parents=True, exist_ok=True)
         # One connection per worker, plus room for the HTTP side (approvals, listings, events).
         journal = open_journal(
-            settings.db, on_write=failpoint_from_env(), pool_size=settings.workers + 4
+            settings.db,
+            on_write=failpoint_from_env(),
+            pool_size=settings.workers + 4,
+            sqlite_sync=settings.sqlite_sync,
         )
     try:
         service = Service(

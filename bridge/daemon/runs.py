@@ -209,6 +209,9 @@ class RunHandle:
         self.began = time.monotonic()
         self.history: list[SseEvent] = []
         self.outcome: RunOutcome | None = None
+        self.result_data: Any = None
+        """The outcome's result as the ``done`` event holds it (JSON data, secrets masked):
+        what a plain JSON answer sends, dumped and masked once for both."""
         self._done = asyncio.Event()
         self._followers: set[asyncio.Queue[SseEvent | None]] = set()
         self._next_id = 1
@@ -220,9 +223,10 @@ class RunHandle:
         """True once the run has an outcome."""
         return self._done.is_set()
 
-    def publish(self, name: str, data: dict[str, Any]) -> None:
+    def publish(self, name: str, data: dict[str, Any]) -> dict[str, Any]:
         """Record one event and send it to every follower (from any thread); its data's
-        secrets are masked here (`redact_data`), as for the hub's events."""
+        secrets are masked here (`redact_data`), as for the hub's events. Returns the masked
+        data."""
         data = redact_data(data)
         with self._lock:
             event = SseEvent(self._next_id, name, data)
@@ -231,6 +235,7 @@ class RunHandle:
                 self.history.append(event)
             if self._followers:
                 self._schedule(event)
+        return data
 
     def _schedule(self, event: SseEvent | None) -> None:
         """Have the loop hand `event` to the current followers (under `_lock`: in order)."""
@@ -252,7 +257,8 @@ class RunHandle:
             data["result"] = json_data(outcome.result)
         if outcome.failure is not None:
             data["error"] = {**outcome.failure.to_json(), "request_id": self.request_id}
-        self.publish("done", data)
+        published = self.publish("done", data)
+        self.result_data = published.get("result")
         with self._lock:
             self._done.set()
             if self._followers:

@@ -117,6 +117,15 @@ class DaemonSettings(BaseModel):
     )
     # The default is the user's state directory (`default_db`), not wherever the daemon
     # happens to be started; ":memory:" keeps nothing across restarts.
+    sqlite_sync: str = Field(
+        default="full",
+        pattern="^(full|normal)$",
+        description="A SQLite journal's fsync policy: 'full' (each step is on disk before it "
+        "counts: survives a killed process and a power loss) or 'normal' (survives a killed "
+        "process; a power loss may undo the last steps).",
+    )
+    # SQLite's `synchronous` in WAL mode. NORMAL skips the fsync at each commit: safe against
+    # kill -9 (the WAL is in the OS's cache), not against the machine losing power.
     api_key: SecretStr | None = Field(
         default=None,
         description="Key clients must send as 'Authorization: Bearer KEY'.",

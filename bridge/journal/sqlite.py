@@ -4,16 +4,17 @@ Durability: every write is committed (alone, or with concurrent ones) with
 ``synchronous=FULL`` before its method returns, so its state survives a crash of the process
 *and* of the machine. NORMAL would be enough against ``kill -9`` in WAL mode but may lose the
 last transactions on power loss, and a lost "started" would let a call run twice after the
-reboot: exactly-once needs FULL.
+reboot: exactly-once needs FULL. FULL is the default; ``synchronous="normal"`` is the operator's
+choice to trade the power-loss case for a commit without fsync (``serve --sqlite-sync normal``).
 
-Threads: one connection for writes, owned by one thread
-(`bridge.journal._writer.GroupCommitWriter`); callers queue their writes to it. Concurrent
-writes are committed together, one fsync per group, and each caller returns only once its own
-write is committed. Reads (one statement each) run on the caller's thread, on a read-only
-connection of that thread's own: in WAL mode a reader sees every committed write and neither
-waits for the writer nor makes it wait, so a read costs no hand-off to the writer's thread
-(four or five per conversation). An in-memory database has one connection: its reads go to
-the writer's thread too.
+Threads: one connection for writes, behind one lock
+(`bridge.journal._writer.GroupCommitWriter`): a write that comes alone runs on its caller's
+thread; writes that find it busy queue to the writer's thread. Concurrent writes are committed
+together, one fsync per group, and each caller returns only once its own write is committed.
+Reads (one statement each) run on the caller's thread, on a read-only connection of that
+thread's own: in WAL mode a reader sees every committed write and neither waits for the writer
+nor makes it wait, so a read costs no hand-off to the writer's thread (four or five per
+conversation). An in-memory database has one connection: its reads go through the writer too.
 
 Statements: `bridge.journal._sql.SQLJournal`, shared with `PostgresJournal`; this module
 says how they run here (the writer thread, ``cursor.lastrowid``, ``IN (...)``).
@@ -58,6 +59,9 @@ class SQLiteJournal(LocalLeases, SQLJournal[sqlite3.Connection]):
             "platform_conversation", "platform_state", "approval", "approval_decided",
             "audit"...) after each write is durable; for metrics and fault injection. An
             exception it raises propagates.
+        synchronous: ``"full"`` (default: each commit is fsynced, so it survives a power loss)
+            or ``"normal"`` (no fsync at commit: in WAL mode a commit still survives a killed
+            process, but a power loss may undo the last ones).
 
     A file a daemon owns (`bridge.journal.owner`) is refused; processes that are not daemons
     may take turns on one file: each holds it shared while open.
@@ -67,7 +71,15 @@ class SQLiteJournal(LocalLeases, SQLJournal[sqlite3.Connection]):
             a newer toolbridge; `JournalInUseError`: a daemon owns it.
     """
 
-    def __init__(self, path: str | Path, *, on_write: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        on_write: Callable[[str], None] | None = None,
+        synchronous: str = "full",
+    ) -> None:
+        if synchronous not in ("full", "normal"):
+            raise UsageError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self.path = str(path)
         self.on_write = on_write
         self._share: int | None = None
@@ -81,7 +93,7 @@ class SQLiteJournal(LocalLeases, SQLJournal[sqlite3.Connection]):
             )
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.Error as exc:

@@ -50,11 +50,13 @@ def open_journal(
     *,
     on_write: Callable[[str], None] | None = None,
     pool_size: int | None = None,
+    sqlite_sync: str = "full",
 ) -> LeaseJournal:
     """A `PostgresJournal` for a ``postgresql://`` URL, else a `SQLiteJournal` at the path.
 
     `pool_size` caps PostgreSQL connections (default `POOL_MAX`); a daemon passes its worker
     count and some room, so no worker waits for a connection while another holds one.
+    `sqlite_sync` is a SQLite file's fsync policy (`SQLiteJournal`'s `synchronous`).
 
     Raises:
         UsageError: the journal cannot be opened (psycopg missing, database unreachable,
@@ -66,4 +68,4 @@ def open_journal(
         if pool_size is None:
             return PostgresJournal(url_or_path, on_write=on_write)
         return PostgresJournal(url_or_path, on_write=on_write, pool_size=pool_size)
-    return SQLiteJournal(url_or_path, on_write=on_write)
+    return SQLiteJournal(url_or_path, on_write=on_write, synchronous=sqlite_sync)

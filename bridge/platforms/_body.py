@@ -6,6 +6,9 @@ A leaf under the transport and the run budget (`_limits`), which both read bodie
 from __future__ import annotations
 
 import contextlib
+import http.client
+import re
+import socket
 from collections.abc import Iterator
 
 import requests
@@ -14,7 +17,7 @@ import urllib3.exceptions
 
 from bridge.platforms._sse import TooLargeError
 
-__all__ = ["MAX_BODY_BYTES", "STREAM_PIECE", "read_body", "stream_chunks"]
+__all__ = ["MAX_BODY_BYTES", "STREAM_PIECE", "keep_connection", "read_body", "stream_chunks"]
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """Bytes of a whole (non-streamed) answer read at most: far above any real answer, and what
@@ -100,3 +103,74 @@ def _as_iter_content() -> Iterator[None]:
         raise requests.exceptions.ConnectionError(e) from e
     except urllib3.exceptions.SSLError as e:
         raise requests.exceptions.SSLError(e) from e
+
+
+def keep_connection(response: requests.Response) -> None:
+    """After a stream's last event: when the rest of the body has already arrived, read it, so
+    that the connection goes back to its pool for the next request.
+
+    The last event is followed by the end of the body (the chunked encoding's
+    ``0\\r\\n\\r\\n``). A response closed before that is read closes its connection, and the
+    next request pays for a new one (a TCP or TLS handshake, on both sides). Call this before
+    the reading generators are closed (they would close the connection): when the end is
+    already in the connection's buffer or socket, it is read here without waiting, and closing
+    the response then only releases it; when the end has not arrived, or more than a complete
+    end is waiting, nothing is read and the response closes its connection as before. It never
+    waits for the server.
+    """
+    try:
+        if _end_arrived(response.raw):
+            for _ in response.raw.read_chunked():
+                pass  # the end only: urllib3 then puts the connection back in its pool
+    except (OSError, ValueError, http.client.HTTPException, urllib3.exceptions.HTTPError):
+        pass  # not reusable after all: the response closes it
+
+
+_CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+
+
+def _end_arrived(raw: object) -> bool:
+    """True when what is left of a chunked body, between two chunks, has wholly arrived (read
+    without waiting) and ends exactly where the body does."""
+    if not isinstance(raw, urllib3.HTTPResponse) or not raw.chunked or raw.chunk_left is not None:
+        return False
+    # http.client's response reads the connection's socket through a buffered reader.
+    peek = getattr(getattr(raw._original_response, "fp", None), "peek", None)
+    sock = getattr(raw.connection, "sock", None)
+    if peek is None or not isinstance(sock, socket.socket) or raw.closed:
+        return False  # not the plain sockets of urllib3's own connections: no guessing
+    timeout = sock.gettimeout()
+    sock.settimeout(0.0)  # a peek into an empty buffer then returns b"" instead of waiting
+    try:
+        arrived = peek(len(_END))
+    finally:
+        sock.settimeout(timeout)
+    return isinstance(arrived, bytes) and _whole_end(arrived)
+
+
+_END = b"0\r\n\r\n"
+
+
+def _whole_end(data: bytes) -> bool:
+    """True when `data` is complete chunks, the last chunk (size 0) and the end of the
+    trailers, and nothing after them."""
+    position = 0
+    while True:
+        line = _CHUNK_SIZE_LINE.match(data, position)
+        if line is None:
+            return False
+        size = int(line.group(1), 16)
+        position = line.end()
+        if size == 0:
+            break
+        position += size
+        if data[position : position + 2] != b"\r\n":
+            return False
+        position += 2
+    while True:  # trailer fields, then an empty line
+        end = data.find(b"\r\n", position)
+        if end < 0:
+            return False
+        if end == position:
+            return end + 2 == len(data)
+        position = end + 2

@@ -65,10 +65,11 @@ def _event_data(pieces: Iterable[bytes]) -> Iterator[str]:
     """The data of each event in LF-only `pieces` that end on event boundaries (the last one
     may be an event cut off by EOF), as sseclient-py reads it.
 
-    An event that is one ``data:`` line, what every platform sends for each chunk, is read
-    here (one decode, one slice); any other event (several lines, comments, ``event:`` or
-    ``id:`` fields, stray blank lines) is handed to sseclient-py whole. Both read the same
-    text (`tests/platforms/test_sse_properties.py` compares them on generated streams).
+    An event that is one ``data:`` line, what most platforms send for each chunk, or an
+    ``event:`` line and one ``data:`` line (the Responses API's shape), is read here (one
+    decode, one slice); any other event (more lines, comments, ``id:`` fields, stray blank
+    lines) is handed to sseclient-py whole. Both read the same text
+    (`tests/platforms/test_sse_properties.py` compares them on generated streams).
     """
     for piece in pieces:
         for block in piece.split(b"\n\n"):
@@ -78,6 +79,13 @@ def _event_data(pieces: Iterable[bytes]) -> Iterator[str]:
                 value = block.decode("utf-8")[5:]  # the whole line, as sseclient decodes it
                 yield value[1:] if value.startswith(" ") else value
                 continue
+            if block.startswith(b"event:"):
+                end = block.find(b"\n")
+                if block.startswith(b"data:", end + 1) and block.find(b"\n", end + 1) < 0:
+                    block[:end].decode("utf-8")  # as sseclient decodes it: bad UTF-8 fails
+                    value = block[end + 1 :].decode("utf-8")[5:]
+                    yield value[1:] if value.startswith(" ") else value
+                    continue
             for event in sseclient.SSEClient(iter([block + b"\n\n"]), char_enc="utf-8").events():
                 yield event.data
 

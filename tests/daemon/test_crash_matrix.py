@@ -105,6 +105,14 @@ def emulator() -> Iterator[Emulator]:
         yield emu
 
 
+@pytest.fixture(params=["full", "normal"])
+def sqlite_sync(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each crash test runs under both of the journal's fsync policies (``--sqlite-sync``):
+    ``normal`` skips the fsync at commit, which a killed process must not notice."""
+    monkeypatch.setenv("TOOLBRIDGE_SQLITE_SYNC", request.param)
+    return str(request.param)
+
+
 @pytest.fixture
 def tools_dir(tmp_path: Path) -> Path:
     """A fresh tools folder per test, so its executions log counts only this test's runs."""
@@ -195,6 +203,7 @@ the same failpoint), as on the other platforms."""
 
 
 @pytest.mark.parametrize("step", STEPS)
+@pytest.mark.usefixtures("sqlite_sync")
 def test_kill_9_right_after_each_journal_step(
     step: str,
     emulator: Emulator,
@@ -372,6 +381,7 @@ SOAK_SEED = 9
 SOAK_CONVERSATIONS = 30
 
 
+@pytest.mark.usefixtures("sqlite_sync")
 def test_soak_random_kill_times(emulator: Emulator, tools_dir: Path, tmp_path: Path) -> None:
     """30 conversations, each a chained and a parallel round, under seeded random `kill -9`s."""
     rng = random.Random(SOAK_SEED)

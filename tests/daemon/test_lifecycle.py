@@ -7,6 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
 import requests
 
 from bridge.emulator import Emulator
@@ -114,3 +115,44 @@ def test_a_question_pending_at_shutdown_is_answered_after_a_restart(
         assert answered.json()["answer"] == "booked a room for friday (value of friday)"
     finally:
         again.stop()
+
+
+@pytest.mark.parametrize("kind", ["daemon", "emulator"])
+def test_connections_to_the_listening_socket_send_without_delay_on_any_event_loop(
+    kind: str,
+) -> None:
+    """asyncio's own loop (no uvloop) sets TCP_NODELAY only on connections of a socket made
+    for TCP: without it each answer waits for the client's delayed ACK (about 40 ms)."""
+    import asyncio
+    import socket
+
+    from bridge.cli.emulator_cmd import _bind
+    from bridge.daemon.server import bind
+
+    async def accepted_nodelay() -> int:
+        sock = (bind if kind == "daemon" else _bind)("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        try:
+            port = sock.getsockname()[1]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                return await asyncio.wait_for(seen, 10)
+            finally:
+                writer.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    loop = asyncio.new_event_loop()  # the standard library's, whatever uvicorn would pick
+    try:
+        assert loop.run_until_complete(accepted_nodelay()) != 0
+    finally:
+        loop.close()

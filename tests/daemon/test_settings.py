@@ -140,6 +140,13 @@ def test_allow_hosts_from_flags_env_and_file(tmp_path: Path) -> None:
     assert load_settings({}, env={}, config=config).allow_hosts == ["d.example"]
 
 
+def test_sqlite_sync_setting() -> None:
+    assert load_settings({}, env={}).sqlite_sync == "full"
+    assert load_settings({}, env={"TOOLBRIDGE_SQLITE_SYNC": "normal"}).sqlite_sync == "normal"
+    with pytest.raises(UsageError, match="--sqlite-sync"):
+        load_settings({"sqlite_sync": "off"}, env={})
+
+
 def test_replica_settings() -> None:
     import os
     import socket

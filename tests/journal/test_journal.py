@@ -31,6 +31,7 @@ from bridge.journal import (
     StateSnapshot,
 )
 from bridge.journal.migrations import MIGRATIONS, SCHEMA_VERSION
+from bridge.journal.stores import open_journal
 from bridge.platforms.appbuilder import AppBuilderPlatform
 
 RUNS: Counter[str] = Counter()
@@ -176,6 +177,25 @@ def test_sqlite_journal_is_versioned_and_durable(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version=99")
     with pytest.raises(UsageError, match="schema version 99, newer than"):
         SQLiteJournal(path)
+
+
+@pytest.mark.parametrize(("sync", "pragma"), [("full", 2), ("normal", 1)])
+def test_sqlite_journal_commits_with_the_fsync_policy_it_is_given(
+    tmp_path: Path, sync: str, pragma: int
+) -> None:
+    journal = open_journal(str(tmp_path / "j.db"), sqlite_sync=sync)
+    assert isinstance(journal, SQLiteJournal)
+    try:
+        assert journal._db.execute("PRAGMA synchronous").fetchone()[0] == pragma
+    finally:
+        journal.close()
+    default = SQLiteJournal(tmp_path / "k.db")
+    try:
+        assert default._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        default.close()
+    with pytest.raises(UsageError, match="'full' or 'normal'"):
+        SQLiteJournal(tmp_path / "l.db", synchronous="off")
 
 
 def test_sqlite_journal_rejects_a_file_that_is_not_a_database(tmp_path: Path) -> None:
@@ -539,3 +559,39 @@ def test_a_migration_logs_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixt
         SQLiteJournal(old).close()
     lines = [r.getMessage() for r in caplog.records if "schema version" in r.getMessage()]
     assert lines == [f"journal {old} migrated from schema version 1 to {SCHEMA_VERSION}"]
+
+
+def test_a_write_that_comes_alone_runs_on_its_callers_thread_and_concurrent_ones_all_commit(
+    tmp_path: Path,
+) -> None:
+    """The writer hands a write to its own thread only when another holds the connection: a
+    lone write costs no round trip between threads; concurrent ones still all commit."""
+    import threading
+
+    from bridge.journal._writer import GroupCommitWriter
+
+    db = sqlite3.connect(tmp_path / "w.db", isolation_level=None, check_same_thread=False)
+    db.execute("CREATE TABLE t (n INTEGER, thread TEXT)")
+    writer = GroupCommitWriter(db)
+    try:
+
+        def insert(n: int) -> Any:
+            def op(conn: sqlite3.Connection) -> str:
+                conn.execute("INSERT INTO t VALUES (?, ?)", (n, threading.current_thread().name))
+                return threading.current_thread().name
+
+            return op
+
+        assert writer.run(insert(0), write=True) == threading.current_thread().name
+        threads = [
+            threading.Thread(target=lambda i=i: writer.run(insert(i), write=True), name=f"w{i}")
+            for i in range(1, 41)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        rows = writer.run(lambda c: c.execute("SELECT n FROM t").fetchall(), write=False)
+        assert sorted(n for (n,) in rows) == list(range(41))
+    finally:
+        writer.close()

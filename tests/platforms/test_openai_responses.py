@@ -264,6 +264,23 @@ def test_store_false_resends_the_whole_transcript_with_encrypted_reasoning(
     ]
 
 
+def test_the_transcript_and_the_state_given_out_are_copies(server: ResponsesServer) -> None:
+    server.script(stream_reply(events(response(call_item(1), id="resp_1", store=False))))
+    with OpenAIResponsesPlatform(
+        server.base_url, "m", store=False, retry_policy=FAST_RETRIES
+    ) as platform:
+        conv = platform.create_conversation()
+        run(platform.start(conv, "Weather?", tools=[WEATHER]))
+        items, state = platform.items(conv), platform.export_state(conv)
+        assert state is not None and state["items"] == items
+        kept = json.dumps(state)
+        items[0]["content"] = "changed"
+        state["items"][1]["arguments"] = "{}"
+        state["turn_tools"]["tools"][0]["parameters"]["required"].append("country")
+        assert json.dumps(platform.export_state(conv)) == kept
+        assert platform.items(conv)[0]["content"] == "Weather?"
+
+
 # --- the stream -------------------------------------------------------------------------------
 
 

@@ -71,7 +71,7 @@ def test_numbers_sent_as_text_are_coerced(a: int, b: int, as_text: bool) -> None
 
 def _sseclient_data(chunks: list[bytes]) -> list[str]:
     """The reference: every event through sseclient-py, as `iter_sse_data` read them before
-    its one-`data:`-line fast path."""
+    its fast paths (one `data:` line; an `event:` line and one `data:` line)."""
     import sseclient
 
     from bridge.platforms._sse import DONE, _normalise_newlines, _whole_events
@@ -94,6 +94,8 @@ SSE_PIECES = st.sampled_from(
         b"data:  ",
         b"data",
         b"event: x",
+        b"event:",
+        b"event:data:",
         b"id: 7",
         b"retry: 5",
         b": c",

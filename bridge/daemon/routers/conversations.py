@@ -263,6 +263,8 @@ async def answer_message(
             platform_request_id=failure.platform_request_id,
         )
     assert outcome.result is not None
+    if handle.result_data is not None:  # dumped and masked once, for the `done` event
+        return PublicJSONResponse(handle.result_data)
     return PublicJSONResponse(json_data(outcome.result))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import requests
 
 from bridge.errors import InBandError, ProtocolError, StreamInterruptedError
+from bridge.platforms._body import keep_connection
 from bridge.platforms._limits import RunBudget, StreamLimits
 from bridge.platforms._openai import decode_object, error_details, openai_transport, trim
 from bridge.platforms._sse import iter_sse_data
@@ -159,6 +160,7 @@ class ResponsesClient:
                     received.append(neutral)
                     yield neutral
                 if assembler.finished:
+                    keep_connection(response)
                     break
         if not assembler.finished and assembler.events == 0:
             # Nothing was interrupted: the answer was never a stream of events (an HTML page of
