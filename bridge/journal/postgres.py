@@ -48,6 +48,7 @@ from bridge.journal.postgres_connect import (
 )
 from bridge.journal.postgres_leases import PostgresLeases
 from bridge.journal.postgres_migrations import migrate
+from bridge.journal.postgres_steps import PostgresSteps
 from bridge.journal.records import JournalUnavailableError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ Row = dict[str, Any]
 POOL_MAX = 10
 
 
-class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
+class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
     """A journal in a PostgreSQL database, safe across threads and processes.
 
     Args:
@@ -98,11 +99,18 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
         self._held: dict[str, int] = {}
         """Conversation -> the lease generation this replica holds (what writes check)."""
         self._held_lock = threading.Lock()
+        self._conversation_of = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
+            # Autocommit: a read, or a step of one statement (`PostgresSteps`), commits on
+            # its own, without BEGIN and COMMIT; `_run` opens a transaction for the others.
+            kwargs={
+                "row_factory": dict_row,
+                "connect_timeout": CONNECT_TIMEOUT,
+                "autocommit": True,
+            },
             configure=configure_connection,
             # A connection the server dropped (restart, failover to a standby) is replaced
             # before use instead of failing the step that drew it; only one that was idle
@@ -135,8 +143,19 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
                 f"journal {self.path}: {clean_error(self._dsn, exc)}"
             ) from None
 
+    def _autocommit(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
+        """Run `fn` (one statement: it commits on its own) on a pooled connection."""
+        try:
+            with self._pool.connection() as conn:
+                return fn(conn)
+        except self._error as exc:
+            raise JournalUnavailableError(
+                f"journal {self.path}: {clean_error(self._dsn, exc)}"
+            ) from None
+
     def _transaction(self, fn: Callable[[psycopg.Connection[Row]], T], *, write: bool) -> T:
-        return self._run(fn)
+        # A read is one statement (`_read`): no transaction around it.
+        return self._run(fn) if write else self._autocommit(fn)
 
     def _execute(
         self, db: psycopg.Connection[Row], sql: str, params: Sequence[Any] = ()
