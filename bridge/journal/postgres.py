@@ -100,6 +100,7 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         """Conversation -> the lease generation this replica holds (what writes check)."""
         self._held_lock = threading.Lock()
         self._conversation_of = {}
+        self._kept = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,

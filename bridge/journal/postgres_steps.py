@@ -50,6 +50,8 @@ __all__ = ["PostgresSteps"]
 T = TypeVar("T")
 Row = dict[str, Any]
 
+KEPT_MAX = 10_000
+"""At most this many conversations are remembered by `add_conversation`."""
 _UNFENCED = "lease AS (SELECT 1 AS ok)"
 _FENCED = (
     "lease AS (SELECT 1 AS ok FROM leases WHERE conversation_id = %s AND owner = %s "
@@ -86,6 +88,9 @@ class PostgresSteps:
 
     _conversation_of: dict[int, str]
     """Message -> its conversation, for the messages this process began (`record_end`)."""
+    _kept: dict[str, tuple[bool, bool]]
+    """Conversation this process added -> whether its row has an end user and an owner
+    (`add_conversation` skips a repeat that would change nothing)."""
 
     # --- primitives ------------------------------------------------------------------------------
 
@@ -148,18 +153,37 @@ class PostgresSteps:
         end_user_id: str | None = None,
         created_by: str | None = None,
     ) -> None:
+        with self._held_lock:
+            kept = self._kept.get(conversation_id)
+        if (
+            kept is not None
+            and (end_user_id is None or kept[0])
+            and (created_by is None or kept[1])
+        ):
+            # The row exists (conversations are never deleted) and keeps the values it has:
+            # the upsert below would change nothing.
+            if self.on_write is not None:
+                self.on_write("conversation")
+            return
         stamp = now().isoformat()
         params = pg_params((conversation_id, end_user_id, stamp, stamp, created_by))
-        self._step(
+        row: Row | None = self._step(
             "conversation",
             lambda db: db.execute(
                 "INSERT INTO conversations (id, end_user_id, created_at, updated_at, created_by) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
                 "end_user_id = coalesce(conversations.end_user_id, excluded.end_user_id), "
-                "created_by = coalesce(conversations.created_by, excluded.created_by)",
+                "created_by = coalesce(conversations.created_by, excluded.created_by) "
+                "RETURNING end_user_id IS NOT NULL AS has_user, "
+                "created_by IS NOT NULL AS has_owner",
                 params,
-            ),
+            ).fetchone(),
         )
+        if row is not None:
+            with self._held_lock:
+                if len(self._kept) >= KEPT_MAX:
+                    self._kept.clear()
+                self._kept[conversation_id] = (bool(row["has_user"]), bool(row["has_owner"]))
 
     def begin_message(
         self,
