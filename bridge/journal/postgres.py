@@ -1,6 +1,7 @@
 """`PostgresJournal`: the journal in a PostgreSQL database, shared by any number of processes.
 
-Durability: every write is one transaction, committed (``synchronous_commit`` as the server
+Durability: every write is one transaction (the steps of a run one statement each,
+`postgres_steps`), committed (``synchronous_commit`` as the server
 says, ``on`` by default: flushed to the server's WAL) before its method returns, exactly the
 points where `SQLiteJournal` commits, so recovery reads the same states after a crash.
 
@@ -17,7 +18,8 @@ Beside it, one module per job: `postgres_connect` (psycopg, the URL without its 
 connections and the pool's hooks), `postgres_migrations` (the schema steps and `migrate`,
 applied under ``pg_advisory_lock`` so two daemons starting together apply each step once; a
 database from a newer toolbridge is refused), `postgres_leases` (leases of daemon replicas,
-with fencing: `PostgresLeases`, which this journal is) and `postgres_replicas` (one live
+with fencing: `PostgresLeases`, which this journal is), `postgres_steps` (a run's steps, one
+statement each: `PostgresSteps`, which it is too) and `postgres_replicas` (one live
 process per replica id).
 
 psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` extra.

@@ -5,10 +5,11 @@ One row per conversation in ``leases`` (owner, generation, expires_at on the dat
 `acquire_lease` takes a free, expired or own lease and bumps its generation; `claim_orphans`
 takes the expired leases of conversations with running messages under ``SELECT ... FOR UPDATE
 SKIP LOCKED`` (two replicas scanning together never claim the same one); after `bind_replica`
-every write of a conversation first reads its lease row ``FOR SHARE`` in the same transaction
-and refuses (`LeaseLostError`) unless this replica holds it at the generation it took
-(`_check_lease`): a takeover's UPDATE waits for a write in progress, and a write after a
-takeover sees the new generation (fencing).
+every write of a conversation reads its lease row ``FOR SHARE`` at the generation this replica
+took, in the statement that writes (`bridge.journal.postgres_steps`) or, for the rarer writes,
+first in the same transaction (`_check_lease`), and refuses (`LeaseLostError`) when it finds
+none: a takeover's UPDATE waits for a write in progress, and a write after a takeover sees the
+new generation (fencing).
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ committed on its own (the connection is in autocommit mode):
 
 ``receive`` reads the conversation's last batch before it inserts, under the conversation's
 advisory lock, so it stays a transaction of two statements (the lock with the fence, then the
-rows). The other writes (approvals, direct calls, the platform conversation, the audit
+rows). ``add_conversation`` repeated for a conversation this process added, bringing nothing
+the row lacks, writes nothing (conversations are never deleted: the upsert would change
+nothing). The other writes (approvals, direct calls, the platform conversation, the audit
 appended on its own) keep `SQLJournal`'s statements.
 """
 
@@ -51,7 +53,8 @@ T = TypeVar("T")
 Row = dict[str, Any]
 
 KEPT_MAX = 10_000
-"""At most this many conversations are remembered by `add_conversation`."""
+"""At most this many conversations (and messages) are remembered by `add_conversation` (and
+`record_end`)."""
 _UNFENCED = "lease AS (SELECT 1 AS ok)"
 _FENCED = (
     "lease AS (SELECT 1 AS ok FROM leases WHERE conversation_id = %s AND owner = %s "
@@ -214,6 +217,8 @@ class PostgresSteps:
         )
         message_id = int(row["id"])
         with self._held_lock:
+            if len(self._conversation_of) >= KEPT_MAX:  # messages never ended (a crash)
+                self._conversation_of.clear()  # `record_end` then reads the message's
             self._conversation_of[message_id] = conversation_id
         return message_id
 
