@@ -27,8 +27,9 @@ psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` 
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bridge.errors import UsageError, register_secret
@@ -119,7 +120,8 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
             # before use instead of failing the step that drew it; only one that was idle
             # for a while is pinged (`check_if_idle`).
             check=check_if_idle,
-            reset=mark_returned,
+            # No ``reset``: with one, psycopg_pool hands every returned connection to a worker
+            # thread; the steps note the return time themselves (`_borrowed`).
             open=False,
             name="toolbridge-journal",
             # A step waits this long for a connection, then fails as JournalUnavailableError:
@@ -137,9 +139,18 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
     def __repr__(self) -> str:
         return f"PostgresJournal({self.path!r})"
 
+    @contextlib.contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Row]]:
+        """A pooled connection, noted as working when it goes back (`check_if_idle`)."""
+        with self._pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                mark_returned(conn)
+
     def _run(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._borrowed() as conn, conn.transaction():
                 return fn(conn)
         except self._error as exc:
             raise JournalUnavailableError(
@@ -149,7 +160,7 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
     def _autocommit(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
         """Run `fn` (one statement: it commits on its own) on a pooled connection."""
         try:
-            with self._pool.connection() as conn:
+            with self._borrowed() as conn:
                 return fn(conn)
         except self._error as exc:
             raise JournalUnavailableError(

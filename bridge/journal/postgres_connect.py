@@ -152,7 +152,7 @@ def configure_connection(conn: psycopg.Connection[Any]) -> None:
 
 
 def mark_returned(conn: psycopg.Connection[Any]) -> None:
-    """The pool's ``reset``: note when the connection was last known to work."""
+    """Note when the connection was last known to work (as it goes back to the pool)."""
     setattr(conn, _RETURNED_AT, time.monotonic())
 
 
