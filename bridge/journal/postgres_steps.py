@@ -69,6 +69,16 @@ _STATE_UPSERT = (
 )
 
 
+class _FencedError(Exception):
+    """A step found no lease row at the generation held (raised inside its transaction, so
+    it rolls back; `_finish` turns it into `LeaseLostError`)."""
+
+    def __init__(self, conversation: str, held: int | None) -> None:
+        super().__init__(conversation)
+        self.conversation = conversation
+        self.held = held
+
+
 class PostgresSteps:
     """A run's journal steps as one statement each (see the module's docstring)."""
 
@@ -108,10 +118,9 @@ class PostgresSteps:
         wrapped = fn
         if conversation is not None and self._staged:
             wrapped = self._with_staged(conversation, fn)
-        result = self._autocommit(fn) if wrapped is fn else self._run(wrapped)
-        if self.on_write is not None:
-            self.on_write(step)
-        return result
+        if wrapped is fn:
+            return self._finish(step, lambda: self._autocommit(fn))
+        return self._finish(step, lambda: self._run(wrapped))
 
     def _lease(self, conversation: str) -> tuple[str, list[Any], int | None]:
         """The ``lease`` query of a write of `conversation`, its parameters and the held
@@ -122,8 +131,20 @@ class PostgresSteps:
             held = self._held.get(conversation)
         return _FENCED, [conversation, self.replica, held], held
 
-    def _fenced(self, conversation: str, held: int | None) -> LeaseLostError:
-        return LeaseLostError(conversation, held, self._lease_owner(conversation))
+    def _fenced(self, conversation: str, held: int | None) -> _FencedError:
+        return _FencedError(conversation, held)
+
+    def _finish(self, step: str, run: Callable[[], T]) -> T:
+        """`run()`, then `on_write(step)`; a step found fenced raises `LeaseLostError`, naming
+        the lease's holder once the step's connection went back to the pool."""
+        try:
+            result = run()
+        except _FencedError as fenced:
+            owner = self._lease_owner(fenced.conversation)
+            raise LeaseLostError(fenced.conversation, fenced.held, owner) from None
+        if self.on_write is not None:
+            self.on_write(step)
+        return result
 
     def _fenced_write(
         self,
@@ -341,9 +362,7 @@ class PostgresSteps:
         wrapped: Callable[[psycopg.Connection[Row]], None] = op
         if self._staged:
             wrapped = self._with_staged(conversation_id, op)
-        self._run(wrapped)
-        if self.on_write is not None:
-            self.on_write("received")
+        self._finish("received", lambda: self._run(wrapped))
 
     def start(
         self,
