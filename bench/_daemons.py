@@ -222,7 +222,8 @@ def statements(
         log = server.log_path.read_bytes()[start:].decode("utf-8", errors="replace")
     finally:
         daemon.stop()
-    found = re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", log)
+    # A statement of several lines goes on in the lines indented with a tab.
+    found = re.findall(r"LOG:  (?:statement|execute [^:]*): (.*(?:\n\t.*)*)", log)
     kinds: collections.Counter[str] = collections.Counter()
     for statement in found:
         words = " ".join(statement.split()[:5]) or "(empty: the pool's connection check)"

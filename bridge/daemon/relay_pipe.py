@@ -1,10 +1,12 @@
 """The relay's pipe (`bridge.daemon.relay`): this replica's end of the NOTIFY channel.
 
 A sender thread takes the hub events handed to `tap`, joins queued text deltas, numbers them and
-sends each with ``SELECT pg_notify(...)``; a listener thread LISTENs (reconnecting with backoff,
-checking a quiet connection every `HEARTBEAT_SECONDS`), drops its own process's notifications
-and hands the others' to the serving loop. A gap in a sender's numbers, or a listening
-connection that came back, is reported as lost (the caller resets what it shows).
+sends what arrived together (a run's step publishes a few events at once) as one statement,
+``SELECT pg_notify(...) FROM unnest(...)``: one round trip, delivered in order. A listener
+thread LISTENs (reconnecting with backoff, checking a quiet connection every
+`HEARTBEAT_SECONDS`), drops its own process's notifications and hands the others' to the
+serving loop. A gap in a sender's numbers, or a listening connection that came back, is
+reported as lost (the caller resets what it shows).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 COALESCE_SECONDS = 0.05
 """How long the sender waits for more text deltas after one, to join them."""
+GATHER_SECONDS = 0.003
+"""How long the sender waits for more events after another one, to send them together."""
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 5.0
 HEARTBEAT_SECONDS = 10.0
@@ -111,19 +115,18 @@ class RelayPipe:
                 if first is None:
                     return
                 batch = [first]
-                if first[0] == "text_delta":
-                    time.sleep(COALESCE_SECONDS)
+                time.sleep(COALESCE_SECONDS if first[0] == "text_delta" else GATHER_SECONDS)
                 stop = self._drain(batch)
+                payloads: list[str] = []
                 for name, data, replay in coalesce(batch):
                     self._seq += 1
                     try:
-                        payload = encode(
-                            Notice(self.replica, self.instance, self._seq, name, data, replay)
-                        )
+                        notice = Notice(self.replica, self.instance, self._seq, name, data, replay)
+                        payloads.append(encode(notice))
                     except Exception:  # never expected; the number left out tells the others
                         logger.exception("relay: a %s event could not be encoded", name)
-                        continue
-                    conn = self._notify(conn, payload)
+                if payloads:
+                    conn = self._notify(conn, payloads)
                 if stop:
                     return
         finally:
@@ -143,15 +146,20 @@ class RelayPipe:
             batch.append(item)
         return False
 
-    def _notify(self, conn: Any, payload: str) -> Any:
-        """Send one payload, reconnecting once; a payload that cannot be sent is dropped (the
-        others see the gap in the numbers and reload from the journal)."""
+    def _notify(self, conn: Any, payloads: list[str]) -> Any:
+        """Send `payloads` in one statement (one transaction: delivered together, in order),
+        reconnecting once; payloads that cannot be sent are dropped (the others see the gap in
+        the numbers and reload from the journal)."""
         for attempt in (1, 2):
             try:
                 if conn is None or conn.closed:
                     conn = self.connect()
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-                self.sent += 1
+                conn.execute(
+                    "SELECT pg_notify(%s, p.payload) FROM unnest(%s::text[]) "
+                    "WITH ORDINALITY AS p (payload, n) ORDER BY p.n",
+                    (CHANNEL, payloads),
+                )
+                self.sent += len(payloads)
                 return conn
             except Exception as exc:
                 with contextlib.suppress(Exception):

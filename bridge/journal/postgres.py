@@ -1,6 +1,7 @@
 """`PostgresJournal`: the journal in a PostgreSQL database, shared by any number of processes.
 
-Durability: every write is one transaction, committed (``synchronous_commit`` as the server
+Durability: every write is one transaction (the steps of a run one statement each,
+`postgres_steps`), committed (``synchronous_commit`` as the server
 says, ``on`` by default: flushed to the server's WAL) before its method returns, exactly the
 points where `SQLiteJournal` commits, so recovery reads the same states after a crash.
 
@@ -17,7 +18,8 @@ Beside it, one module per job: `postgres_connect` (psycopg, the URL without its 
 connections and the pool's hooks), `postgres_migrations` (the schema steps and `migrate`,
 applied under ``pg_advisory_lock`` so two daemons starting together apply each step once; a
 database from a newer toolbridge is refused), `postgres_leases` (leases of daemon replicas,
-with fencing: `PostgresLeases`, which this journal is) and `postgres_replicas` (one live
+with fencing: `PostgresLeases`, which this journal is), `postgres_steps` (a run's steps, one
+statement each: `PostgresSteps`, which it is too) and `postgres_replicas` (one live
 process per replica id).
 
 psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` extra.
@@ -25,8 +27,9 @@ psycopg is imported lazily, so ``import bridge`` works without the ``postgres`` 
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bridge.errors import UsageError, register_secret
@@ -48,6 +51,7 @@ from bridge.journal.postgres_connect import (
 )
 from bridge.journal.postgres_leases import PostgresLeases
 from bridge.journal.postgres_migrations import migrate
+from bridge.journal.postgres_steps import PostgresSteps
 from bridge.journal.records import JournalUnavailableError
 
 if TYPE_CHECKING:
@@ -61,7 +65,7 @@ Row = dict[str, Any]
 POOL_MAX = 10
 
 
-class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
+class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
     """A journal in a PostgreSQL database, safe across threads and processes.
 
     Args:
@@ -98,17 +102,26 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
         self._held: dict[str, int] = {}
         """Conversation -> the lease generation this replica holds (what writes check)."""
         self._held_lock = threading.Lock()
+        self._conversation_of = {}
+        self._kept = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
+            # Autocommit: a read, or a step of one statement (`PostgresSteps`), commits on
+            # its own, without BEGIN and COMMIT; `_run` opens a transaction for the others.
+            kwargs={
+                "row_factory": dict_row,
+                "connect_timeout": CONNECT_TIMEOUT,
+                "autocommit": True,
+            },
             configure=configure_connection,
             # A connection the server dropped (restart, failover to a standby) is replaced
             # before use instead of failing the step that drew it; only one that was idle
             # for a while is pinged (`check_if_idle`).
             check=check_if_idle,
-            reset=mark_returned,
+            # No ``reset``: with one, psycopg_pool hands every returned connection to a worker
+            # thread; the steps note the return time themselves (`_borrowed`).
             open=False,
             name="toolbridge-journal",
             # A step waits this long for a connection, then fails as JournalUnavailableError:
@@ -126,9 +139,28 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
     def __repr__(self) -> str:
         return f"PostgresJournal({self.path!r})"
 
+    @contextlib.contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Row]]:
+        """A pooled connection, noted as working when it goes back (`check_if_idle`)."""
+        with self._pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                mark_returned(conn)
+
     def _run(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._borrowed() as conn, conn.transaction():
+                return fn(conn)
+        except self._error as exc:
+            raise JournalUnavailableError(
+                f"journal {self.path}: {clean_error(self._dsn, exc)}"
+            ) from None
+
+    def _autocommit(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T:
+        """Run `fn` (one statement: it commits on its own) on a pooled connection."""
+        try:
+            with self._borrowed() as conn:
                 return fn(conn)
         except self._error as exc:
             raise JournalUnavailableError(
@@ -136,7 +168,8 @@ class PostgresJournal(PostgresLeases, SQLJournal["psycopg.Connection[Row]"]):
             ) from None
 
     def _transaction(self, fn: Callable[[psycopg.Connection[Row]], T], *, write: bool) -> T:
-        return self._run(fn)
+        # A read is one statement (`_read`): no transaction around it.
+        return self._run(fn) if write else self._autocommit(fn)
 
     def _execute(
         self, db: psycopg.Connection[Row], sql: str, params: Sequence[Any] = ()

@@ -39,8 +39,10 @@ INSTALL_HINT = "pip install 'toolbridge[postgres]'"
 # One key for every toolbridge migration, on any database: pg_advisory_lock is per database.
 CONNECT_TIMEOUT = 30
 CHECKOUT_TIMEOUT = 10
-IDLE_CHECK_SECONDS = 1.0
-"""A pooled connection idle for longer than this is pinged before use (`check_if_idle`)."""
+IDLE_CHECK_SECONDS = 5.0
+"""A pooled connection idle for longer than this is pinged before use (`check_if_idle`): a
+server that restarted or failed over closed its connections, which the poll sees without a
+round trip; the ping is for one dropped without a word (a firewall, a moved address)."""
 _RETURNED_AT = "_toolbridge_returned_at"
 
 
@@ -150,7 +152,7 @@ def configure_connection(conn: psycopg.Connection[Any]) -> None:
 
 
 def mark_returned(conn: psycopg.Connection[Any]) -> None:
-    """The pool's ``reset``: note when the connection was last known to work."""
+    """Note when the connection was last known to work (as it goes back to the pool)."""
     setattr(conn, _RETURNED_AT, time.monotonic())
 
 

@@ -5,10 +5,11 @@ One row per conversation in ``leases`` (owner, generation, expires_at on the dat
 `acquire_lease` takes a free, expired or own lease and bumps its generation; `claim_orphans`
 takes the expired leases of conversations with running messages under ``SELECT ... FOR UPDATE
 SKIP LOCKED`` (two replicas scanning together never claim the same one); after `bind_replica`
-every write of a conversation first reads its lease row ``FOR SHARE`` in the same transaction
-and refuses (`LeaseLostError`) unless this replica holds it at the generation it took
-(`_check_lease`): a takeover's UPDATE waits for a write in progress, and a write after a
-takeover sees the new generation (fencing).
+every write of a conversation reads its lease row ``FOR SHARE`` at the generation this replica
+took, in the statement that writes (`bridge.journal.postgres_steps`) or, for the rarer writes,
+first in the same transaction (`_check_lease`), and refuses (`LeaseLostError`) when it finds
+none: a takeover's UPDATE waits for a write in progress, and a write after a takeover sees the
+new generation (fencing).
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ class PostgresLeases(LeaseJournal):
     _held: dict[str, int]
     """Conversation -> the lease generation this replica holds (what writes check)."""
     _held_lock: threading.Lock
+    _conversation_of: dict[int, str]
+    """Message -> its conversation, for the messages this process writes (`PostgresSteps`)."""
 
     if TYPE_CHECKING:  # provided by PostgresJournal
 
         def _run(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T: ...
+
+        def _autocommit(self, fn: Callable[[psycopg.Connection[Row]], T]) -> T: ...
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
@@ -72,6 +77,11 @@ class PostgresLeases(LeaseJournal):
             owner = lease["owner"] if lease is not None else None
             raise LeaseLostError(conversation, held, owner)
 
+    def _lease_owner(self, conversation_id: str) -> str | None:
+        """Who last took `conversation_id`'s lease (for a fenced writer's error message)."""
+        rows = self._read("SELECT owner FROM leases WHERE conversation_id = %s", (conversation_id,))
+        return str(rows[0]["owner"]) if rows and rows[0]["owner"] is not None else None
+
     def _hold(self, lease: Lease) -> Lease:
         with self._held_lock:
             self._held[lease.conversation_id] = lease.generation
@@ -79,24 +89,20 @@ class PostgresLeases(LeaseJournal):
 
     def acquire_lease(self, conversation_id: str, owner: str, seconds: float) -> Lease:
         def op(db: psycopg.Connection[Row]) -> Lease:
-            # A message a dead replica left running is claimed and recovered first
-            # (`claim_orphans`), never overtaken by a new one.
-            orphan = db.execute(
-                "SELECT 1 FROM messages WHERE conversation_id = %s AND status = 'running' LIMIT 1",
-                pg_params((conversation_id,)),
+            # One statement. A message a dead replica left running is claimed and recovered
+            # first (`claim_orphans`), never overtaken by a new one.
+            taken = db.execute(
+                "INSERT INTO leases (conversation_id, owner, generation, expires_at, taken_at) "
+                "SELECT %s, %s, 1, clock_timestamp() + make_interval(secs => %s), "
+                "clock_timestamp() WHERE NOT EXISTS (SELECT 1 FROM messages "
+                "WHERE conversation_id = %s AND status = 'running') "
+                "ON CONFLICT (conversation_id) DO UPDATE SET "
+                "owner = excluded.owner, generation = leases.generation + 1, "
+                "expires_at = excluded.expires_at, taken_at = excluded.taken_at "
+                "WHERE leases.owner IS NULL OR leases.owner = excluded.owner "
+                "OR leases.expires_at < clock_timestamp() RETURNING generation",
+                pg_params((conversation_id, owner, float(seconds), conversation_id)),
             ).fetchone()
-            taken = None
-            if orphan is None:
-                taken = db.execute(
-                    "INSERT INTO leases (conversation_id, owner, generation, expires_at, "
-                    "taken_at) VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s), "
-                    "clock_timestamp()) ON CONFLICT (conversation_id) DO UPDATE SET "
-                    "owner = excluded.owner, generation = leases.generation + 1, "
-                    "expires_at = excluded.expires_at, taken_at = excluded.taken_at "
-                    "WHERE leases.owner IS NULL OR leases.owner = excluded.owner "
-                    "OR leases.expires_at < clock_timestamp() RETURNING generation",
-                    pg_params((conversation_id, owner, float(seconds))),
-                ).fetchone()
             if taken is not None:
                 return Lease(
                     conversation_id=conversation_id,
@@ -112,14 +118,14 @@ class PostgresLeases(LeaseJournal):
                 raise LeaseHeldError(conversation_id, None, 0.0)
             raise LeaseHeldError(conversation_id, holder["owner"], float(holder["left_s"]))
 
-        return self._hold(self._run(op))
+        return self._hold(self._autocommit(op))
 
     def renew_leases(self, owner: str, seconds: float) -> list[str]:
         with self._held_lock:
             held = dict(self._held)
         if not held:
             return []
-        rows = self._run(
+        rows = self._autocommit(
             lambda db: db.execute(
                 "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
                 "FROM unnest(%s::text[], %s::bigint[]) AS mine (cid, gen) "
@@ -142,7 +148,7 @@ class PostgresLeases(LeaseJournal):
         with self._held_lock:
             if self._held.get(lease.conversation_id) == lease.generation:
                 del self._held[lease.conversation_id]
-        self._run(
+        self._autocommit(
             lambda db: db.execute(
                 # The owner stays: who last ran it, for a fenced writer's error message.
                 "UPDATE leases SET expires_at = clock_timestamp() "
@@ -211,6 +217,8 @@ class PostgresLeases(LeaseJournal):
             return claimed
 
         claimed = self._run(op)
-        for _, lease in claimed:
+        for message, lease in claimed:
             self._hold(lease)
+            with self._held_lock:
+                self._conversation_of[message.message_id] = lease.conversation_id
         return claimed

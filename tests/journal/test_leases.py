@@ -124,6 +124,7 @@ def test_fencing_a_replica_that_lost_its_lease_cannot_write(
     )
     # a wakes up: every write of that conversation is refused, and nothing changed.
     for write in (
+        lambda: a.start(cid, ["call-1"]),
         lambda: a.finish(cid, run),
         lambda: a.submitting(cid, _batch()),
         lambda: a.submit(cid, _batch()),
