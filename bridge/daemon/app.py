@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from opentelemetry.trace import TracerProvider
@@ -49,6 +51,17 @@ __all__ = ["FASTPATH_ENV", "create_app"]
 FASTPATH_ENV = "TOOLBRIDGE_FASTPATH"
 
 logger = logging.getLogger(__name__)
+
+
+# FastAPI 0.165 and later trace every request themselves once a tracer provider is set: a
+# second SERVER span beside the daemon's own (which names the route, the caller and the
+# conversation), recording exceptions unredacted. The daemon's middleware is the one server
+# span; older FastAPI has no such telemetry and no such argument.
+_NO_NATIVE_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(
@@ -154,6 +167,7 @@ def create_app(
         redoc_url=None,
         # The door for every route: who calls, and whether the route's rule lets it in.
         dependencies=[Depends(authorize)],
+        **_NO_NATIVE_TELEMETRY,
     )
     app.state.settings = settings
     app.state.service = service
