@@ -9,64 +9,21 @@ run again, so it gets no new span (only an event on the run's span).
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from bridge import Bridge, manifest
+from bridge import Bridge
 from bridge.emulator import Emulator
 from bridge.journal import SQLiteJournal
 from bridge.platforms.appbuilder import AppBuilderPlatform
 from bridge.tools.toolbox import Toolbox
 from bridge.tracing import RESUMED, Tracing, traceparent_of
 from bridge.types import ToolCallsRequested, ToolRun
+from tests.journal.test_journal import RUNS, SCENARIO, pay, price
 from tests.support.tracing import attributes, by_name, recorded
-
-RUNS: Counter[str] = Counter()
-
-
-@manifest(description="Pay an invoice (never twice).")
-def pay(invoice: str) -> str:
-    """Pay.
-
-    Args:
-        invoice: Invoice number.
-    """
-    RUNS[f"pay {invoice}"] += 1
-    return f"paid {invoice}"
-
-
-@manifest(description="Read a price (safe to repeat).", idempotent=True)
-def price(item: str) -> str:
-    """Price.
-
-    Args:
-        item: Item.
-    """
-    RUNS[f"price {item}"] += 1
-    return f"{item}: 3 EUR"
-
-
-SCENARIO: dict[str, Any] = {
-    "rules": [
-        {
-            "match": r"pay (?P<i>\w+) and price (?P<p>\w+)",
-            "steps": [
-                {
-                    "calls": [
-                        {"tool": "pay", "arguments": {"invoice": "{i}"}},
-                        {"tool": "price", "arguments": {"item": "{p}"}},
-                    ]
-                }
-            ],
-            "answer": "{outputs.pay} / {outputs.price}",
-        }
-    ]
-}
 
 
 def _ids(span: ReadableSpan) -> tuple[int, int]:
