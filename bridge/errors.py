@@ -104,25 +104,32 @@ def register_secret(value: str | None) -> None:
     Values under 8 characters are not remembered: masking a short word everywhere ("wrong",
     "test") would garble unrelated messages, and real tokens and keys are far longer.
     """
+    global _generation
     if value and len(value) >= _MIN_SECRET:
         _extra_secrets.add(value)
         bare = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else None
         if bare and len(bare) >= _MIN_SECRET:
             _extra_secrets.add(bare)
+        # After the secrets are in: a string found clean under an older generation, even by a
+        # thread that read it before they were, no longer counts.
+        _generation += 1
 
 
 _CLEAN_LONGEST = 64
 _CLEAN_MOST = 4096
-_clean: set[str] = set()
+_clean: dict[str, int] = {}
 """Short strings `redact_data` found nothing to mask or repair in (keys, names, states: the
-same few in every event), for the secrets `_sorted` holds; emptied when those change."""
+same few in every event), each with the `_generation` of the secrets it was checked against: an
+entry from before a secret was registered no longer counts, even one a thread adds while
+another registers."""
+_generation = 0
+"""Counts `register_secret` calls that remembered something."""
 
 
 def _longest_first() -> tuple[str, ...]:
     global _sorted
     secrets = _extra_secrets
     if _sorted[0] is not secrets or _sorted[1] != len(secrets):
-        _clean.clear()  # a new secret may be in one of them
         _sorted = (secrets, len(secrets), tuple(sorted(secrets, key=len, reverse=True)))
     return _sorted[2]
 
@@ -148,14 +155,14 @@ def redact_data(value: Any) -> Any:
     Other values (numbers, booleans, None, datetimes) are returned as they are.
     """
     if isinstance(value, str):
-        _longest_first()  # the secrets are the ones `_clean` was found clean of
-        if value in _clean:
+        generation = _generation  # read before the secrets `redact` masks
+        if _clean.get(value) == generation:
             return value
         masked = redact(valid_text(value))
         if masked == value and len(value) <= _CLEAN_LONGEST:
             if len(_clean) >= _CLEAN_MOST:
                 _clean.clear()
-            _clean.add(value)
+            _clean[value] = generation
         return masked
     if isinstance(value, dict):
         return {
