@@ -197,6 +197,8 @@ class Conversation:
         self._tracing: Tracing = tracing if isinstance(tracing, Tracing) else _GLOBAL_TRACING
         self._agent: dict[str, Any] | None = None
         """The run spans' description of the agent, made at the first traced run."""
+        self._collecting = False
+        """`_collect` drains the run about to start (see `_traced`)."""
         options = bridge.options
         self._listens = bool(options.on_event or options.on_tool_call or options.on_tool_result)
 
@@ -495,15 +497,26 @@ class Conversation:
         end: Event | None = None
         usage: dict[str, Any] | None = None
         error: BaseException | None = None
+        # Drained by `_collect` (ask, resume), no code but the loop's own runs between the
+        # events: the span stays current for the whole run, attached once rather than around
+        # each event (the same spans, parents and sampling either way).
+        held = otel_context.attach(context) if self._collecting else None
+        self._collecting = False  # taken: a run started by a hook meanwhile is not drained
         try:
             while True:
-                token = otel_context.attach(context)
-                try:
-                    event = next(events)
-                except StopIteration:
-                    break
-                finally:
-                    otel_context.detach(token)
+                if held is not None:
+                    try:
+                        event = next(events)
+                    except StopIteration:
+                        break
+                else:
+                    token = otel_context.attach(context)
+                    try:
+                        event = next(events)
+                    except StopIteration:
+                        break
+                    finally:
+                        otel_context.detach(token)
                 if isinstance(event, RunFinished | RunFailed | HumanInputRequested):
                     end = event
                     if isinstance(event, RunFinished) and event.usage:
@@ -514,13 +527,18 @@ class Conversation:
             raise
         finally:
             close = getattr(events, "close", None)
-            if close is not None:  # the consumer stopped early: the run ends with it
-                token = otel_context.attach(context)
-                try:
-                    close()
-                finally:
-                    otel_context.detach(token)
-            _end_run_span(span, end, usage, error, self.last_rounds)
+            try:
+                if close is not None:  # the consumer stopped early: the run ends with it
+                    closing = otel_context.attach(context) if held is None else None
+                    try:
+                        close()
+                    finally:
+                        if closing is not None:
+                            otel_context.detach(closing)
+                _end_run_span(span, end, usage, error, self.last_rounds)
+            finally:
+                if held is not None:
+                    otel_context.detach(held)
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
@@ -911,6 +929,7 @@ class Conversation:
         """Drain a run's events into a `Result`; raise if the run failed."""
         tally = EventTally()
         kept: list[Any] | None = [] if self._options.keep_events else None
+        self._collecting = True  # taken by the run's first event (`_traced`)
         try:
             for event in events:
                 if kept is not None:
@@ -927,6 +946,7 @@ class Conversation:
         finally:
             # A failed run leaves the generator suspended: end it now so the journal records
             # how the message ended at once, not whenever it is garbage-collected.
+            self._collecting = False
             close = getattr(events, "close", None)
             if close is not None:
                 close()
