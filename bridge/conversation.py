@@ -1012,16 +1012,20 @@ def _end_run_span(
     rounds: int,
 ) -> None:
     """End a run's span with what it did: rounds, usage, and how it failed if it did."""
-    span.set_attribute("toolbridge.rounds", rounds)
+    if not span.is_recording():  # dropped by the sampler: nothing to write on it
+        span.end()
+        return
+    attributes: dict[str, Any] = {"toolbridge.rounds": rounds}
     if usage:
         tokens_in = usage.get("input_tokens", usage.get("prompt_tokens"))
         tokens_out = usage.get("output_tokens", usage.get("completion_tokens"))
         if isinstance(tokens_in, int):
-            span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+            attributes["gen_ai.usage.input_tokens"] = tokens_in
         if isinstance(tokens_out, int):
-            span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+            attributes["gen_ai.usage.output_tokens"] = tokens_out
     if isinstance(end, RunFinished) and end.message_id:
-        span.set_attribute("gen_ai.response.id", end.message_id)
+        attributes["gen_ai.response.id"] = end.message_id
+    span.set_attributes(attributes)  # one lock taken, not one per attribute
     if isinstance(error, GeneratorExit) and end is None:
         # The consumer stopped reading before the run ended.
         span.set_attribute("error.type", "abandoned")
