@@ -420,12 +420,14 @@ class Conversation:
 
     def _begin_message(self, query: str, sent_by: str | None, span: Span) -> int:
         if _live(span):
-            # The platform's conversation may be made here: its request belongs to the run.
-            token = otel_context.attach(trace.set_span_in_context(span))
-            try:
-                conversation_id = self.id
-            finally:
-                otel_context.detach(token)
+            conversation_id = self._id
+            if conversation_id is None:
+                # The platform's conversation is made here: its request belongs to the run.
+                token = otel_context.attach(trace.set_span_in_context(span))
+                try:
+                    conversation_id = self.id
+                finally:
+                    otel_context.detach(token)
             span.set_attribute("gen_ai.conversation.id", conversation_id)
         self._journal.add_conversation(self.id, end_user_id=self.end_user_id)
         audit = self._options.audit
