@@ -197,6 +197,8 @@ class Conversation:
         self._tracing: Tracing = tracing if isinstance(tracing, Tracing) else _GLOBAL_TRACING
         self._agent: dict[str, Any] | None = None
         """The run spans' description of the agent, made at the first traced run."""
+        self._collecting = False
+        """`_collect` drains the run about to start (see `_traced`)."""
         options = bridge.options
         self._listens = bool(options.on_event or options.on_tool_call or options.on_tool_result)
 
@@ -418,12 +420,14 @@ class Conversation:
 
     def _begin_message(self, query: str, sent_by: str | None, span: Span) -> int:
         if _live(span):
-            # The platform's conversation may be made here: its request belongs to the run.
-            token = otel_context.attach(trace.set_span_in_context(span))
-            try:
-                conversation_id = self.id
-            finally:
-                otel_context.detach(token)
+            conversation_id = self._id
+            if conversation_id is None:
+                # The platform's conversation is made here: its request belongs to the run.
+                token = otel_context.attach(trace.set_span_in_context(span))
+                try:
+                    conversation_id = self.id
+                finally:
+                    otel_context.detach(token)
             span.set_attribute("gen_ai.conversation.id", conversation_id)
         self._journal.add_conversation(self.id, end_user_id=self.end_user_id)
         audit = self._options.audit
@@ -495,15 +499,26 @@ class Conversation:
         end: Event | None = None
         usage: dict[str, Any] | None = None
         error: BaseException | None = None
+        # Drained by `_collect` (ask, resume), no code but the loop's own runs between the
+        # events: the span stays current for the whole run, attached once rather than around
+        # each event (the same spans, parents and sampling either way).
+        held = otel_context.attach(context) if self._collecting else None
+        self._collecting = False  # taken: a run started by a hook meanwhile is not drained
         try:
             while True:
-                token = otel_context.attach(context)
-                try:
-                    event = next(events)
-                except StopIteration:
-                    break
-                finally:
-                    otel_context.detach(token)
+                if held is not None:
+                    try:
+                        event = next(events)
+                    except StopIteration:
+                        break
+                else:
+                    token = otel_context.attach(context)
+                    try:
+                        event = next(events)
+                    except StopIteration:
+                        break
+                    finally:
+                        otel_context.detach(token)
                 if isinstance(event, RunFinished | RunFailed | HumanInputRequested):
                     end = event
                     if isinstance(event, RunFinished) and event.usage:
@@ -514,13 +529,18 @@ class Conversation:
             raise
         finally:
             close = getattr(events, "close", None)
-            if close is not None:  # the consumer stopped early: the run ends with it
-                token = otel_context.attach(context)
-                try:
-                    close()
-                finally:
-                    otel_context.detach(token)
-            _end_run_span(span, end, usage, error, self.last_rounds)
+            try:
+                if close is not None:  # the consumer stopped early: the run ends with it
+                    closing = otel_context.attach(context) if held is None else None
+                    try:
+                        close()
+                    finally:
+                        if closing is not None:
+                            otel_context.detach(closing)
+                _end_run_span(span, end, usage, error, self.last_rounds)
+            finally:
+                if held is not None:
+                    otel_context.detach(held)
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
@@ -911,6 +931,7 @@ class Conversation:
         """Drain a run's events into a `Result`; raise if the run failed."""
         tally = EventTally()
         kept: list[Any] | None = [] if self._options.keep_events else None
+        self._collecting = True  # taken by the run's first event (`_traced`)
         try:
             for event in events:
                 if kept is not None:
@@ -927,6 +948,7 @@ class Conversation:
         finally:
             # A failed run leaves the generator suspended: end it now so the journal records
             # how the message ended at once, not whenever it is garbage-collected.
+            self._collecting = False
             close = getattr(events, "close", None)
             if close is not None:
                 close()
@@ -992,16 +1014,20 @@ def _end_run_span(
     rounds: int,
 ) -> None:
     """End a run's span with what it did: rounds, usage, and how it failed if it did."""
-    span.set_attribute("toolbridge.rounds", rounds)
+    if not span.is_recording():  # dropped by the sampler: nothing to write on it
+        span.end()
+        return
+    attributes: dict[str, Any] = {"toolbridge.rounds": rounds}
     if usage:
         tokens_in = usage.get("input_tokens", usage.get("prompt_tokens"))
         tokens_out = usage.get("output_tokens", usage.get("completion_tokens"))
         if isinstance(tokens_in, int):
-            span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+            attributes["gen_ai.usage.input_tokens"] = tokens_in
         if isinstance(tokens_out, int):
-            span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+            attributes["gen_ai.usage.output_tokens"] = tokens_out
     if isinstance(end, RunFinished) and end.message_id:
-        span.set_attribute("gen_ai.response.id", end.message_id)
+        attributes["gen_ai.response.id"] = end.message_id
+    span.set_attributes(attributes)  # one lock taken, not one per attribute
     if isinstance(error, GeneratorExit) and end is None:
         # The consumer stopped reading before the run ended.
         span.set_attribute("error.type", "abandoned")

@@ -106,10 +106,23 @@ class Tracing:
     @property
     def tracer(self) -> Tracer:
         provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        return self._tracer_from(provider)
+
+    def _tracer_from(self, provider: TracerProvider) -> Tracer:
         if self._tracer is None or self._tracer_of is not provider:
             self._tracer = provider.get_tracer(TRACER_NAME, __version__)
             self._tracer_of = provider
         return self._tracer
+
+    def _active(self) -> Tracer | None:
+        """The tracer of the provider in use, or None when off: the provider looked up once
+        per span (`enabled` and `tracer` in one)."""
+        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return None
+        if self._tracer_of is provider and self._tracer is not None:
+            return self._tracer
+        return self._tracer_from(provider)
 
     @contextmanager
     def span(
@@ -126,10 +139,11 @@ class Tracing:
         An exception leaving the block marks the span failed with `error.type` and a redacted
         message (`record_error`), and goes on.
         """
-        if not self.enabled:
+        tracer = self._active()
+        if tracer is None:
             yield INVALID_SPAN
             return
-        span = self.tracer.start_span(
+        span = tracer.start_span(
             name,
             context=parent,
             kind=kind,
@@ -157,9 +171,10 @@ class Tracing:
     ) -> Span:
         """A span that is not made current (ended by the caller): for work that ends
         somewhere else than where it began, such as a streamed run."""
-        if not self.enabled:
+        tracer = self._active()
+        if tracer is None:
             return INVALID_SPAN
-        return self.tracer.start_span(
+        return tracer.start_span(
             name,
             context=parent,
             kind=kind,
@@ -297,7 +312,8 @@ def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in attributes.items():
         if value is None:
             continue
-        kept[key] = valid_text(value) if isinstance(value, str) else value
+        # ASCII (nearly every attribute) is valid as it is: no need to try encoding it
+        kept[key] = valid_text(value) if isinstance(value, str) and not value.isascii() else value
     return kept
 
 

@@ -29,6 +29,7 @@ the header its server puts the request id in.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json as jsonlib
 import logging
 import math
@@ -452,7 +453,9 @@ class Transport:
         tracing = self.tracing
         if not tracing.enabled:
             return INVALID_SPAN
-        attributes = _url_attributes(url)
+        # Parsed once per address (a platform calls the same few), never with its query
+        # string (secrets live there: the cache does not keep them).
+        attributes = dict(_url_attributes(url.partition("?")[0].partition("#")[0]))
         attributes["http.request.method"] = method
         if attempt:
             attributes["http.request.resend_count"] = attempt
@@ -588,6 +591,7 @@ class Transport:
         return self.read_status_error(answer)
 
 
+@functools.lru_cache(maxsize=256)
 def _url_attributes(url: str) -> dict[str, Any]:
     """`url.full` without userinfo, query string or fragment (credentials and API keys live
     there), `server.address` and `server.port`, as the HTTP semantic conventions name them."""
