@@ -23,6 +23,9 @@ rows). ``add_conversation`` repeated for a conversation this process added, brin
 the row lacks, writes nothing (conversations are never deleted: the upsert would change
 nothing). The other writes (approvals, direct calls, the platform conversation, the audit
 appended on its own) keep `SQLJournal`'s statements.
+
+The steps here write what `SQLJournal`'s steps of the same name write: a change to what a step
+writes goes into both (the journal tests run every store against the same expectations).
 """
 
 from __future__ import annotations
