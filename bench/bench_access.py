@@ -34,38 +34,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _two_turns import EXPECTED, QUERY, SCENARIO, thread_timed, weather_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "examples" / "policies" / "demo.cedar"
-SCENARIO = {
-    "settings": {"chunk_chars": 8},
-    "rules": [
-        {
-            "match": r"weather in (?P<city>\w+)",
-            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
-            "answer": "The weather in {city} is {outputs.get_weather}.",
-        }
-    ],
-}
-QUERY = "What is the weather in {city}?"
-EXPECTED = "The weather in {city} is sunny, 21 C."
 TARGET = 0.05
 WARMUP = 5
 
 
 def _worker(spec: dict[str, Any]) -> dict[str, float]:
-    from bridge import AppBuilderPlatform, Bridge, manifest
+    from bridge import AppBuilderPlatform, Bridge
     from bridge.access import AuditLog, Principal
     from bridge.access.policy import Policy
     from bridge.journal import MemoryJournal, SQLiteJournal
 
-    @manifest(description="Current weather of a city")
-    def get_weather(city: str) -> str:
-        """Weather.
-
-        Args:
-            city: City name
-        """
-        return "sunny, 21 C"
+    get_weather = weather_tool()
 
     spent = _account() if spec.get("account") else None
     journal = SQLiteJournal(spec["db"]) if spec["db"] else MemoryJournal()
@@ -98,30 +81,16 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
 def _account() -> dict[str, float]:
     """Thread CPU spent in each part of the door, whichever thread runs it (the loop's, the
     dispatcher's, the journal's writer): what the end-to-end difference is made of."""
-    import functools
-
     from bridge.access.audit import AuditLog
     from bridge.access.policy import Policy
     from bridge.journal._sql import SQLJournal
 
     spent: dict[str, float] = {"decide": 0.0, "entry": 0.0, "link": 0.0}
 
-    def timed(owner: Any, name: str, part: str) -> None:
-        original = getattr(owner, name)
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.thread_time()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                spent[part] += time.thread_time() - start
-
-        setattr(owner, name, wrapper)
-
-    timed(Policy, "decide", "decide")
-    timed(AuditLog, "_body", "entry")  # masking, hashing the arguments
-    timed(SQLJournal, "_link", "link")  # the chain: tail, entry hash, insert (writer thread)
+    thread_timed(spent, Policy, "decide", "decide")
+    thread_timed(spent, AuditLog, "_body", "entry")  # masking, hashing the arguments
+    # the chain: tail, entry hash, insert (on the writer's thread)
+    thread_timed(spent, SQLJournal, "_link", "link")
     return spent
 
 

@@ -44,19 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _two_turns import EXPECTED, QUERY, SCENARIO, thread_timed, weather_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = {
-    "settings": {"chunk_chars": 8},
-    "rules": [
-        {
-            "match": r"weather in (?P<city>\w+)",
-            "steps": [{"tool": "get_weather", "arguments": {"city": "{city}"}}],
-            "answer": "The weather in {city} is {outputs.get_weather}.",
-        }
-    ],
-}
-QUERY = "What is the weather in {city}?"
-EXPECTED = "The weather in {city} is sunny, 21 C."
 TARGET_OFF = 0.01
 TARGET_ON = 0.10
 WARMUP = 5
@@ -70,7 +60,7 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
     tree = Path(spec["tree"]).resolve()
     if not Path(bridge.__file__).resolve().is_relative_to(tree):
         raise SystemExit(f"bridge imported from {bridge.__file__}, not from {tree}")
-    from bridge import AppBuilderPlatform, Bridge, manifest
+    from bridge import AppBuilderPlatform, Bridge
     from bridge.journal import SQLiteJournal
 
     spent = _account() if spec.get("account") else None
@@ -92,14 +82,7 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
         if Tracing().enabled:
             raise SystemExit("off must run without a tracer provider")
 
-    @manifest(description="Current weather of a city")
-    def get_weather(city: str) -> str:
-        """Weather.
-
-        Args:
-            city: City name
-        """
-        return "sunny, 21 C"
+    get_weather = weather_tool()
 
     journal = SQLiteJournal(spec["db"])
     platform = AppBuilderPlatform(
@@ -149,31 +132,17 @@ def _count_calls() -> dict[str, int]:
 def _account() -> dict[str, float]:
     """Thread CPU spent in each part of the SDK's work, whichever thread runs it (the loop's,
     the dispatcher's, the exporter's): what the difference between on and off is made of."""
-    import functools
-
     from opentelemetry import propagate
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk import trace as sdk_trace
 
     spent: dict[str, float] = {"start": 0.0, "end": 0.0, "export": 0.0, "inject": 0.0}
 
-    def timed(owner: Any, name: str, part: str) -> None:
-        original = getattr(owner, name)
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.thread_time()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                spent[part] += time.thread_time() - start
-
-        setattr(owner, name, wrapper)
-
-    timed(sdk_trace.Tracer, "start_span", "start")  # ids, sampler, attributes, links
-    timed(sdk_trace.Span, "end", "end")  # handed to the batch processor's queue
-    timed(OTLPSpanExporter, "export", "export")  # protobuf and the POST, exporter's thread
-    timed(propagate, "inject", "inject")  # traceparent on each outgoing request
+    thread_timed(spent, sdk_trace.Tracer, "start_span", "start")  # ids, sampler, attributes, links
+    thread_timed(spent, sdk_trace.Span, "end", "end")  # handed to the batch processor's queue
+    # protobuf and the POST, on the exporter's thread
+    thread_timed(spent, OTLPSpanExporter, "export", "export")
+    thread_timed(spent, propagate, "inject", "inject")  # traceparent on each outgoing request
     return spent
 
 
