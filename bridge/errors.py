@@ -70,6 +70,7 @@ __all__ = [
     "redact",
     "redact_data",
     "register_secret",
+    "secrets_generation",
     "status_error_class",
     "valid_text",
 ]
@@ -109,6 +110,8 @@ def _may_hold_secret(text: str) -> bool:
         if word in lowered:
             return True
     return "key" in lowered and _API_KEY.search(lowered) is not None
+
+
 _extra_secrets: set[str] = set()
 _sorted: tuple[set[str] | None, int, tuple[str, ...]] = (None, 0, ())
 """`_extra_secrets` (the set and its size when sorted), longest first: a secret inside
@@ -142,6 +145,12 @@ entry from before a secret was registered no longer counts, even one a thread ad
 another registers."""
 _generation = 0
 """Counts `register_secret` calls that remembered something."""
+
+
+def secrets_generation() -> int:
+    """A number that changes whenever `register_secret` remembers a new secret: what was
+    masked under an older one may show a secret now (caches of masked values compare it)."""
+    return _generation
 
 
 def _longest_first() -> tuple[str, ...]:

@@ -16,6 +16,7 @@ series without limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import prometheus_client
 from prometheus_client import (
@@ -28,7 +29,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily
 
-from bridge.errors import redact
+from bridge.errors import redact, secrets_generation
 
 __all__ = ["CONTENT_TYPE", "Counter", "Histogram", "Metrics"]
 
@@ -72,10 +73,15 @@ class Counter:
         self.label_names = tuple(labels)
         self._registry = registry
         self._metric = prometheus_client.Counter(name, help, self.label_names, registry=registry)
+        self._children = _Children()
 
     def inc(self, *labels: str, amount: float = 1.0) -> None:
         """Add `amount` to the series of `labels` (label values in declaration order)."""
-        self._series(_public(labels)).inc(amount)
+        series = self._children.get(labels)
+        if series is None:
+            generation = secrets_generation()  # read before masking, as `redact_data` does
+            series = self._children.keep(labels, generation, self._series(_public(labels)))
+        series.inc(amount)
 
     def value(self, *labels: str) -> float:
         """The current value of one series (0 if never touched)."""
@@ -109,13 +115,47 @@ class Histogram:
         self._metric = prometheus_client.Histogram(
             name, help, self.label_names, registry=registry, buckets=self.buckets
         )
+        self._children = _Children()
 
     def observe(self, value: float, *labels: str) -> None:
         """Record one observation (label values in declaration order)."""
-        if len(labels) != len(self.label_names):
-            raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(labels)}")
-        labels = _public(labels)
-        (self._metric.labels(*labels) if labels else self._metric).observe(value)
+        series = self._children.get(labels)
+        if series is None:
+            if len(labels) != len(self.label_names):
+                raise ValueError(
+                    f"{self.name} takes labels {self.label_names}, got {tuple(labels)}"
+                )
+            generation = secrets_generation()  # read before masking, as `redact_data` does
+            public = _public(labels)
+            series = self._children.keep(
+                labels, generation, self._metric.labels(*public) if public else self._metric
+            )
+        series.observe(value)
+
+
+class _Children:
+    """The series of a metric by the label values it was last given, masked, so a repeat
+    costs one lookup (prometheus_client's own `labels` takes a lock and checks every value).
+    An entry masked before a secret was registered no longer counts; the table starts over
+    past 4,096 label sets (labels are bounded, but a client chooses some of them)."""
+
+    _MOST = 4096
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[str, ...], tuple[int, Any]] = {}
+
+    def get(self, labels: tuple[str, ...]) -> Any:
+        found = self._table.get(labels)
+        if found is None or found[0] != secrets_generation():
+            return None
+        return found[1]
+
+    def keep(self, labels: tuple[str, ...], generation: int, series: Any) -> Any:
+        """Remember `series` for `labels`, masked under the secrets of `generation`."""
+        if len(self._table) >= self._MOST:
+            self._table.clear()
+        self._table[labels] = (generation, series)
+        return series
 
 
 def _gauge(registry: CollectorRegistry, name: str, help: str, read: Callable[[], float]) -> None:

@@ -8,7 +8,8 @@ keys, HTTP tools' ``${ENV}`` credentials, the database password) from clients is
 where data goes out:
 
 - JSON responses: `PublicJSONResponse`, the app's default response class, and the class of
-  every JSON answer a route or `bridge.daemon.fastpath` builds itself;
+  every JSON answer a route or `bridge.daemon.fastpath` builds itself (`MaskedJSONResponse`
+  for a run's result, which was masked for its ``done`` event: once is enough);
 - Server-Sent Events: `bridge.daemon.hub.EventHub.publish` and
   `bridge.daemon.runs.RunHandle.publish`, where every event is made;
 - answer text streamed piece by piece: `bridge.daemon.runs.StreamedText` holds back what may
@@ -30,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from bridge.errors import redact_data
 
-__all__ = ["PublicJSONResponse", "json_data"]
+__all__ = ["MaskedJSONResponse", "PublicJSONResponse", "json_data"]
 
 
 def json_data(model: BaseModel, **options: Any) -> Any:
@@ -50,3 +51,9 @@ class PublicJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return super().render(redact_data(content))
+
+
+class MaskedJSONResponse(JSONResponse):
+    """A JSON response whose content already passed `bridge.errors.redact_data` where it was
+    made (a run's result, masked once for its ``done`` event): it is encoded as it is, not
+    masked a second time."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from bridge.daemon.metrics import RUN_BUCKETS, TOOL_BUCKETS, Metrics
+from bridge.errors import register_secret
 from tests.daemon.conftest import API_KEY, DaemonProcess
 
 TOOLBRIDGE_FAMILIES = {
@@ -168,3 +171,25 @@ def test_label_values_round_trip_and_buckets_are_cumulative() -> None:
         400.5015
     )
     assert metrics.tool_calls.value(weird, "ok") == 3
+
+
+def test_a_label_used_before_its_secret_was_registered_is_masked_after() -> None:
+    """Series are remembered by their label values; a secret registered later is still masked
+    in the next increments and observations (a new series), and the wrong label count stays an
+    error on every call, remembered or not."""
+    metrics = Metrics(in_flight=_idle, queued=_idle, tools_loaded=_idle)
+    secret = f"sk-{uuid.uuid4().hex}"
+    tool = f"tool-{secret}"
+    metrics.tool_calls.inc(tool, "ok")
+    metrics.tool_seconds.observe(0.5, tool)
+    register_secret(secret)
+    metrics.tool_calls.inc(tool, "ok")
+    metrics.tool_seconds.observe(0.5, tool)
+    families = _families(metrics.render().decode())
+    calls = families["toolbridge_tool_calls"][1]
+    assert _value(calls, "toolbridge_tool_calls_total", tool="tool-[secure]", outcome="ok") == 1
+    hist = families["toolbridge_tool_call_duration_seconds"][1]
+    assert _value(hist, "toolbridge_tool_call_duration_seconds_count", tool="tool-[secure]") == 1
+    for _ in range(2):
+        with pytest.raises(ValueError, match="takes labels"):
+            metrics.tool_calls.inc(tool)

@@ -30,7 +30,7 @@ from bridge.daemon.models import (
     SendMessage,
     title_of,
 )
-from bridge.daemon.outbound import PublicJSONResponse, json_data
+from bridge.daemon.outbound import MaskedJSONResponse, PublicJSONResponse, json_data
 from bridge.daemon.relay import relay_of
 from bridge.daemon.runs import RunHandle
 from bridge.daemon.service import Service, may_read
@@ -264,7 +264,7 @@ async def answer_message(
         )
     assert outcome.result is not None
     if handle.result_data is not None:  # dumped and masked once, for the `done` event
-        return PublicJSONResponse(handle.result_data)
+        return MaskedJSONResponse(handle.result_data)
     return PublicJSONResponse(json_data(outcome.result))
 
 
