@@ -122,7 +122,13 @@ class EventHub:
                 self._taps.remove(listener)
 
     def publish(
-        self, name: str, data: dict[str, Any], *, replay: bool = True, forward: bool = True
+        self,
+        name: str,
+        data: dict[str, Any],
+        *,
+        replay: bool = True,
+        forward: bool = True,
+        masked: bool = False,
     ) -> None:
         """Publish one event (thread-safe; callable from worker threads).
 
@@ -132,8 +138,10 @@ class EventHub:
                 is added when missing.
             replay: False for chatty events that followers reconnecting need not see again.
             forward: False for an event another replica sent: the taps do not see it.
+            masked: True when every string of `data` already passed `redact_data` (a run's
+                event, masked by its `bridge.daemon.runs.RunHandle`): not masked again.
         """
-        body = redact_data(data)
+        body = data if masked else redact_data(data)
         if "at" not in body:
             body["at"] = _now()
         with self._lock:

@@ -64,7 +64,7 @@ from bridge.daemon.runs import (
     event_payload,
 )
 from bridge.daemon.webhook import ApprovalWebhook
-from bridge.errors import BridgeError, PlatformError, UsageError
+from bridge.errors import BridgeError, PlatformError, UsageError, redact_data
 from bridge.journal.leases import LeaseJournal
 from bridge.journal.records import (
     ConversationRecord,
@@ -776,8 +776,8 @@ class Service:
                         continue
                 else:
                     self._publish_text(handle, cid, conversation.message_id, text.flush())
-                handle.publish(name, data)
-                self._tell_hub(cid, conversation.message_id, name, data)
+                masked = handle.publish(name, data)
+                self._tell_hub(cid, conversation.message_id, name, masked)
             self._publish_text(handle, cid, conversation.message_id, text.flush())
             outcome = tally.outcome(cid, conversation.message_id, conversation.last_rounds)
         except Exception as exc:
@@ -791,8 +791,8 @@ class Service:
                 logger.exception("run of conversation %s crashed", cid)
             failure = RunFailure.from_exception(exc)
             self._publish_text(handle, cid, conversation.message_id, text.flush())
-            handle.publish("failed", failure.to_json())
-            self._tell_hub(cid, conversation.message_id, "failed", failure.to_json())
+            masked = handle.publish("failed", failure.to_json())
+            self._tell_hub(cid, conversation.message_id, "failed", masked)
             outcome = RunOutcome("failed", failure=failure)
         finally:
             self._release(job.lease, cid)
@@ -879,15 +879,19 @@ class Service:
     ) -> None:
         """Send answer text kept back by `StreamedText` (nothing when there is none)."""
         if text:
-            handle.publish("text_delta", {"text": text})
-            self._tell_hub(conversation_id, message_id, "text_delta", {"text": text})
+            masked = handle.publish("text_delta", {"text": text})
+            self._tell_hub(conversation_id, message_id, "text_delta", masked)
 
     def _tell_hub(
-        self, conversation_id: str, message_id: int | None, name: str, data: dict[str, Any]
+        self, conversation_id: str, message_id: int | None, name: str, masked: dict[str, Any]
     ) -> None:
-        """Pass a run event to the daemon-wide hub, saying whose it is (worker thread)."""
-        body = {**data, "conversation_id": conversation_id, "message_id": message_id}
-        self.hub.publish(name, body, replay=name != "text_delta")
+        """Pass a run event to the daemon-wide hub, saying whose it is (worker thread).
+
+        `masked`: the event's data as its run's handle published it, secrets already masked
+        (`RunHandle.publish`); only the conversation's id is new to it.
+        """
+        body = {**masked, "conversation_id": redact_data(conversation_id), "message_id": message_id}
+        self.hub.publish(name, body, replay=name != "text_delta", masked=True)
 
     def _publish_run(self, conversation_id: str, name: str, data: dict[str, Any]) -> None:
         """Send an event to the conversation's run in progress, if any (from any thread)."""
