@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.errors import BridgeError, UsageError, redact, valid_text
+from bridge.errors import BridgeError, UsageError, redact, redact_data, valid_text
 from bridge.types import ErrorKind, ToolBatch, ToolRun
 
 __all__ = [
@@ -332,12 +332,14 @@ def redacted_state(state: Any) -> Any:
     """A JSON value with registered secrets masked in every string (keys included).
 
     String by string rather than on the serialised text: a mask must never eat a quote and
-    leave JSON that cannot be read back.
+    leave JSON that cannot be read back. Each string goes through `redact_data` (what
+    `redact(valid_text(...))` gives, remembering the short strings found clean: a state's keys,
+    names and schema are the same at every save).
     """
     if isinstance(state, str):
-        return redact(valid_text(state))
+        return redact_data(state)
     if isinstance(state, dict):
-        return {redact(valid_text(str(key))): redacted_state(value) for key, value in state.items()}
+        return {redact_data(str(key)): redacted_state(value) for key, value in state.items()}
     if isinstance(state, list | tuple):
         return [redacted_state(value) for value in state]
     return state
