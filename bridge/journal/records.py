@@ -6,9 +6,16 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from bridge.errors import BridgeError, UsageError, redact, redact_data, valid_text
+from bridge.errors import (
+    BridgeError,
+    UsageError,
+    redact,
+    redact_data,
+    redacts_nothing_in_json,
+    valid_text,
+)
 from bridge.types import ErrorKind, ToolBatch, ToolRun
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "now",
     "redacted_arguments",
     "redacted_state",
+    "redacted_state_json",
 ]
 
 CallState = Literal["received", "started", "finished", "submitting", "submitted"]
@@ -99,6 +107,26 @@ class StateSnapshot(_Record):
     """JSON values; strings are written with registered secrets masked (`redacted_state`)."""
     writer: str = ""
     """Who wrote it (a `Bridge`'s token): a reader that wrote the latest state holds it already."""
+
+    _json: str | None = PrivateAttr(default=None)
+    """The JSON text `state` was read from (`from_json`), None for a snapshot built from a
+    dict: a journal writes that text as it is when there is nothing in it to mask."""
+
+    @classmethod
+    def from_json(
+        cls, text: str, *, platform_conversation_id: str, platform: str, writer: str = ""
+    ) -> StateSnapshot:
+        """A snapshot of the state `text` holds (written by `json.dumps` with
+        ``ensure_ascii=False, allow_nan=False``, as `bridge.platforms.base.export_state_json`
+        writes it); the journal need not encode it again."""
+        snapshot = cls(
+            platform_conversation_id=platform_conversation_id,
+            platform=platform,
+            state=json.loads(text),
+            writer=writer,
+        )
+        snapshot._json = text
+        return snapshot
 
 
 class PlatformStateRecord(StateSnapshot):
@@ -326,6 +354,22 @@ def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
     except json.JSONDecodeError:
         return masked
     return value if isinstance(value, dict) else masked
+
+
+def redacted_state_json(snapshot: StateSnapshot) -> str:
+    """`snapshot.state` as JSON text with registered secrets masked (`redacted_state`).
+
+    A snapshot read from JSON text (`StateSnapshot.from_json`) whose text holds nothing
+    `redact` would mask (`redacts_nothing_in_json`) is that text: the same as masking and
+    encoding its state again, without the work.
+
+    Raises:
+        TypeError, ValueError: the state is not JSON (as `json.dumps` raises them).
+    """
+    text = snapshot._json
+    if text is not None and redacts_nothing_in_json(text):
+        return text
+    return json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
 
 
 def redacted_state(state: Any) -> Any:

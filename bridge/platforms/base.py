@@ -60,6 +60,7 @@ __all__ = [
     "PlatformState",
     "ToolChoiceLike",
     "declare_tools_to",
+    "export_state_json",
     "export_state_of",
     "exports_state",
     "holds_submitted_outputs",
@@ -238,6 +239,20 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     Raises:
         UsageError: the adapter returned something other than a dict of JSON values or None.
     """
+    text = export_state_json(platform, conversation_id)
+    if text is None:
+        return None
+    copied: PlatformState = json.loads(text)
+    return copied
+
+
+def export_state_json(platform: object, conversation_id: str) -> str | None:
+    """The adapter's state for a conversation as JSON text (`json.dumps` with
+    ``ensure_ascii=False, allow_nan=False``), what `export_state_of` reads its copy from.
+
+    Raises:
+        UsageError: as `export_state_of`.
+    """
     if not implements(platform, KeepsState):
         return None
     state = platform.export_state(conversation_id)
@@ -249,15 +264,13 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
             f"{type(state).__name__}; expected a dict of JSON values or None"
         )
     try:
-        text = json.dumps(state, ensure_ascii=False, allow_nan=False)
+        return json.dumps(state, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UsageError(
             f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
             "JSON-serialisable "
             f"({exc}); expected a dict of JSON values (str, numbers, bools, None, lists, dicts)"
         ) from None
-    copied: PlatformState = json.loads(text)
-    return copied
 
 
 def import_state_into(platform: object, conversation_id: str, state: Mapping[str, Any]) -> bool:
