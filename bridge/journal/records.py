@@ -119,13 +119,34 @@ class StateSnapshot(_Record):
         """A snapshot of the state `text` holds (written by `json.dumps` with
         ``ensure_ascii=False, allow_nan=False``, as `bridge.platforms.base.export_state_json`
         writes it); the journal need not encode it again."""
-        snapshot = cls(
-            platform_conversation_id=platform_conversation_id,
-            platform=platform,
-            state=json.loads(text),
-            writer=writer,
-        )
-        snapshot._json = text
+        state = json.loads(text)
+        if cls is not StateSnapshot or not (
+            type(state) is dict
+            and type(platform_conversation_id) is str
+            and type(platform) is str
+            and type(writer) is str
+        ):
+            snapshot = cls(
+                platform_conversation_id=platform_conversation_id,
+                platform=platform,
+                state=state,
+                writer=writer,
+            )
+            snapshot._json = text
+            return snapshot
+        # Each value has its field's type already: built as validation would build it, without
+        # validating again (the loop makes one per platform round).
+        snapshot = object.__new__(cls)
+        values = {
+            "platform_conversation_id": platform_conversation_id,
+            "platform": platform,
+            "state": state,
+            "writer": writer,
+        }
+        object.__setattr__(snapshot, "__dict__", values)
+        object.__setattr__(snapshot, "__pydantic_fields_set__", set(values))
+        object.__setattr__(snapshot, "__pydantic_extra__", None)
+        object.__setattr__(snapshot, "__pydantic_private__", {"_json": text})
         return snapshot
 
 

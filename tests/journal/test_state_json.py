@@ -89,3 +89,14 @@ def test_each_read_of_a_memory_journal_state_is_its_own_copy() -> None:
     first.state["items"][0]["a"] = 2
     again = journal.platform_state("conv", "p")
     assert again is not None and again.state == {"items": [{"a": 1}]}
+
+
+def test_a_snapshot_read_from_json_is_the_record_validation_builds() -> None:
+    text = '{"id": "resp_1", "items": [{"a": 1.5}], "pending": null}'
+    made = _snapshot(text)
+    validated = StateSnapshot(
+        platform_conversation_id="p", platform="openai", state=json.loads(text)
+    )
+    assert made.model_dump() == validated.model_dump()
+    assert made.model_fields_set == validated.model_fields_set
+    assert made == StateSnapshot.from_json(text, platform_conversation_id="p", platform="openai")
