@@ -95,7 +95,7 @@ def test_a_snapshot_read_from_json_is_the_record_validation_builds() -> None:
     text = '{"id": "resp_1", "items": [{"a": 1.5}], "pending": null}'
     made = _snapshot(text)
     validated = StateSnapshot(
-        platform_conversation_id="p", platform="openai", state=json.loads(text)
+        platform_conversation_id="p", platform="openai", state=json.loads(text), writer=""
     )
     assert made.model_dump() == validated.model_dump()
     assert made.model_fields_set == validated.model_fields_set
