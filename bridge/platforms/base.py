@@ -45,6 +45,7 @@ __all__ = [
     "DeclaresLimits",
     "DeclaresTools",
     "DescribesItself",
+    "ExportsStateJson",
     "HasPlatformTools",
     "HoldsSubmittedOutputs",
     "InMemoryPlatform",
@@ -208,6 +209,10 @@ def exports_state(platform: object) -> bool:
       adapter holds for that id; afterwards `knows(conversation_id)` (if the adapter has it)
       answers True. Called before the conversation is used in a process that does not know it.
       A state it cannot use is refused with `UsageError` (see `state_field`).
+
+    An adapter may also write the state as JSON text itself (`ExportsStateJson`: the text of
+    ``json.dumps(export_state(...))``, without building a copy first); the loop then journals
+    that text.
     """
     return implements(platform, KeepsState)
 
@@ -255,6 +260,15 @@ def export_state_json(platform: object, conversation_id: str) -> str | None:
     """
     if not implements(platform, KeepsState):
         return None
+    if implements(platform, ExportsStateJson):
+        try:
+            return platform.export_state_json(conversation_id)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
+                f"JSON-serialisable ({exc}); expected a dict of JSON values (str, numbers, "
+                "bools, None, lists, dicts)"
+            ) from None
     state = platform.export_state(conversation_id)
     if state is None:
         return None
@@ -520,6 +534,18 @@ class KeepsState(Protocol):
 
     def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
         """Take over a conversation's exported state."""
+        ...
+
+
+@runtime_checkable
+class ExportsStateJson(Protocol):
+    """A `KeepsState` adapter that also writes its exported state as JSON text itself:
+    ``export_state_json(conversation_id)`` returns exactly ``json.dumps(export_state(
+    conversation_id), ensure_ascii=False, allow_nan=False)`` (or None when `export_state` does),
+    without building the detached copy `export_state` gives out first."""
+
+    def export_state_json(self, conversation_id: str) -> str | None:
+        """The exported state as JSON text, or None."""
         ...
 
 
