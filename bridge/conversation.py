@@ -548,10 +548,13 @@ class Conversation:
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
         tally, self._collect_tally = self._collect_tally, None
+        if tally is None:
+            tally = EventTally()
         trail = MessageTrail(self._journal, message_id, tally)
+        see = tally.see  # what `trail.see` does, one call fewer per event
         try:
             for event in events:
-                trail.see(event)
+                see(event)
                 yield event
         except BaseException as exc:
             trail.close(exc, rounds=self.last_rounds)
@@ -751,8 +754,10 @@ class Conversation:
         The whole response is read, so a duplicated interrupt event merges into one batch.
         """
         batch: ToolBatch | None = None
+        options = self._options
         for event in events:
-            self._notify(event)
+            if options.on_event is not None:  # the hook sees each platform event first
+                options.on_event(event)
             if isinstance(event, ToolCallsRequested):
                 batch = event.batch if batch is None else _merge(batch, event.batch)
             elif isinstance(event, HumanInputRequested | RunFinished | RunFailed):
@@ -925,11 +930,6 @@ class Conversation:
             if options.on_event is not None:
                 options.on_event(event)
         return event
-
-    def _notify(self, event: Event) -> None:
-        on_event = self._options.on_event
-        if on_event is not None:
-            on_event(event)
 
     def _collect(self, events: Iterator[Event]) -> Result:
         """Drain a run's events into a `Result`; raise if the run failed."""
