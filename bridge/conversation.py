@@ -199,6 +199,9 @@ class Conversation:
         """The run spans' description of the agent, made at the first traced run."""
         self._collecting = False
         """`_collect` drains the run about to start (see `_traced`)."""
+        self._collect_tally: EventTally | None = None
+        """`_collect`'s tally while it drains a run, until the run's `MessageTrail` takes it
+        (both see the same events: one tally for the two)."""
         options = bridge.options
         self._listens = bool(options.on_event or options.on_tool_call or options.on_tool_result)
 
@@ -544,10 +547,14 @@ class Conversation:
 
     def _journaled(self, events: Iterator[Event], message_id: int) -> Iterator[Event]:
         """Pass a run's events through; write how its message ended."""
-        trail = MessageTrail(self._journal, message_id)
+        tally, self._collect_tally = self._collect_tally, None
+        if tally is None:
+            tally = EventTally()
+        trail = MessageTrail(self._journal, message_id, tally)
+        see = tally.see  # what `trail.see` does, one call fewer per event
         try:
             for event in events:
-                trail.see(event)
+                see(event)
                 yield event
         except BaseException as exc:
             trail.close(exc, rounds=self.last_rounds)
@@ -747,8 +754,10 @@ class Conversation:
         The whole response is read, so a duplicated interrupt event merges into one batch.
         """
         batch: ToolBatch | None = None
+        options = self._options
         for event in events:
-            self._notify(event)
+            if options.on_event is not None:  # the hook sees each platform event first
+                options.on_event(event)
             if isinstance(event, ToolCallsRequested):
                 batch = event.batch if batch is None else _merge(batch, event.batch)
             elif isinstance(event, HumanInputRequested | RunFinished | RunFailed):
@@ -922,21 +931,23 @@ class Conversation:
                 options.on_event(event)
         return event
 
-    def _notify(self, event: Event) -> None:
-        on_event = self._options.on_event
-        if on_event is not None:
-            on_event(event)
-
     def _collect(self, events: Iterator[Event]) -> Result:
         """Drain a run's events into a `Result`; raise if the run failed."""
         tally = EventTally()
         kept: list[Any] | None = [] if self._options.keep_events else None
         self._collecting = True  # taken by the run's first event (`_traced`)
+        # Taken by the run's trail (`_journaled`, which starts with the first event and sees
+        # each event before it comes here); known by the first event, before any hook ran.
+        self._collect_tally = tally
+        noted: bool | None = None
         try:
             for event in events:
+                if noted is None:
+                    noted = self._collect_tally is not tally
                 if kept is not None:
                     kept.append(event)
-                tally.see(event)
+                if not noted:
+                    tally.see(event)
                 if isinstance(event, RunFailed):
                     raise RunFailedError(
                         f"the agent run failed: {event.message}",
@@ -949,6 +960,7 @@ class Conversation:
             # A failed run leaves the generator suspended: end it now so the journal records
             # how the message ended at once, not whenever it is garbage-collected.
             self._collecting = False
+            self._collect_tally = None
             close = getattr(events, "close", None)
             if close is not None:
                 close()

@@ -34,6 +34,7 @@ Messages never contain secrets: anything that could carry a token goes through `
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ __all__ = [
     "held_back",
     "redact",
     "redact_data",
+    "redacts_nothing_in_json",
     "register_secret",
     "secrets_generation",
     "status_error_class",
@@ -89,7 +91,18 @@ _SECRET_PATTERNS = (
         r"(?!\$\{\w+\}(?:[^\w]|$))[^\s\"',;&]{8,}"
     ),
 )
-_SECRET_HINT = re.compile(r"(?i)bearer|bce-v3/|api[_-]?key|token|secret|password|authorization")
+_HINT_WORDS = (
+    "bearer",
+    "bce-v3/",
+    "apikey",
+    "api_key",
+    "api-key",
+    "token",
+    "secret",
+    "password",
+    "authorization",
+)
+_SECRET_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _HINT_WORDS))
 """A word every one of `_SECRET_PATTERNS` needs: a text without one has nothing they mask, so
 `redact` skips them (most texts: one search instead of one per pattern)."""
 _HINT_WORDS = ("token", "bearer", "secret", "password", "authorization", "bce-v3/")
@@ -173,6 +186,43 @@ def redact(text: str) -> str:
         else:
             text = pattern.sub("[secure]", text)
     return text
+
+
+def redacts_nothing_in_json(text: str) -> bool:
+    """True when `redact` and `valid_text` leave every string (key or value) of the JSON value
+    `text` (written by `json.dumps` with ``ensure_ascii=False``) as it is; False when they
+    may change one (then mask string by string).
+
+    JSON escapes a string character by character, so a string that holds a secret or a
+    pattern's word holds it escaped in `text`, where one search finds it. `text` is checked
+    as a whole: a word across two strings only sends the caller to the slow path.
+    """
+    if text.isascii():
+        # The words in lower case: what the pattern's IGNORECASE finds in ASCII text (a
+        # literal search is many times faster than the pattern on a long text).
+        lowered = text.lower()
+        if any(word in lowered for word in _HINT_WORDS):
+            return False
+    else:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: `valid_text` would repair it
+            return False
+        if _SECRET_HINT.search(text) is not None:
+            return False
+    return not any(secret in text for secret in _escaped_secrets())
+
+
+_escaped: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+
+
+def _escaped_secrets() -> tuple[str, ...]:
+    """The registered secrets as they appear inside a JSON string (`json.dumps` escapes)."""
+    global _escaped
+    secrets = _longest_first()
+    if _escaped[0] is not secrets:
+        _escaped = (secrets, tuple(json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets))
+    return _escaped[1]
 
 
 def redact_data(value: Any) -> Any:

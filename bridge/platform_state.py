@@ -18,7 +18,7 @@ from bridge.journal.base import Journal
 from bridge.journal.records import StateSnapshot
 from bridge.platforms.base import (
     Platform,
-    export_state_of,
+    export_state_json,
     exports_state,
     import_state_into,
     knows_conversation,
@@ -82,12 +82,9 @@ def restore_state(
 
 def snapshot(platform: Platform, platform_id: str, *, writer: str) -> StateSnapshot | None:
     """The platform's state of the platform conversation now, to journal (None: none)."""
-    state = export_state_of(platform, platform_id)
-    if state is None:
+    text = export_state_json(platform, platform_id)
+    if text is None:
         return None
-    return StateSnapshot(
-        platform_conversation_id=platform_id,
-        platform=platform.name,
-        state=state,
-        writer=writer,
+    return StateSnapshot.from_json(
+        text, platform_conversation_id=platform_id, platform=platform.name, writer=writer
     )

@@ -15,7 +15,7 @@ from bridge.journal.records import (
     PlatformStateRecord,
     StateSnapshot,
     redacted_arguments,
-    redacted_state,
+    redacted_state_json,
 )
 from bridge.types import ToolCall
 
@@ -52,7 +52,7 @@ def arguments_json(call: ToolCall) -> str:
 
 
 def state_json(snapshot: StateSnapshot) -> str:
-    return json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
+    return redacted_state_json(snapshot)
 
 
 def _time(value: str | None) -> datetime | None:

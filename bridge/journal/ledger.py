@@ -136,10 +136,12 @@ def _interrupted_run(call: ToolCall, started_at: datetime | None) -> ToolRun:
 class MessageTrail:
     """Watches a run's events and writes how its message ended."""
 
-    def __init__(self, journal: Journal, message_id: int) -> None:
+    def __init__(self, journal: Journal, message_id: int, tally: EventTally | None = None) -> None:
         self.journal = journal
         self.message_id = message_id
-        self._tally = EventTally()
+        self._tally = EventTally() if tally is None else tally
+        """Where the events are noted (`tally`: one the caller reads too, e.g. to build the
+        run's result from the same events)."""
 
     def see(self, event: Event) -> None:
         """Take note of one event."""

@@ -29,7 +29,7 @@ from bridge.journal.records import (
     StateSnapshot,
     now,
     redacted_arguments,
-    redacted_state,
+    redacted_state_json,
 )
 from bridge.types import ToolBatch, ToolCall, ToolRun
 
@@ -61,6 +61,19 @@ class _Batch:
         self.submitted = False
 
 
+class _State:
+    """A journaled platform state, kept as its JSON text (as SQLite keeps it): each read
+    builds its own record, so nothing a reader or the adapter holds is shared with it."""
+
+    __slots__ = ("platform", "text", "updated_at", "writer")
+
+    def __init__(self, snapshot: StateSnapshot) -> None:
+        self.text = redacted_state_json(snapshot)
+        self.platform = snapshot.platform
+        self.writer = snapshot.writer
+        self.updated_at = now()
+
+
 class _Conv:
     def __init__(self, conversation_id: str, end_user_id: str | None) -> None:
         self.record = ConversationRecord(
@@ -73,7 +86,7 @@ class _Conv:
         self.message_ids: list[int] = []
         self.calls: dict[str, CallRecord] = {}
         self.batches: list[_Batch] = []
-        self.states: dict[str, PlatformStateRecord] = {}
+        self.states: dict[str, _State] = {}
         """The latest platform state, by platform conversation id."""
         self.platform: list[PlatformConversationRecord] = [
             PlatformConversationRecord(
@@ -367,24 +380,24 @@ class MemoryJournal(LocalLeases):
             self._save_state(self._conv(conversation_id), snapshot)
 
     def _save_state(self, conv: _Conv, snapshot: StateSnapshot) -> None:
-        # A JSON round trip, as SQLite does: nothing the adapter keeps is shared with it.
-        text = json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
-        conv.states[snapshot.platform_conversation_id] = PlatformStateRecord(
-            conversation_id=conv.record.conversation_id,
-            platform_conversation_id=snapshot.platform_conversation_id,
-            platform=snapshot.platform,
-            state=json.loads(text),
-            writer=snapshot.writer,
-            updated_at=now(),
-        )
+        conv.states[snapshot.platform_conversation_id] = _State(snapshot)
 
     def platform_state(
         self, conversation_id: str, platform_conversation_id: str
     ) -> PlatformStateRecord | None:
         with self._lock:
             conv = self._convs.get(conversation_id)
-            record = conv.states.get(platform_conversation_id) if conv else None
-            return record.model_copy(deep=True) if record is not None else None
+            saved = conv.states.get(platform_conversation_id) if conv else None
+            if conv is None or saved is None:
+                return None
+            return PlatformStateRecord(
+                conversation_id=conv.record.conversation_id,
+                platform_conversation_id=platform_conversation_id,
+                platform=saved.platform,
+                state=json.loads(saved.text),
+                writer=saved.writer,
+                updated_at=saved.updated_at,
+            )
 
     def request_approval(
         self,

@@ -6,9 +6,16 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from bridge.errors import BridgeError, UsageError, redact, valid_text
+from bridge.errors import (
+    BridgeError,
+    UsageError,
+    redact,
+    redact_data,
+    redacts_nothing_in_json,
+    valid_text,
+)
 from bridge.types import ErrorKind, ToolBatch, ToolRun
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "now",
     "redacted_arguments",
     "redacted_state",
+    "redacted_state_json",
 ]
 
 CallState = Literal["received", "started", "finished", "submitting", "submitted"]
@@ -99,6 +107,47 @@ class StateSnapshot(_Record):
     """JSON values; strings are written with registered secrets masked (`redacted_state`)."""
     writer: str = ""
     """Who wrote it (a `Bridge`'s token): a reader that wrote the latest state holds it already."""
+
+    _json: str | None = PrivateAttr(default=None)
+    """The JSON text `state` was read from (`from_json`), None for a snapshot built from a
+    dict: a journal writes that text as it is when there is nothing in it to mask."""
+
+    @classmethod
+    def from_json(
+        cls, text: str, *, platform_conversation_id: str, platform: str, writer: str = ""
+    ) -> StateSnapshot:
+        """A snapshot of the state `text` holds (written by `json.dumps` with
+        ``ensure_ascii=False, allow_nan=False``, as `bridge.platforms.base.export_state_json`
+        writes it); the journal need not encode it again."""
+        state = json.loads(text)
+        if cls is not StateSnapshot or not (
+            type(state) is dict
+            and type(platform_conversation_id) is str
+            and type(platform) is str
+            and type(writer) is str
+        ):
+            snapshot = cls(
+                platform_conversation_id=platform_conversation_id,
+                platform=platform,
+                state=state,
+                writer=writer,
+            )
+            snapshot._json = text
+            return snapshot
+        # Each value has its field's type already: built as validation would build it, without
+        # validating again (the loop makes one per platform round).
+        snapshot = object.__new__(cls)
+        values = {
+            "platform_conversation_id": platform_conversation_id,
+            "platform": platform,
+            "state": state,
+            "writer": writer,
+        }
+        object.__setattr__(snapshot, "__dict__", values)
+        object.__setattr__(snapshot, "__pydantic_fields_set__", set(values))
+        object.__setattr__(snapshot, "__pydantic_extra__", None)
+        object.__setattr__(snapshot, "__pydantic_private__", {"_json": text})
+        return snapshot
 
 
 class PlatformStateRecord(StateSnapshot):
@@ -328,16 +377,34 @@ def redacted_arguments(arguments: dict[str, Any] | str) -> dict[str, Any] | str:
     return value if isinstance(value, dict) else masked
 
 
+def redacted_state_json(snapshot: StateSnapshot) -> str:
+    """`snapshot.state` as JSON text with registered secrets masked (`redacted_state`).
+
+    A snapshot read from JSON text (`StateSnapshot.from_json`) whose text holds nothing
+    `redact` would mask (`redacts_nothing_in_json`) is that text: the same as masking and
+    encoding its state again, without the work.
+
+    Raises:
+        TypeError, ValueError: the state is not JSON (as `json.dumps` raises them).
+    """
+    text = snapshot._json
+    if text is not None and redacts_nothing_in_json(text):
+        return text
+    return json.dumps(redacted_state(snapshot.state), ensure_ascii=False, allow_nan=False)
+
+
 def redacted_state(state: Any) -> Any:
     """A JSON value with registered secrets masked in every string (keys included).
 
     String by string rather than on the serialised text: a mask must never eat a quote and
-    leave JSON that cannot be read back.
+    leave JSON that cannot be read back. Each string goes through `redact_data` (what
+    `redact(valid_text(...))` gives, remembering the short strings found clean: a state's keys,
+    names and schema are the same at every save).
     """
     if isinstance(state, str):
-        return redact(valid_text(state))
+        return redact_data(state)
     if isinstance(state, dict):
-        return {redact(valid_text(str(key))): redacted_state(value) for key, value in state.items()}
+        return {redact_data(str(key)): redacted_state(value) for key, value in state.items()}
     if isinstance(state, list | tuple):
         return [redacted_state(value) for value in state]
     return state

@@ -45,6 +45,7 @@ __all__ = [
     "DeclaresLimits",
     "DeclaresTools",
     "DescribesItself",
+    "ExportsStateJson",
     "HasPlatformTools",
     "HoldsSubmittedOutputs",
     "InMemoryPlatform",
@@ -60,6 +61,7 @@ __all__ = [
     "PlatformState",
     "ToolChoiceLike",
     "declare_tools_to",
+    "export_state_json",
     "export_state_of",
     "exports_state",
     "holds_submitted_outputs",
@@ -207,6 +209,10 @@ def exports_state(platform: object) -> bool:
       adapter holds for that id; afterwards `knows(conversation_id)` (if the adapter has it)
       answers True. Called before the conversation is used in a process that does not know it.
       A state it cannot use is refused with `UsageError` (see `state_field`).
+
+    An adapter may also write the state as JSON text itself (`ExportsStateJson`: the text of
+    ``json.dumps(export_state(...))``, without building a copy first); the loop then journals
+    that text.
     """
     return implements(platform, KeepsState)
 
@@ -238,8 +244,31 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
     Raises:
         UsageError: the adapter returned something other than a dict of JSON values or None.
     """
+    text = export_state_json(platform, conversation_id)
+    if text is None:
+        return None
+    copied: PlatformState = json.loads(text)
+    return copied
+
+
+def export_state_json(platform: object, conversation_id: str) -> str | None:
+    """The adapter's state for a conversation as JSON text (`json.dumps` with
+    ``ensure_ascii=False, allow_nan=False``), what `export_state_of` reads its copy from.
+
+    Raises:
+        UsageError: as `export_state_of`.
+    """
     if not implements(platform, KeepsState):
         return None
+    if implements(platform, ExportsStateJson):
+        try:
+            return platform.export_state_json(conversation_id)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
+                f"JSON-serialisable ({exc}); expected a dict of JSON values (str, numbers, "
+                "bools, None, lists, dicts)"
+            ) from None
     state = platform.export_state(conversation_id)
     if state is None:
         return None
@@ -249,15 +278,13 @@ def export_state_of(platform: object, conversation_id: str) -> PlatformState | N
             f"{type(state).__name__}; expected a dict of JSON values or None"
         )
     try:
-        text = json.dumps(state, ensure_ascii=False, allow_nan=False)
+        return json.dumps(state, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UsageError(
             f"the {_name_of(platform)} platform's export_state({conversation_id!r}) is not "
             "JSON-serialisable "
             f"({exc}); expected a dict of JSON values (str, numbers, bools, None, lists, dicts)"
         ) from None
-    copied: PlatformState = json.loads(text)
-    return copied
 
 
 def import_state_into(platform: object, conversation_id: str, state: Mapping[str, Any]) -> bool:
@@ -507,6 +534,18 @@ class KeepsState(Protocol):
 
     def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
         """Take over a conversation's exported state."""
+        ...
+
+
+@runtime_checkable
+class ExportsStateJson(Protocol):
+    """A `KeepsState` adapter that also writes its exported state as JSON text itself:
+    ``export_state_json(conversation_id)`` returns exactly ``json.dumps(export_state(
+    conversation_id), ensure_ascii=False, allow_nan=False)`` (or None when `export_state` does),
+    without building the detached copy `export_state` gives out first."""
+
+    def export_state_json(self, conversation_id: str) -> str | None:
+        """The exported state as JSON text, or None."""
         ...
 
 

@@ -33,6 +33,7 @@ from bridge.errors import (
     StreamInterruptedError,
     UsageError,
 )
+from bridge.platforms.base import export_state_json
 from bridge.platforms.openai_responses import OpenAIResponsesPlatform
 from bridge.types import (
     Event,
@@ -279,6 +280,23 @@ def test_the_transcript_and_the_state_given_out_are_copies(server: ResponsesServ
         state["turn_tools"]["tools"][0]["parameters"]["required"].append("country")
         assert json.dumps(platform.export_state(conv)) == kept
         assert platform.items(conv)[0]["content"] == "Weather?"
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_the_state_as_json_text_is_the_exported_state_written_out(
+    server: ResponsesServer, store: bool
+) -> None:
+    server.script(stream_reply(events(response(call_item(1), id="resp_1", store=store))))
+    with OpenAIResponsesPlatform(
+        server.base_url, "m", store=store, retry_policy=FAST_RETRIES
+    ) as platform:
+        conv = platform.create_conversation()
+        run(platform.start(conv, "Weather? \u00e9\U0001f600", tools=[WEATHER]))
+        state = platform.export_state(conv)
+        assert state is not None and state["pending"] is not None
+        text = json.dumps(state, ensure_ascii=False, allow_nan=False)
+        assert platform.export_state_json(conv) == text
+        assert export_state_json(platform, conv) == text
 
 
 # --- the stream -------------------------------------------------------------------------------

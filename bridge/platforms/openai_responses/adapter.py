@@ -24,6 +24,7 @@ a restart. Wire shapes live in `models` and `stream`; the request and the readin
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -302,6 +303,27 @@ class OpenAIResponsesPlatform(OpenAIPlatform[ResponsesConversation]):
                 "call_ids": list(state.call_ids),
                 "wire_ids": dict(state.wire_ids),
             }
+
+    def export_state_json(self, conversation_id: str) -> str | None:
+        """`export_state` as JSON text, the text ``json.dumps(export_state(conversation_id),
+        ensure_ascii=False, allow_nan=False)`` gives, written from the held state without
+        copying it first (the loop journals the state at each platform round)."""
+        state = self._state(conversation_id)
+        with self._lock:
+            return json.dumps(
+                {
+                    "version": STATE_VERSION,
+                    "store": self.store,
+                    "previous_response_id": state.previous_response_id,
+                    "items": state.items,
+                    "pending": state.pending.model_dump(mode="json") if state.pending else None,
+                    "turn_tools": state.turn_tools,
+                    "call_ids": state.call_ids,
+                    "wire_ids": state.wire_ids,
+                },
+                ensure_ascii=False,
+                allow_nan=False,
+            )
 
     def import_state(self, conversation_id: str, state: Mapping[str, Any]) -> None:
         """Continue a conversation exported by `export_state` (in this or another process).
