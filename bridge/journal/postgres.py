@@ -104,6 +104,7 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         self._held_lock = threading.Lock()
         self._conversation_of = {}
         self._kept = {}
+        self._written = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
@@ -114,6 +115,10 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
                 "row_factory": dict_row,
                 "connect_timeout": CONNECT_TIMEOUT,
                 "autocommit": True,
+                # Prepared on first use, not the fifth: each of a run's statements is parsed
+                # once per connection (the pool holds one per worker: with psycopg's default,
+                # a connection ran each statement unprepared five times first).
+                "prepare_threshold": 0,
             },
             configure=configure_connection,
             # A connection the server dropped (restart, failover to a standby) is replaced

@@ -146,6 +146,57 @@ def test_fencing_a_replica_that_lost_its_lease_cannot_write(
     ]
 
 
+def test_a_call_just_written_under_a_held_lease_is_read_back_without_a_statement(
+    replicas: tuple[PostgresJournal, PostgresJournal], dsn: str
+) -> None:
+    """The loop reads each call back right after receiving it (to plan the batch) and after
+    finishing it (to submit its output): the holder answers from its own write, once, the
+    same record a fresh read gives; anything else reads the database."""
+    a, b = replicas
+    cid = _cid()
+    a.acquire_lease(cid, "a", LONG)
+    message = a.begin_message(cid, "email carol")
+    reads: list[str] = []
+    real = a._read
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        reads.append("read")
+        return real(*args)
+
+    a._read = counted  # type: ignore[method-assign]
+    a.receive(cid, _batch(), message_id=message)
+    received = a.get_call(cid, "call-1")
+    assert reads == []  # from the write
+    assert received == b.get_call(cid, "call-1")
+    assert received is not None and received.state == "received"
+    assert a.get_call(cid, "call-1") == received and reads == ["read"]  # once only
+    a.start(cid, ["call-1"])
+    run = ToolRun(
+        call_id="call-1",
+        name="send_email",
+        arguments={"to": "carol"},
+        output="sent",
+        started_at=now(),
+        duration_ms=1.0,
+    )
+    a.finish(cid, run)
+    reads.clear()
+    finished = a.get_call(cid, "call-1")
+    assert reads == []
+    assert finished == b.get_call(cid, "call-1")
+    assert finished is not None and finished.state == "finished" and finished.output == "sent"
+    # A recovery's receive of the same batch: the call as it already was, not "received".
+    a.receive(cid, _batch(), message_id=message)
+    again = a.get_call(cid, "call-1")
+    assert reads == [] and again == finished
+    # Another generation (the lease taken again): what was kept is not used.
+    a.finish(cid, run)
+    a.end_message(message, MessageEnd(status="finished", answer="sent"))
+    a.release_lease(Lease(conversation_id=cid, owner="a", generation=a._held[cid]))
+    a.acquire_lease(cid, "a", LONG)
+    assert a.get_call(cid, "call-1") == b.get_call(cid, "call-1") and reads == ["read"]
+
+
 def test_renewal_reports_a_lease_taken_over(
     replicas: tuple[PostgresJournal, PostgresJournal], dsn: str
 ) -> None:
