@@ -105,6 +105,7 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         self._conversation_of = {}
         self._kept = {}
         self._written = {}
+        self._prefetched = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
@@ -219,6 +220,8 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         conversation: str | None,
         message: int | None,
     ) -> Callable[[psycopg.Connection[Row]], T]:
+        if conversation is not None or message is not None:  # (a message's: any conversation)
+            self._drop_prefetched(conversation if message is None else None)
         # Once a replica is bound, a conversation's write first checks, in its transaction,
         # that this replica still holds the conversation's lease.
         if self.replica is None or (conversation is None and message is None):

@@ -112,6 +112,12 @@ class PostgresSteps:
 
         def _lease_owner(self, conversation_id: str) -> str | None: ...
 
+        def _drop_prefetched(self, conversation_id: str | None) -> None: ...
+
+        def _hold_prefetched(self, conversation_id: str) -> Any: ...
+
+        def _prefetch_begun(self, conversation_id: str, begun: Any, stamp: str) -> None: ...
+
     _conversation_of: dict[int, str]
     """Message -> its conversation, for the messages this process began (`record_end`)."""
     _kept: dict[str, tuple[bool, bool]]
@@ -200,6 +206,8 @@ class PostgresSteps:
         """One statement, ``WITH lease, *queries`` then `final` (each a query and its
         parameters): its first row, or `LeaseLostError` when it returned none (`final` returns
         a row whenever ``lease`` has one)."""
+        if step != "message":  # `begin_message` brings what was read with the lease up to date
+            self._drop_prefetched(conversation)
         lease, params, held = self._lease(conversation)
         sql = "WITH " + ", ".join([lease, *(query for query, _ in queries)]) + " " + final[0]
         values = pg_params([*params, *(value for _, args in (*queries, final) for value in args)])
@@ -234,6 +242,7 @@ class PostgresSteps:
                 self.on_write("conversation")
             return
         stamp = now().isoformat()
+        self._drop_prefetched(conversation_id)
         params = pg_params((conversation_id, end_user_id, stamp, stamp, created_by))
         row: Row | None = self._step(
             "conversation",
@@ -262,6 +271,7 @@ class PostgresSteps:
         traceparent: str | None = None,
     ) -> int:
         stamp = now().isoformat()
+        begun = self._hold_prefetched(conversation_id)
         row = self._fenced_write(
             "message",
             conversation_id,
@@ -281,6 +291,8 @@ class PostgresSteps:
             ),
         )
         message_id = int(row["id"])
+        if begun is not None:
+            self._prefetch_begun(conversation_id, begun, stamp)
         with self._held_lock:
             if len(self._conversation_of) >= KEPT_MAX:  # messages never ended (a crash)
                 self._conversation_of.clear()  # `record_end` then reads the message's
@@ -338,6 +350,7 @@ class PostgresSteps:
         state: StateSnapshot | None = None,
     ) -> None:
         stamp = now().isoformat()
+        self._drop_prefetched(conversation_id)
         lease, lease_params, held = self._lease(conversation_id)
         # The conversation's lock (read-then-insert below), taken only while the lease is held.
         lock = (
