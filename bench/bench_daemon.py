@@ -40,6 +40,8 @@ bench_coze.py and bench_responses.py.
 
 ``--only sqlite|sequential|postgres|failover`` (repeatable) picks parts, ``--quick`` (or
 BENCH_QUICK=1) runs 50 clients only, 10 failover conversations and shorter sequential runs.
+``--warm-up N`` has each daemon answer N rounds before it is measured (default 0: the
+measured run includes a PostgreSQL daemon's opening of its pool's connections).
 Without the PostgreSQL server binaries the PostgreSQL parts are skipped with a note.
 """
 
@@ -84,6 +86,10 @@ PER_CLIENT = 2
 EMULATOR_PID: list[int] = []
 """The emulator process, once started (its CPU is part of each run's budget)."""
 PARTS = ("sqlite", "sequential", "postgres", "failover")
+WARM_UP = [0]
+"""Rounds of PER_CLIENT conversations per client each daemon answers before it is measured
+(``--warm-up``): without them, a PostgreSQL daemon's run also pays for opening its pool's
+connections (one per worker: authentication on both sides) and preparing its statements."""
 STATEMENTS: list[float] = []
 """PostgreSQL statements per conversation, once measured (for the targets table)."""
 
@@ -266,6 +272,8 @@ def _daemon(
             assert reply.status_code == 200, reply.text
             assert reply.json()["answer"] == "Paris: 18 degrees"
 
+        for _ in range(WARM_UP[0]):  # not measured: pools grown, statements prepared
+            _drive(clients, one)
         pids = [daemon.proc.pid for daemon in daemons]
         database = postgres_pids(server) if server is not None else []
         cpu = cpu_seconds(pids), cpu_seconds(database)
@@ -410,6 +418,12 @@ def _args() -> argparse.Namespace:
         default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
         help="50 clients only, fewer failover conversations (env BENCH_QUICK=1).",
     )
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=0,
+        help="Rounds each daemon answers before it is measured (default 0).",
+    )
     parser.add_argument("--failover-conversations", type=int, default=20)
     parser.add_argument("--lease-seconds", type=float, default=3.0)
     return parser.parse_args()
@@ -422,6 +436,7 @@ def main() -> int:
     # the PostgreSQL server (which runs in a session of its own and would outlive us).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parts = args.only or list(PARTS)
+    WARM_UP[0] = max(0, args.warm_up)
     levels = (50,) if args.quick else (50, 200)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -17,7 +17,8 @@ to reload what it shows; runs followed from another replica are checked against 
 
 Text deltas travel too (live followers want the answer as it streams), coalesced: the sender
 joins the deltas of one run queued while it was busy, so a fast stream costs one NOTIFY per
-database round trip, not one per chunk.
+database round trip, not one per chunk. A replica that hears no other one sends nothing (the
+replicas announce themselves when they start listening: `relay_pipe`).
 
 The jobs, one module each: `relay_codec` (payloads), `relay_pipe` (the sender and listener
 threads), `relay_runs` (runs of other replicas followed from here); this module joins them to
@@ -72,7 +73,7 @@ class Relay:
     def __repr__(self) -> str:
         return (
             f"Relay(replica={self.replica!r}, listening={self.pipe.listening}, "
-            f"remote_runs={len(self.runs)})"
+            f"peers={self.pipe.peers}, remote_runs={len(self.runs)})"
         )
 
     async def start(self) -> None:
@@ -151,6 +152,11 @@ async def start_relay(service: Service) -> Relay | None:
         "toolbridge_relay_received",
         "Events this replica received from the others.",
         lambda: relay.pipe.received,
+    )
+    metrics.count_from(
+        "toolbridge_relay_skipped",
+        "Events this replica did not send: no other replica was listening.",
+        lambda: relay.pipe.skipped,
     )
     metrics.count_from(
         "toolbridge_relay_reconnects",

@@ -52,6 +52,8 @@ class Notice:
     name: str
     data: dict[str, Any]
     replay: bool = True
+    gap: bool = False
+    """The sender skipped events before this one: it heard no other replica then."""
 
 
 def encode(notice: Notice, limit: int = PAYLOAD_LIMIT) -> str:
@@ -64,6 +66,8 @@ def encode(notice: Notice, limit: int = PAYLOAD_LIMIT) -> str:
         "n": _cut(notice.name, 100, 3),
         "p": notice.replay,
     }
+    if notice.gap:
+        head["g"] = True
     for chars, items in LEVELS:
         text = _dumps({**head, "d": _cut(notice.data, chars, items)})
         if len(text) <= limit:
@@ -86,6 +90,7 @@ def decode(payload: str) -> Notice | None:
             name=str(raw["n"]),
             data=dict(raw["d"]),
             replay=bool(raw.get("p", True)),
+            gap=bool(raw.get("g", False)),
         )
     except (ValueError, TypeError, KeyError):
         return None

@@ -7,6 +7,17 @@ thread LISTENs (reconnecting with backoff, checking a quiet connection every
 `HEARTBEAT_SECONDS`), drops its own process's notifications and hands the others' to the
 serving loop. A gap in a sender's numbers, or a listening connection that came back, is
 reported as lost (the caller resets what it shows).
+
+A replica that hears no other one sends nothing: events nobody listens to cost a statement,
+the server's notification queue and this replica's own listener decoding its own payloads.
+Listeners announce themselves: once listening, a pipe sends `HELLO` (asking for replies) and
+waits, before it says it is listening, for a reply from each relay listener the server shows
+(``application_name`` `APPLICATION`, at most `REPLY_SECONDS`); every pipe answers a hello
+asking for one, says `HELLO` again every `ANNOUNCE_SECONDS` and `BYE` when it stops, and
+forgets a replica not heard from for `PEER_SECONDS`. So a replica that starts listening is
+heard by the others before it serves, and a sender that skipped events marks the first one it
+sends after that (`Notice.gap`): its listeners then reset what they show, as after a lost
+notification (the journal is the truth; the relay is live-only).
 """
 
 from __future__ import annotations
@@ -36,6 +47,17 @@ BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 5.0
 HEARTBEAT_SECONDS = 10.0
 """A quiet listening connection is checked this often (a dead server's socket may stay open)."""
+HELLO = "relay_hello"
+"""A pipe's announcement: it listens (``{"reply": true}``: the others answer with theirs)."""
+BYE = "relay_bye"
+"""A pipe stops listening (a clean stop; a dead one is forgotten after `PEER_SECONDS`)."""
+CONTROL = frozenset({HELLO, BYE})
+APPLICATION = "toolbridge-relay"
+"""The ``application_name`` of listening connections (counted by a pipe that starts)."""
+REPLY_SECONDS = 2.0
+"""How long a starting pipe waits for the other listeners' replies to its hello."""
+ANNOUNCE_SECONDS = 30.0
+PEER_SECONDS = 3 * ANNOUNCE_SECONDS
 
 
 class RelayPipe:
@@ -70,9 +92,15 @@ class RelayPipe:
         self._stop = threading.Event()
         self._listening = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._peers: dict[str, float] = {}
+        """Other listening processes -> when last heard (monotonic); empty: send nothing."""
+        self._peers_lock = threading.Lock()
+        self._skipped = False
+        """Events were skipped (no peer) since the last one sent: the next one says so."""
         self.reconnects = 0
         self.sent = 0
         self.received = 0
+        self.skipped = 0
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the listener and sender threads; what they receive goes to `loop`."""
@@ -87,8 +115,10 @@ class RelayPipe:
         return self._listening.wait(timeout)
 
     def stop(self) -> None:
-        """Tell both threads to stop (the sender after what is queued)."""
+        """Tell both threads to stop (the sender after what is queued, and a `BYE`)."""
         self._stop.set()
+        if self._peers:
+            self._outbox.put((BYE, {}, False))
         self._outbox.put(None)
 
     async def join(self) -> None:
@@ -103,8 +133,20 @@ class RelayPipe:
 
     # --- sending ----------------------------------------------------------------------------------
 
+    @property
+    def peers(self) -> int:
+        """Other listening processes heard from (0: this pipe sends no events)."""
+        return len(self._peers)
+
     def post(self, name: str, data: dict[str, Any], replay: bool) -> None:
-        """Queue one hub event for the other replicas (sent by the sender thread)."""
+        """Queue one hub event for the other replicas (sent by the sender thread); skipped
+        while no other replica listens."""
+        if not self._peers:
+            with self._peers_lock:
+                if not self._peers:
+                    self._skipped = True
+                    self.skipped += 1
+                    return
         self._outbox.put((name, data, replay))
 
     def _send(self) -> None:
@@ -118,11 +160,16 @@ class RelayPipe:
                 time.sleep(COALESCE_SECONDS if first[0] == "text_delta" else GATHER_SECONDS)
                 stop = self._drain(batch)
                 payloads: list[str] = []
+                with self._peers_lock:
+                    gap, self._skipped = self._skipped, False
                 for name, data, replay in coalesce(batch):
                     self._seq += 1
                     try:
-                        notice = Notice(self.replica, self.instance, self._seq, name, data, replay)
+                        notice = Notice(
+                            self.replica, self.instance, self._seq, name, data, replay, gap
+                        )
                         payloads.append(encode(notice))
+                        gap = False
                     except Exception:  # never expected; the number left out tells the others
                         logger.exception("relay: a %s event could not be encoded", name)
                 if payloads:
@@ -193,7 +240,9 @@ class RelayPipe:
                 delay = min(BACKOFF_MAX, delay * 2)
                 continue
             try:
+                conn.execute(f"SET application_name = '{APPLICATION}'")
                 conn.execute(f"LISTEN {CHANNEL}")
+                self._announce(conn)
                 self._listening.set()
                 delay = BACKOFF_FIRST
                 if connected_before:
@@ -216,32 +265,83 @@ class RelayPipe:
                 with contextlib.suppress(Exception):
                     conn.close()
 
+    def _announce(self, conn: Any) -> None:
+        """Say `HELLO` on the freshly listening `conn` and wait (at most `REPLY_SECONDS`) for
+        a reply from each other listener the server shows: once they heard it, they send
+        their events here."""
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            "AND pid <> pg_backend_pid()",
+            (APPLICATION,),
+        ).fetchone()
+        others = int(row[0]) if row else 0
+        self._outbox.put((HELLO, {"reply": True}, False))
+        deadline = time.monotonic() + REPLY_SECONDS
+        heard: set[str] = set()
+        while len(heard) < others and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for notify in conn.notifies(timeout=min(left, 0.5)):
+                instance = self._receive(notify.payload)
+                if instance is not None:
+                    heard.add(instance)
+                if len(heard) >= others:
+                    break
+
     def _receive_until_error(self, conn: Any) -> None:
-        quiet_since = time.monotonic()
+        quiet_since = announced = time.monotonic()
         while not self._stop.is_set():
             got = False
             for notify in conn.notifies(timeout=0.5):
                 got = True
                 self._receive(notify.payload)
+            clock = time.monotonic()
             if got:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since > HEARTBEAT_SECONDS:
+                quiet_since = clock
+            elif clock - quiet_since > HEARTBEAT_SECONDS:
                 conn.execute("SELECT 1")
-                quiet_since = time.monotonic()
+                quiet_since = clock
+            if clock - announced > ANNOUNCE_SECONDS:
+                announced = clock
+                self._outbox.put((HELLO, {"reply": False}, False))
+                self._forget(clock - PEER_SECONDS)
 
-    def _receive(self, payload: str) -> None:
+    def _forget(self, before: float) -> None:
+        """Forget the peers not heard from since `before` (they died without a `BYE`)."""
+        with self._peers_lock:
+            for instance, heard in list(self._peers.items()):
+                if heard < before:
+                    del self._peers[instance]
+
+    def _receive(self, payload: str) -> str | None:
+        """Handle one payload; the sending process's instance, when it is another's."""
         notice = decode(payload)
         if notice is None:
             logger.debug("relay: a payload that is not ours on %s", CHANNEL)
-            return
+            return None
         if notice.instance == self.instance:
-            return
+            return None
         self.received += 1
         last = self._seen.get(notice.instance)
         self._seen[notice.instance] = notice.seq
-        if last is not None and notice.seq != last + 1:
+        if notice.name == BYE:
+            with self._peers_lock:
+                self._peers.pop(notice.instance, None)
+            return notice.instance
+        with self._peers_lock:
+            if not self._peers and notice.name == HELLO and notice.data.get("reply"):
+                # A replica that starts listening: it shows nothing of what was skipped.
+                self._skipped = False
+            self._peers[notice.instance] = time.monotonic()
+        if (last is not None and notice.seq != last + 1) or notice.gap:
             self._call_soon(self._on_lost, f"events of replica {notice.replica} were missed")
+        if notice.name == HELLO:
+            if notice.data.get("reply"):
+                self._outbox.put((HELLO, {"reply": False}, False))
+            return notice.instance
         self._call_soon(self._on_notice, notice)
+        return notice.instance
 
     def _call_soon(self, fn: Callable[..., None], *args: Any) -> None:
         loop = self._loop

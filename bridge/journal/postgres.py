@@ -104,6 +104,8 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         self._held_lock = threading.Lock()
         self._conversation_of = {}
         self._kept = {}
+        self._written = {}
+        self._prefetched = {}
         self._pool: Any = ConnectionPool(
             dsn,
             min_size=1,
@@ -114,6 +116,10 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
                 "row_factory": dict_row,
                 "connect_timeout": CONNECT_TIMEOUT,
                 "autocommit": True,
+                # Prepared on first use, not the fifth: each of a run's statements is parsed
+                # once per connection (the pool holds one per worker: with psycopg's default,
+                # a connection ran each statement unprepared five times first).
+                "prepare_threshold": 0,
             },
             configure=configure_connection,
             # A connection the server dropped (restart, failover to a standby) is replaced
@@ -214,6 +220,8 @@ class PostgresJournal(PostgresSteps, PostgresLeases, SQLJournal["psycopg.Connect
         conversation: str | None,
         message: int | None,
     ) -> Callable[[psycopg.Connection[Row]], T]:
+        if conversation is not None or message is not None:  # (a message's: any conversation)
+            self._drop_prefetched(conversation if message is None else None)
         # Once a replica is bound, a conversation's write first checks, in its transaction,
         # that this replica still holds the conversation's lease.
         if self.replica is None or (conversation is None and message is None):

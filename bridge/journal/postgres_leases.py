@@ -10,18 +10,37 @@ took, in the statement that writes (`bridge.journal.postgres_steps`) or, for the
 first in the same transaction (`_check_lease`), and refuses (`LeaseLostError`) when it finds
 none: a takeover's UPDATE waits for a write in progress, and a write after a takeover sees the
 new generation (fencing).
+
+`acquire_lease` also reads, in its statement, what a run reads first: the conversation, its
+platform state and its messages. Each is answered from there once (`get_conversation`,
+`platform_state`, `messages`) while the generation taken is held and no write of the
+conversation came from this process since: the lease's holder is the only one that writes
+them, so they are what a read would find.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bridge.journal._rows import message_record
+from bridge.journal._rows import (
+    CONVERSATION_SELECT,
+    conversation_record,
+    message_record,
+    platform_state_record,
+)
 from bridge.journal.leases import LeaseJournal
 from bridge.journal.postgres_connect import pg_params, pg_text
-from bridge.journal.records import Lease, LeaseHeldError, LeaseLostError, MessageRecord
+from bridge.journal.records import (
+    ConversationRecord,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    MessageRecord,
+    PlatformStateRecord,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -30,6 +49,19 @@ __all__ = ["PostgresLeases"]
 
 T = TypeVar("T")
 Row = dict[str, Any]
+
+PREFETCH_MAX = 10_000
+"""At most this many conversations' reads are kept from `acquire_lease` (never read: dropped)."""
+_PREFETCH = (
+    "SELECT taken.generation, "
+    f"(SELECT row_to_json(conv) FROM ({CONVERSATION_SELECT} WHERE c.id = %s) conv) "
+    "AS conversation, "
+    "(SELECT row_to_json(ps) FROM platform_states ps JOIN conversations c "
+    "ON ps.conversation_id = c.id WHERE c.id = %s "
+    "AND ps.platform_conversation_id = coalesce(c.platform_conversation_id, c.id)) AS state, "
+    "(SELECT json_agg(m ORDER BY m.id) FROM messages m WHERE m.conversation_id = %s) "
+    "AS messages FROM taken"
+)
 
 
 class PostgresLeases(LeaseJournal):
@@ -87,11 +119,109 @@ class PostgresLeases(LeaseJournal):
             self._held[lease.conversation_id] = lease.generation
         return lease
 
+    _prefetched: dict[str, tuple[int, dict[str, Any]]]
+    """Conversation -> the generation taken and what `acquire_lease` read with it, each
+    answered once: ``conversation``, ``state`` (platform conversation id, record) and
+    ``messages``."""
+
+    def _keep_prefetched(self, conversation_id: str, generation: int, row: Row) -> None:
+        raw = row["conversation"]
+        conversation = conversation_record(raw) if raw is not None else None
+        platform_id = conversation.platform_id if conversation is not None else conversation_id
+        state = platform_state_record(row["state"]) if row["state"] is not None else None
+        kept = {
+            "conversation": conversation,
+            "state": (pg_text(platform_id), state),
+            "messages": [message_record(m) for m in row["messages"] or ()],
+        }
+        with self._held_lock:
+            if len(self._prefetched) >= PREFETCH_MAX:
+                self._prefetched.clear()
+            self._prefetched[conversation_id] = (generation, kept)
+
+    def _drop_prefetched(self, conversation_id: str | None) -> None:
+        """A write of `conversation_id` (None: of a message, any) by this process: what was
+        read with its lease is no longer what a read would find."""
+        if self._prefetched:
+            with self._held_lock:
+                if conversation_id is None:
+                    self._prefetched.clear()
+                else:
+                    self._prefetched.pop(conversation_id, None)
+
+    def _hold_prefetched(self, conversation_id: str) -> tuple[int, dict[str, Any]] | None:
+        """Take out what was read with the lease while a message is begun (reads meanwhile
+        go to the database); `_prefetch_begun` puts it back, brought up to date."""
+        if not self._prefetched:
+            return None
+        with self._held_lock:
+            return self._prefetched.pop(conversation_id, None)
+
+    def _prefetch_begun(
+        self, conversation_id: str, begun: tuple[int, dict[str, Any]], stamp: str
+    ) -> None:
+        """A message was begun in the conversation: its row now says so (updated, running,
+        one message more), its platform state is as it was; its messages are read again."""
+        generation, kept = begun
+        kept.pop("messages", None)
+        conversation = kept.pop("conversation", None)
+        if conversation is not None:
+            kept["conversation"] = conversation.model_copy(
+                update={
+                    "updated_at": datetime.fromisoformat(stamp),
+                    "status": "running",
+                    "messages": conversation.messages + 1,
+                }
+            )
+        if kept:
+            with self._held_lock:
+                if self._held.get(conversation_id) == generation:
+                    self._prefetched[conversation_id] = (generation, kept)
+
+    def _take_prefetched(self, conversation_id: str, what: str) -> tuple[bool, Any]:
+        """(True, value) once per `what` while the generation read with is held."""
+        if not self._prefetched:
+            return False, None
+        with self._held_lock:
+            kept = self._prefetched.get(conversation_id)
+            if kept is None or what not in kept[1]:
+                return False, None
+            if self._held.get(conversation_id) != kept[0]:
+                del self._prefetched[conversation_id]
+                return False, None
+            value = kept[1].pop(what)
+            if not kept[1]:
+                del self._prefetched[conversation_id]
+        return True, value
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        found, record = self._take_prefetched(conversation_id, "conversation")
+        if found:
+            return record  # type: ignore[no-any-return]
+        return super().get_conversation(conversation_id)  # type: ignore[safe-super]
+
+    def platform_state(
+        self, conversation_id: str, platform_conversation_id: str
+    ) -> PlatformStateRecord | None:
+        found, kept = self._take_prefetched(conversation_id, "state")
+        if found and kept[0] == pg_text(platform_conversation_id):
+            return kept[1]  # type: ignore[no-any-return]
+        return super().platform_state(  # type: ignore[safe-super]
+            conversation_id, platform_conversation_id
+        )
+
+    def messages(self, conversation_id: str) -> list[MessageRecord]:
+        found, records = self._take_prefetched(conversation_id, "messages")
+        if found:
+            return list(records)
+        return super().messages(conversation_id)  # type: ignore[safe-super]
+
     def acquire_lease(self, conversation_id: str, owner: str, seconds: float) -> Lease:
         def op(db: psycopg.Connection[Row]) -> Lease:
             # One statement. A message a dead replica left running is claimed and recovered
             # first (`claim_orphans`), never overtaken by a new one.
             taken = db.execute(
+                "WITH taken AS ("
                 "INSERT INTO leases (conversation_id, owner, generation, expires_at, taken_at) "
                 "SELECT %s, %s, 1, clock_timestamp() + make_interval(secs => %s), "
                 "clock_timestamp() WHERE NOT EXISTS (SELECT 1 FROM messages "
@@ -100,15 +230,13 @@ class PostgresLeases(LeaseJournal):
                 "owner = excluded.owner, generation = leases.generation + 1, "
                 "expires_at = excluded.expires_at, taken_at = excluded.taken_at "
                 "WHERE leases.owner IS NULL OR leases.owner = excluded.owner "
-                "OR leases.expires_at < clock_timestamp() RETURNING generation",
-                pg_params((conversation_id, owner, float(seconds), conversation_id)),
+                "OR leases.expires_at < clock_timestamp() RETURNING generation) " + _PREFETCH,
+                pg_params((conversation_id, owner, float(seconds), *[conversation_id] * 4)),
             ).fetchone()
             if taken is not None:
-                return Lease(
-                    conversation_id=conversation_id,
-                    owner=owner,
-                    generation=int(taken["generation"]),
-                )
+                generation = int(taken["generation"])
+                self._keep_prefetched(conversation_id, generation, taken)
+                return Lease(conversation_id=conversation_id, owner=owner, generation=generation)
             holder = db.execute(
                 "SELECT owner, extract(epoch FROM expires_at - clock_timestamp()) AS left_s "
                 "FROM leases WHERE conversation_id = %s",

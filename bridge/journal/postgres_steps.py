@@ -17,12 +17,21 @@ committed on its own (the connection is in autocommit mode):
 - audit rows staged for the conversation (`stage_audit`) still commit with the step: then the
   step runs in a transaction with them, under the chain's lock, as before.
 
-``receive`` reads the conversation's last batch before it inserts, under the conversation's
-advisory lock, so it stays a transaction of two statements (the lock with the fence, then the
-rows). ``add_conversation`` repeated for a conversation this process added, bringing nothing
-the row lacks, writes nothing (conversations are never deleted: the upsert would change
-nothing). The other writes (approvals, direct calls, the platform conversation, the audit
-appended on its own) keep `SQLJournal`'s statements.
+``receive`` reads the conversation's last batch before it inserts. Fenced, it is one statement
+too: only the lease's holder at that generation writes the conversation, one step after
+another (a run takes the lease again: a new generation). Unfenced (no replica bound), other
+processes may write the conversation at the same time: it stays a transaction of two
+statements (the conversation's advisory lock, then the rows).
+
+``receive`` and ``finish`` return the calls' rows as they left them; `get_call` answers the
+loop's read-back of those calls (planning a batch just received, collecting outputs just
+finished) from them, once each, while the lease's generation they were written under is held
+(no other process can have written them since).
+
+``add_conversation`` repeated for a conversation this process added, bringing nothing the row
+lacks, writes nothing (conversations are never deleted: the upsert would change nothing).
+The other writes (approvals, direct calls, the platform conversation, the audit appended on
+its own) keep `SQLJournal`'s statements.
 
 The steps here write what `SQLJournal`'s steps of the same name write: a change to what a step
 writes goes into both (the journal tests run every store against the same expectations).
@@ -36,9 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bridge.errors import redact
-from bridge.journal._rows import arguments_json, state_json
-from bridge.journal.postgres_connect import pg_params
+from bridge.journal._rows import arguments_json, call_record, state_json
+from bridge.journal.postgres_connect import pg_params, pg_text
 from bridge.journal.records import (
+    CallRecord,
     LeaseLostError,
     MessageEnd,
     StateSnapshot,
@@ -102,11 +112,48 @@ class PostgresSteps:
 
         def _lease_owner(self, conversation_id: str) -> str | None: ...
 
+        def _drop_prefetched(self, conversation_id: str | None) -> None: ...
+
+        def _hold_prefetched(self, conversation_id: str) -> Any: ...
+
+        def _prefetch_begun(self, conversation_id: str, begun: Any, stamp: str) -> None: ...
+
     _conversation_of: dict[int, str]
     """Message -> its conversation, for the messages this process began (`record_end`)."""
     _kept: dict[str, tuple[bool, bool]]
     """Conversation this process added -> whether its row has an end user and an owner
     (`add_conversation` skips a repeat that would change nothing)."""
+    _written: dict[tuple[str, str], tuple[int, CallRecord]]
+    """(conversation, call) -> the lease generation held and the call's row as this process's
+    last write of it left it (`receive`, `finish`): `get_call` answers once from it while the
+    same generation is held (no other process can have written the call since: fencing)."""
+
+    def _note_calls(self, conversation: str, held: int | None, rows: Sequence[Row]) -> None:
+        """Keep `rows` (calls of `conversation` as just written under `held`) for `get_call`."""
+        if held is None:  # unfenced (no replica bound): another process may write them
+            return
+        records = [call_record(row) for row in rows]
+        with self._held_lock:
+            if len(self._written) >= KEPT_MAX:
+                self._written.clear()
+            for record in records:
+                self._written[conversation, record.call_id] = (held, record)
+
+    def _drop_calls(self, conversation: str, call_ids: Sequence[str]) -> None:
+        with self._held_lock:
+            for call_id in call_ids:
+                self._written.pop((conversation, pg_text(call_id)), None)
+
+    def get_call(self, conversation_id: str, call_id: str) -> CallRecord | None:
+        # Read back right after this process wrote it (the loop plans a batch it just
+        # received, and collects the outputs it just finished): the row it wrote, once.
+        with self._held_lock:
+            written = self._written.pop((conversation_id, pg_text(call_id)), None)
+            held = self._held.get(conversation_id)
+        if written is not None and written[0] == held:
+            return written[1]
+        record: CallRecord | None = super().get_call(conversation_id, call_id)  # type: ignore[misc]
+        return record
 
     # --- primitives ------------------------------------------------------------------------------
 
@@ -159,6 +206,8 @@ class PostgresSteps:
         """One statement, ``WITH lease, *queries`` then `final` (each a query and its
         parameters): its first row, or `LeaseLostError` when it returned none (`final` returns
         a row whenever ``lease`` has one)."""
+        if step != "message":  # `begin_message` brings what was read with the lease up to date
+            self._drop_prefetched(conversation)
         lease, params, held = self._lease(conversation)
         sql = "WITH " + ", ".join([lease, *(query for query, _ in queries)]) + " " + final[0]
         values = pg_params([*params, *(value for _, args in (*queries, final) for value in args)])
@@ -193,6 +242,7 @@ class PostgresSteps:
                 self.on_write("conversation")
             return
         stamp = now().isoformat()
+        self._drop_prefetched(conversation_id)
         params = pg_params((conversation_id, end_user_id, stamp, stamp, created_by))
         row: Row | None = self._step(
             "conversation",
@@ -221,6 +271,7 @@ class PostgresSteps:
         traceparent: str | None = None,
     ) -> int:
         stamp = now().isoformat()
+        begun = self._hold_prefetched(conversation_id)
         row = self._fenced_write(
             "message",
             conversation_id,
@@ -240,6 +291,8 @@ class PostgresSteps:
             ),
         )
         message_id = int(row["id"])
+        if begun is not None:
+            self._prefetch_begun(conversation_id, begun, stamp)
         with self._held_lock:
             if len(self._conversation_of) >= KEPT_MAX:  # messages never ended (a crash)
                 self._conversation_of.clear()  # `record_end` then reads the message's
@@ -297,6 +350,7 @@ class PostgresSteps:
         state: StateSnapshot | None = None,
     ) -> None:
         stamp = now().isoformat()
+        self._drop_prefetched(conversation_id)
         lease, lease_params, held = self._lease(conversation_id)
         # The conversation's lock (read-then-insert below), taken only while the lease is held.
         lock = (
@@ -307,19 +361,19 @@ class PostgresSteps:
         queries: list[tuple[str, Sequence[Any]]] = [
             (
                 "conversation AS (INSERT INTO conversations (id, created_at, updated_at) "
-                "VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING)",
+                "SELECT %s, %s, %s FROM lease ON CONFLICT (id) DO NOTHING)",
                 (conversation_id, stamp, stamp),
             ),
             (
                 # The same batch again (recovery): its first row is kept.
-                "same AS (SELECT seq FROM (SELECT seq, batch_id, submitted_at FROM batches "
-                "WHERE conversation_id = %s ORDER BY seq DESC LIMIT 1) last "
+                "same AS (SELECT seq FROM lease, (SELECT seq, batch_id, submitted_at "
+                "FROM batches WHERE conversation_id = %s ORDER BY seq DESC LIMIT 1) last "
                 "WHERE batch_id = %s AND (submitted_at IS NULL OR submitted_at = ''))",
                 (conversation_id, batch.batch_id),
             ),
             (
                 "added AS (INSERT INTO batches (conversation_id, batch_id, message_id, calls, "
-                "resume, received_at) SELECT %s, %s, %s::bigint, %s, %s, %s "
+                "resume, received_at) SELECT %s, %s, %s::bigint, %s, %s, %s FROM lease "
                 "WHERE NOT EXISTS (SELECT 1 FROM same) RETURNING seq)",
                 (
                     conversation_id,
@@ -340,7 +394,7 @@ class PostgresSteps:
                 "c.name, "
                 "c.arguments, 'received', %s FROM batch, unnest(%s::text[], %s::text[], "
                 "%s::text[]) WITH ORDINALITY AS c (call_id, name, arguments, n) ORDER BY c.n "
-                "ON CONFLICT (conversation_id, call_id) DO NOTHING)",
+                "ON CONFLICT (conversation_id, call_id) DO NOTHING RETURNING calls.*)",
                 (
                     conversation_id,
                     message_id,
@@ -353,19 +407,50 @@ class PostgresSteps:
         ]
         if state is not None:
             queries.append(_state(conversation_id, state, stamp))
-        # ``lease`` of one row: the lock statement found it (``state`` reads ``FROM lease``).
-        rows = "WITH " + ", ".join([_UNFENCED, *(query for query, _ in queries)]) + " SELECT 1"
-        values = pg_params([value for _, args in queries for value in args])
+        # Every write reads ``FROM lease``. The statement returns one row per call of the batch
+        # as it now is (those it inserted, and those that were there already: recovery; its
+        # snapshot has them, not its own inserts), and one row at least while ``lease`` has
+        # one (the calls' columns empty for a batch without calls).
+        ids = pg_params([c.call_id for c in batch.calls])
+        final = (
+            " SELECT lease.ok, written.* FROM lease LEFT JOIN (SELECT * FROM received "
+            "UNION ALL SELECT * FROM calls WHERE conversation_id = %s "
+            "AND call_id = ANY(%s::text[])) written ON true"
+        )
+        values = [value for _, args in queries for value in args]
+        values += [conversation_id, ids]
+        if held is None:
+            # Unfenced (no replica bound): other processes may write the conversation at the
+            # same time, so its lock comes first, in a statement of its own (a statement's
+            # snapshot is taken when it starts: the last batch is read after the lock).
+            rows = "WITH " + ", ".join([_UNFENCED, *(q for q, _ in queries)]) + final
+            unfenced = pg_params(values)
 
-        def op(db: psycopg.Connection[Row]) -> None:
-            if db.execute(*lock).fetchone() is None:
-                raise self._fenced(conversation_id, held)
-            db.execute(rows, values)
+            def op(db: psycopg.Connection[Row]) -> list[Row]:
+                if db.execute(*lock).fetchone() is None:
+                    raise self._fenced(conversation_id, held)
+                result: list[Row] = db.execute(rows, unfenced).fetchall()
+                return result
 
-        wrapped: Callable[[psycopg.Connection[Row]], None] = op
-        if self._staged:
-            wrapped = self._with_staged(conversation_id, op)
-        self._finish("received", lambda: self._run(wrapped))
+            wrapped: Callable[[psycopg.Connection[Row]], list[Row]] = op
+            if self._staged:
+                wrapped = self._with_staged(conversation_id, op)
+            written = self._finish("received", lambda: self._run(wrapped))
+        else:
+            # Fenced: only the holder of the lease at this generation writes the conversation,
+            # one step after another (each run takes the lease again: a new generation), and
+            # a takeover waits for this statement (``FOR SHARE``): no lock, one statement.
+            sql = "WITH " + ", ".join([lease, *(q for q, _ in queries)]) + final
+            fenced = pg_params([*lease_params, *values])
+
+            def one(db: psycopg.Connection[Row]) -> list[Row]:
+                result: list[Row] = db.execute(sql, fenced).fetchall()
+                if not result:
+                    raise self._fenced(conversation_id, held)
+                return result
+
+            written = self._step("received", one, conversation_id)
+        self._note_calls(conversation_id, held, [r for r in written if r["call_id"] is not None])
 
     def start(
         self,
@@ -376,6 +461,7 @@ class PostgresSteps:
     ) -> None:
         stamp = now().isoformat()
         spans = traceparents or {}
+        self._drop_calls(conversation_id, call_ids)
         self._fenced_write(
             "started",
             conversation_id,
@@ -399,8 +485,10 @@ class PostgresSteps:
 
     def finish(self, conversation_id: str, run: ToolRun) -> None:
         stamp = now().isoformat()
+        with self._held_lock:
+            held = self._held.get(conversation_id) if self.replica is not None else None
         # An upsert: a call finished without being received (direct use) is recorded too.
-        self._fenced_write(
+        row = self._fenced_write(
             "finished",
             conversation_id,
             [
@@ -411,7 +499,7 @@ class PostgresSteps:
                     "ON CONFLICT (conversation_id, call_id) DO UPDATE SET state = 'finished', "
                     "output = excluded.output, error = excluded.error, "
                     "started_at = excluded.started_at, duration_ms = excluded.duration_ms, "
-                    "updated_at = excluded.updated_at)",
+                    "updated_at = excluded.updated_at RETURNING calls.*)",
                     (
                         conversation_id,
                         run.call_id,
@@ -427,7 +515,10 @@ class PostgresSteps:
                     ),
                 )
             ],
+            # The row as written (one whenever ``lease`` has one: the upsert always writes).
+            ("SELECT * FROM finished", ()),
         )
+        self._note_calls(conversation_id, held, [row])
 
     def submitting(self, conversation_id: str, batch: ToolBatch) -> None:
         self._mark(conversation_id, batch, "submitting", ("finished",))
@@ -447,6 +538,7 @@ class PostgresSteps:
     ) -> None:
         stamp = now().isoformat()
         column = f"{state}_at"  # a column name of ours, never input
+        self._drop_calls(conversation_id, [call.call_id for call in batch.calls])
         queries: list[tuple[str, Sequence[Any]]] = []
         if snapshot is not None:
             queries.append(_state(conversation_id, snapshot, stamp))

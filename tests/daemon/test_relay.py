@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from playwright.sync_api import expect
 
 from bridge.daemon.relay_codec import PAYLOAD_LIMIT, Notice, coalesce, decode, encode
+from bridge.daemon.relay_pipe import BYE, HELLO, RelayPipe
 from bridge.emulator import Emulator
 from tests.daemon.conftest import DaemonProcess, executions, start_daemon, wait_for
 from tests.daemon.console_setup import SCENARIO as CONSOLE_SCENARIO
@@ -128,6 +129,36 @@ def test_a_follower_of_b_sees_the_runs_of_a(pair: tuple[DaemonProcess, DaemonPro
     sent = _counter(a.request("GET", "/metrics").text, "toolbridge_relay_sent_total")
     received = _counter(b.request("GET", "/metrics").text, "toolbridge_relay_received_total")
     assert sent >= len(theirs) and received >= len(theirs)
+
+
+def test_a_replica_alone_sends_no_events_and_one_that_joins_hears_the_next_run(
+    postgres: PostgresServer, emulator: Emulator, tools_dir: Path
+) -> None:
+    dsn = postgres.create_database(f"r_{uuid.uuid4().hex[:12]}")
+    a = start_daemon(emulator, tools_dir, dsn, api_key=KEY)
+    try:
+        cid = a.new_conversation()
+        assert a.ask(cid, "weather in Paris").status_code == 200
+        metrics = a.request("GET", "/metrics").text
+        # Nobody listens: only its own announcement went out, every event was skipped.
+        assert _counter(metrics, "toolbridge_relay_sent_total") == 1
+        assert _counter(metrics, "toolbridge_relay_skipped_total") >= 5
+        b = start_daemon(emulator, tools_dir, dsn, api_key=KEY)
+        try:
+            # B started only once A had answered its hello: A's next run reaches B at once.
+            follower = Follower(b, "/v1/events")
+            try:
+                follower.wait(lambda e: e[0] == "hello", "B's hello")
+                assert a.ask(cid, "weather in Tokyo").status_code == 200
+                ended = follower.wait(lambda e: e[0] == "run_ended", "A's run on B's stream")
+            finally:
+                follower.close()
+            assert ended[1]["answer"] == "Tokyo: 22 degrees"
+            assert "reset" not in [n for n, _ in follower.events]  # B missed nothing it shows
+        finally:
+            b.stop()
+    finally:
+        a.stop()
 
 
 def _counter(exposition: str, name: str) -> float:
@@ -358,6 +389,30 @@ def test_a_huge_event_keeps_its_ids_and_says_it_was_cut() -> None:
         "big_report",
     )
     assert got["output"].startswith("xxx") and "more characters]" in got["output"]
+
+
+def test_a_pipe_alone_skips_events_and_marks_the_first_one_after() -> None:
+    lost: list[str] = []
+    pipe = RelayPipe(lambda: None, "a", on_notice=lambda notice: None, on_lost=lost.append)
+
+    class Loop:
+        def call_soon_threadsafe(self, fn: Callable[..., None], *args: Any) -> None:
+            fn(*args)
+
+    pipe._loop = Loop()  # type: ignore[assignment]
+    pipe.post("run_started", {"conversation_id": "c"}, True)
+    assert pipe.skipped == 1 and pipe._outbox.empty() and pipe.peers == 0
+    # A replica that starts listening: it gets a reply, and nothing it shows was skipped.
+    hello = Notice("b", "instance-b", 1, HELLO, {"reply": True})
+    pipe._receive(encode(hello))
+    assert pipe.peers == 1 and pipe._outbox.get_nowait()[0] == HELLO and not pipe._skipped
+    pipe.post("run_started", {"conversation_id": "c"}, True)
+    assert pipe._outbox.get_nowait()[0] == "run_started"
+    # A peer marks the first event it sends after skipping some: this side resets.
+    pipe._receive(encode(Notice("b", "instance-b", 2, "run_ended", {}, True, gap=True)))
+    assert lost == ["events of replica b were missed"]
+    pipe._receive(encode(Notice("b", "instance-b", 3, BYE, {})))
+    assert pipe.peers == 0
 
 
 def test_text_deltas_of_one_message_are_joined_in_order() -> None:

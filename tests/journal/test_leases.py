@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 
 from bridge.journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from bridge.journal.postgres_migrations import MIGRATIONS
-from bridge.journal.records import Lease, LeaseHeldError, LeaseLostError, MessageEnd, now
+from bridge.journal.records import (
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    MessageEnd,
+    StateSnapshot,
+    now,
+)
 from bridge.types import ToolBatch, ToolCall, ToolRun
 from tests.support.postgres import PostgresServer
 
@@ -144,6 +151,108 @@ def test_fencing_a_replica_that_lost_its_lease_cannot_write(
     assert [(m.status, m.answer, m.replica) for m in b.messages(cid)] == [
         ("finished", "from b", "b")
     ]
+
+
+def test_a_call_just_written_under_a_held_lease_is_read_back_without_a_statement(
+    replicas: tuple[PostgresJournal, PostgresJournal], dsn: str
+) -> None:
+    """The loop reads each call back right after receiving it (to plan the batch) and after
+    finishing it (to submit its output): the holder answers from its own write, once, the
+    same record a fresh read gives; anything else reads the database."""
+    a, b = replicas
+    cid = _cid()
+    a.acquire_lease(cid, "a", LONG)
+    message = a.begin_message(cid, "email carol")
+    reads: list[str] = []
+    real = a._read
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        reads.append("read")
+        return real(*args)
+
+    a._read = counted  # type: ignore[method-assign]
+    a.receive(cid, _batch(), message_id=message)
+    received = a.get_call(cid, "call-1")
+    assert reads == []  # from the write
+    assert received == b.get_call(cid, "call-1")
+    assert received is not None and received.state == "received"
+    assert a.get_call(cid, "call-1") == received and reads == ["read"]  # once only
+    a.start(cid, ["call-1"])
+    run = ToolRun(
+        call_id="call-1",
+        name="send_email",
+        arguments={"to": "carol"},
+        output="sent",
+        started_at=now(),
+        duration_ms=1.0,
+    )
+    a.finish(cid, run)
+    reads.clear()
+    finished = a.get_call(cid, "call-1")
+    assert reads == []
+    assert finished == b.get_call(cid, "call-1")
+    assert finished is not None and finished.state == "finished" and finished.output == "sent"
+    # A recovery's receive of the same batch: the call as it already was, not "received".
+    a.receive(cid, _batch(), message_id=message)
+    again = a.get_call(cid, "call-1")
+    assert reads == [] and again == finished
+    # Another generation (the lease taken again): what was kept is not used.
+    a.finish(cid, run)
+    a.end_message(message, MessageEnd(status="finished", answer="sent"))
+    a.release_lease(Lease(conversation_id=cid, owner="a", generation=a._held[cid]))
+    a.acquire_lease(cid, "a", LONG)
+    assert a.get_call(cid, "call-1") == b.get_call(cid, "call-1") and reads == ["read"]
+
+
+def test_what_a_run_reads_first_comes_with_its_lease_and_matches_the_database(
+    replicas: tuple[PostgresJournal, PostgresJournal],
+) -> None:
+    """A run reads its conversation, its platform state and its messages right after taking
+    the lease: the holder answers them from the lease's statement, once each, as a fresh
+    read would (also after it began the message); any other write reads the database."""
+    a, b = replicas
+    cid = _cid()
+    a.add_conversation(cid, end_user_id="u-1")
+    a.acquire_lease(cid, "a", LONG)
+    first = a.begin_message(cid, "email carol")
+    a.save_platform_state(
+        cid, StateSnapshot(platform_conversation_id=cid, platform="emu", state={"k": "v"})
+    )
+    a.end_message(first, MessageEnd(status="finished", answer="sent"))
+    a.release_lease(Lease(conversation_id=cid, owner="a", generation=a._held[cid]))
+    reads: list[str] = []
+    real = a._read
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        reads.append("read")
+        return real(*args)
+
+    a._read = counted  # type: ignore[method-assign]
+    a.acquire_lease(cid, "a", LONG)
+    assert a.messages(cid) == b.messages(cid) and len(b.messages(cid)) == 1
+    assert reads == []
+    assert a.messages(cid) == b.messages(cid) and reads == ["read"]  # once only
+    reads.clear()
+    a.begin_message(cid, "email dave")
+    conversation = a.get_conversation(cid)
+    assert conversation == b.get_conversation(cid)
+    assert conversation is not None and conversation.status == "running"
+    assert conversation.messages == 2
+    state = a.platform_state(cid, cid)
+    assert state == b.platform_state(cid, cid) and state is not None and state.state == {"k": "v"}
+    assert reads == []
+    # Another write of the conversation: what was read with the lease is not used.
+    second = a.messages(cid)[-1].message_id
+    a.end_message(second, MessageEnd(status="finished", answer="sent"))
+    a.release_lease(Lease(conversation_id=cid, owner="a", generation=a._held[cid]))
+    a.acquire_lease(cid, "a", LONG)
+    a.save_platform_state(
+        cid, StateSnapshot(platform_conversation_id=cid, platform="emu", state={"k": "w"})
+    )
+    reads.clear()
+    assert a.get_conversation(cid) == b.get_conversation(cid) and reads == ["read"]
+    state = a.platform_state(cid, cid)
+    assert state is not None and state.state == {"k": "w"} and reads == ["read", "read"]
 
 
 def test_renewal_reports_a_lease_taken_over(
