@@ -18,7 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support.sdk_venv when run as a script
 
-__all__ = ["ROOT", "loop_args", "report", "run_worker", "sdk_python", "take_turns", "timed"]
+__all__ = [
+    "ROOT",
+    "count_instructions",
+    "loop_args",
+    "report",
+    "run_worker",
+    "sdk_python",
+    "take_turns",
+    "timed",
+]
 
 
 def timed(spec: dict[str, Any], conversation: Callable[[], str]) -> list[float]:
@@ -34,6 +43,25 @@ def timed(spec: dict[str, Any], conversation: Callable[[], str]) -> list[float]:
         if answer != spec["expected"]:
             raise SystemExit(f"unexpected answer: {answer!r}")
     return wall
+
+
+def count_instructions(warmup: int, n: int, conversation: Callable[[], object]) -> None:
+    """In a process run under valgrind's callgrind with ``--instr-atstart=no``: `warmup`
+    conversations, then `n` with instrumentation on, then the counts dumped (the runner reads
+    them: `bench_instructions`)."""
+    import os
+
+    def control(*args: str) -> None:
+        command = ["callgrind_control", *args, str(os.getpid())]
+        subprocess.run(command, check=True, capture_output=True)
+
+    for _ in range(warmup):
+        conversation()
+    control("-i", "on")
+    for _ in range(n):
+        conversation()
+    control("-i", "off")
+    control("-d")
 
 
 def run_worker(cmd: list[str], env: dict[str, str] | None = None) -> list[float]:

@@ -17,7 +17,10 @@ emulator and the daemon's HTTP client run outside valgrind, so only the measured
 - daemon: ``toolbridge serve`` (``--workers 4``), the client posting ``/v1/conversations`` then
   ``/messages``, journal ``:memory:`` and a SQLite file (WAL, ``synchronous=FULL``);
 - HTTP floor: a bare ASGI app on the same uvicorn answering the same two requests with fixed
-  bodies: what serving two requests costs at the least.
+  bodies: what serving two requests costs at the least;
+- Responses: `bench_responses`' conversation (a question, a ``function_call``, its output, the
+  answer) three ways, each counted in its own process: `Bridge.ask`, the adapter driven by hand,
+  and the hand-written `requests` loop (the floor of the Responses target).
 
 Instructions are the process's own, in user space, on every thread: a system call's work in
 the kernel (an fsync, a socket write) is not counted, so the SQLite file's fsyncs are missing
@@ -32,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import shutil
 import socket
@@ -44,6 +46,7 @@ from typing import Any
 
 import requests
 from _daemons import Process
+from _harness import count_instructions
 
 __all__ = ["main"]
 
@@ -78,6 +81,7 @@ def _instructions(out: Path) -> int:
 
 
 def _counted(pid: int, one: Any, conversations: int) -> None:
+    """Count the server process `pid` while this process sends it `conversations`."""
     for _ in range(WARMUP):
         one()
     _control(pid, "-i", "on")
@@ -115,7 +119,7 @@ def _direct_worker(url: str, journal_kind: str, conversations: int) -> None:
             answer = bridge.ask("weather in Paris").answer
             assert answer == "Paris: 18 degrees", answer
 
-        _counted(os.getpid(), one, conversations)
+        count_instructions(WARMUP, conversations, one)
 
 
 async def _bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -206,6 +210,36 @@ def _direct(out: Path, url: str, journal: str, conversations: int) -> float:
     return _instructions(out) / conversations
 
 
+def _responses(folder: Path, conversations: int) -> dict[str, float]:
+    """`bench_responses`' three clients of one Responses emulator (in this process), each
+    counted under valgrind: `Bridge.ask`, the adapter driven by hand, the hand-written loop."""
+    import bench_responses
+
+    from bridge.emulator import Emulator
+
+    figures: dict[str, float] = {}
+    with Emulator(protocol="responses", scenario=bench_responses.SCENARIO, faults="") as emu:
+        env = emu.env()
+        spec = {
+            "base_url": env["OPENAI_BASE_URL"],
+            "api_key": env["OPENAI_API_KEY"],
+            "model": env["OPENAI_MODEL"],
+            "query": bench_responses.QUERY,
+            "tool": bench_responses.TOOL,
+            "expected": bench_responses.EXPECTED,
+            "n": conversations,
+            "warmup": WARMUP,
+            "clock": "instructions",
+        }
+        script = str(HERE.parent / "bench_responses.py")
+        for kind in ("bridge", "adapter", "requests"):
+            out = folder / f"responses-{kind}"
+            args = [sys.executable, script, "--worker", kind, "--spec", json.dumps(spec)]
+            subprocess.run([*_callgrind(out), *args], check=True, capture_output=True)
+            figures[kind] = _instructions(out) / conversations
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=40)
@@ -258,6 +292,7 @@ def main() -> int:
             )
         finally:
             emulator.stop()
+        responses = _responses(folder, n)
     direct = figures["direct"]
     print(
         f"Python {sys.version.split()[0]}, {n} conversations per configuration after {WARMUP} "
@@ -275,6 +310,14 @@ def main() -> int:
         ratio = figures[name] / direct
         verdict = "PASS" if ratio <= target else "FAIL"
         print(f"| {name} / direct | {ratio:.2f} | <= {target} | {verdict} |")
+    floor = responses["requests"]
+    ratio = responses["bridge"] / floor
+    print(
+        f"| Responses: `Bridge.ask` / hand-written `requests` loop "
+        f"({responses['bridge'] / 1e6:.2f} M / {floor / 1e6:.2f} M; the adapter driven by hand "
+        f"{responses['adapter'] / floor:.2f}) | {ratio:.2f} | <= 1.1 | "
+        f"{'PASS' if ratio <= 1.1 else 'FAIL'} |"
+    )
     return 0
 
 

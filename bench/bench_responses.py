@@ -36,7 +36,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import loop_args, report, run_worker, sdk_python, take_turns, timed
+from _harness import (
+    count_instructions,
+    loop_args,
+    report,
+    run_worker,
+    sdk_python,
+    take_turns,
+    timed,
+)
 
 __all__ = ["main"]
 
@@ -187,7 +195,17 @@ def adapter_worker(spec: dict[str, Any]) -> list[float]:
 
 def _timed(spec: dict[str, Any], conversation: Callable[[], str]) -> list[float]:
     """`timed`, or with ``spec["clock"] == "cpu"`` the process's CPU seconds of each
-    conversation (every thread's: the tool runs in a worker thread)."""
+    conversation (every thread's: the tool runs in a worker thread); with ``"instructions"``
+    (under callgrind: `bench_instructions`) the instructions are counted, nothing timed."""
+    if spec.get("clock") == "instructions":
+
+        def checked() -> None:
+            answer = conversation()
+            if answer != spec["expected"]:
+                raise SystemExit(f"unexpected answer: {answer!r}")
+
+        count_instructions(spec["warmup"], spec["n"], checked)
+        return []
     if spec.get("clock") != "cpu":
         return timed(spec, conversation)
     for _ in range(spec["warmup"]):
