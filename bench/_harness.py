@@ -45,15 +45,19 @@ def timed(spec: dict[str, Any], conversation: Callable[[], str]) -> list[float]:
     return wall
 
 
-def count_instructions(warmup: int, n: int, conversation: Callable[[], object]) -> None:
-    """In a process run under valgrind's callgrind with ``--instr-atstart=no``: `warmup`
-    conversations, then `n` with instrumentation on, then the counts dumped (the runner reads
-    them: `bench_instructions`)."""
+def count_instructions(
+    warmup: int, n: int, conversation: Callable[[], object], pid: int | None = None
+) -> None:
+    """For a process run under valgrind's callgrind with ``--instr-atstart=no`` (`pid`, this
+    one by default): `warmup` conversations, then `n` with instrumentation on, then the counts
+    dumped (the runner reads them: `bench_instructions`). With another `pid`, this process is
+    the client whose `conversation` the measured server answers."""
     import os
 
+    target = str(os.getpid() if pid is None else pid)
+
     def control(*args: str) -> None:
-        command = ["callgrind_control", *args, str(os.getpid())]
-        subprocess.run(command, check=True, capture_output=True)
+        subprocess.run(["callgrind_control", *args, target], check=True, capture_output=True)
 
     for _ in range(warmup):
         conversation()

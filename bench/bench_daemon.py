@@ -80,7 +80,7 @@ from bridge import Bridge, manifest
 from bridge.platforms._http import new_session
 from bridge.platforms.appbuilder import AppBuilderPlatform
 
-__all__ = ["main"]
+__all__ = ["daemon_client", "main"]
 
 PER_CLIENT = 2
 EMULATOR_PID: list[int] = []
@@ -302,6 +302,25 @@ class Sequential:
     daemon_cpu: float
 
 
+def daemon_client(url: str, timeout: float = 60) -> Callable[[], None]:
+    """One client of the daemon at `url` (its own connection): each call opens a conversation
+    and asks "weather in Paris" in it (one tool round), checking the answer."""
+    client = requests.Session()
+
+    def one() -> None:
+        created = client.post(url + "/v1/conversations", json={}, timeout=timeout)
+        cid = created.json()["conversation_id"]
+        reply = client.post(
+            f"{url}/v1/conversations/{cid}/messages",
+            json={"query": "weather in Paris"},
+            timeout=timeout,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["answer"] == "Paris: 18 degrees"
+
+    return one
+
+
 def _sequential(
     emulator: dict[str, str], folder: Path, db: str, conversations: int, block: int = 20
 ) -> Sequential:
@@ -316,18 +335,7 @@ def _sequential(
     )
     args = ["serve", "--tools", str(folder / "tools.py"), "--port", "0", "--workers", "4"]
     daemon = Process(args, "listening on ", {**emulator, "TOOLBRIDGE_DB": db})
-    client = requests.Session()
-
-    def remote() -> None:
-        created = client.post(daemon.url + "/v1/conversations", json={}, timeout=60)
-        cid = created.json()["conversation_id"]
-        reply = client.post(
-            f"{daemon.url}/v1/conversations/{cid}/messages",
-            json={"query": "weather in Paris"},
-            timeout=60,
-        )
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["answer"] == "Paris: 18 degrees"
+    remote = daemon_client(daemon.url)
 
     result = Sequential([], [], 0.0, 0.0)
     try:

@@ -44,7 +44,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import requests
 from _daemons import Process
 from _harness import count_instructions
 
@@ -64,10 +63,6 @@ def _callgrind(out: Path) -> list[str]:
     ]
 
 
-def _control(pid: int, *args: str) -> None:
-    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
-
-
 def _instructions(out: Path) -> int:
     """The instructions counted between ``-i on`` and the dump, over every thread."""
     total = 0
@@ -78,17 +73,6 @@ def _instructions(out: Path) -> int:
         found = re.search(r"^totals:\s*(\d+)", part.read_text(errors="replace"), re.M)
         total += int(found.group(1)) if found else 0
     return total
-
-
-def _counted(pid: int, one: Any, conversations: int) -> None:
-    """Count the server process `pid` while this process sends it `conversations`."""
-    for _ in range(WARMUP):
-        one()
-    _control(pid, "-i", "on")
-    for _ in range(conversations):
-        one()
-    _control(pid, "-i", "off")
-    _control(pid, "-d")
 
 
 # --- the measured processes ---------------------------------------------------------------------
@@ -161,27 +145,13 @@ def _bare_worker() -> None:
 # --- the driver ----------------------------------------------------------------------------------
 
 
-def _client(url: str) -> Any:
-    session = requests.Session()
-
-    def one() -> None:
-        created = session.post(url + "/v1/conversations", json={}, timeout=120)
-        cid = created.json()["conversation_id"]
-        reply = session.post(
-            f"{url}/v1/conversations/{cid}/messages",
-            json={"query": "weather in Paris"},
-            timeout=120,
-        )
-        assert reply.status_code == 200, reply.text
-
-    return one
-
-
 def _served(
     out: Path, command: list[str], env: dict[str, str], conversations: int, script: str = ""
 ) -> float:
     """Count a server process under valgrind while this process is its client: ``toolbridge
     <command>``, or with `script`, ``python <script> <command>``."""
+    from bench_daemon import daemon_client
+
     real = sys.executable
     wrapper = out.parent / "under-valgrind"
     # `Process` runs `sys.executable -m bridge <command>`: a script replaces "-m bridge".
@@ -197,7 +167,8 @@ def _served(
     finally:
         sys.executable = real
     try:
-        _counted(server.proc.pid, _client(server.url), conversations)
+        client = daemon_client(server.url, timeout=120)  # valgrind is slow
+        count_instructions(WARMUP, conversations, client, pid=server.proc.pid)
     finally:
         server.stop()
     return _instructions(out) / conversations
