@@ -153,6 +153,19 @@ def test_fencing_a_replica_that_lost_its_lease_cannot_write(
     ]
 
 
+def _count_reads(journal: PostgresJournal) -> list[str]:
+    """A list that gets one entry per read `journal` makes from the database from now on."""
+    reads: list[str] = []
+    real = journal._read
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        reads.append("read")
+        return real(*args)
+
+    journal._read = counted  # type: ignore[method-assign]
+    return reads
+
+
 def test_a_call_just_written_under_a_held_lease_is_read_back_without_a_statement(
     replicas: tuple[PostgresJournal, PostgresJournal], dsn: str
 ) -> None:
@@ -163,14 +176,7 @@ def test_a_call_just_written_under_a_held_lease_is_read_back_without_a_statement
     cid = _cid()
     a.acquire_lease(cid, "a", LONG)
     message = a.begin_message(cid, "email carol")
-    reads: list[str] = []
-    real = a._read
-
-    def counted(*args):  # type: ignore[no-untyped-def]
-        reads.append("read")
-        return real(*args)
-
-    a._read = counted  # type: ignore[method-assign]
+    reads = _count_reads(a)
     a.receive(cid, _batch(), message_id=message)
     received = a.get_call(cid, "call-1")
     assert reads == []  # from the write
@@ -220,14 +226,7 @@ def test_what_a_run_reads_first_comes_with_its_lease_and_matches_the_database(
     )
     a.end_message(first, MessageEnd(status="finished", answer="sent"))
     a.release_lease(Lease(conversation_id=cid, owner="a", generation=a._held[cid]))
-    reads: list[str] = []
-    real = a._read
-
-    def counted(*args):  # type: ignore[no-untyped-def]
-        reads.append("read")
-        return real(*args)
-
-    a._read = counted  # type: ignore[method-assign]
+    reads = _count_reads(a)
     a.acquire_lease(cid, "a", LONG)
     assert a.messages(cid) == b.messages(cid) and len(b.messages(cid)) == 1
     assert reads == []
